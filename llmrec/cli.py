@@ -1,0 +1,277 @@
+"""The `llmrec` command line. Only this module configures logging and shows progress bars."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from llmrec.errors import LlmrecError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Evaluate LLMs as recommenders and assistants: Ray Data + Ray Serve + MLflow.")
+data_app = typer.Typer(no_args_is_help=True, help="Find and download benchmark data.")
+app.add_typer(data_app, name="data")
+console = Console()
+err = Console(stderr=True)
+
+SET_HELP = "Override a config key, e.g. --set engine.n_ctx=4096 --set benchmark.turns=[2,10]. Repeatable."
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+
+
+def _fail(e: Exception) -> None:
+    err.print(f"[bold red]error:[/] {e}", markup=True, highlight=False)
+    raise typer.Exit(2)
+
+
+@app.command()
+def run(
+    config: Path = typer.Argument(..., help="Run config YAML (see configs/)."),
+    set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Data folder (else $LLMREC_DATA_DIR, else the per-user cache)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the request cache."),
+    fresh: bool = typer.Option(False, "--fresh", help="Discard this config's stored results and start over."),
+    verbose: bool = typer.Option(False, "-v", "--verbose", help="Debug logging."),
+) -> None:
+    """Run an evaluation. Re-running the same config resumes: finished samples are not sent again."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
+
+    from pipelines.api import run_evaluation
+    from pipelines.run_config import load_run_config
+
+    _setup_logging(verbose)
+    overrides = list(set_) + (["output.cache=false"] if no_cache else []) + (["output.resume=false"] if fresh else [])
+    try:
+        cfg = load_run_config(config, overrides)
+        with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=False) as bar:
+            task = bar.add_task(f"{cfg.benchmark.name}", total=None)
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            outcome = run_evaluation(cfg, data_dir, progress)
+    except LlmrecError as e:
+        _fail(e)
+        return
+    _print_metrics(outcome.metrics, outcome.stats)
+    console.print(f"results: {outcome.run_dir}")
+    if outcome.mlflow_run_id:
+        console.print(f"MLflow run {outcome.mlflow_run_id} — open the UI with: [bold]llmrec ui[/]"
+                      f"  (or: mlflow ui --backend-store-uri {cfg.tracking.uri or 'sqlite:///mlruns.db'})")
+
+
+def _print_metrics(metrics: dict, stats: dict) -> None:
+    table = Table(title="metrics", show_lines=False)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for k in sorted(metrics):
+        v = metrics[k]
+        table.add_row(k, f"{v:.4f}" if isinstance(v, float) else str(v))
+    for k in sorted(stats):
+        table.add_row(f"[dim]{k}[/]", f"{stats[k]:.4g}")
+    console.print(table)
+
+
+@app.command()
+def serve(
+    config: Path = typer.Argument(..., help="Config YAML with an `engine:` section (a run config works)."),
+    set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+    host: str = typer.Option("127.0.0.1", help="Bind address."),
+    port: int = typer.Option(8000, help="HTTP port."),
+    replicas: int = typer.Option(1, help="Engine replicas."),
+    verbose: bool = typer.Option(False, "-v", "--verbose"),
+) -> None:
+    """Serve the configured engine as a Ray Serve app with OpenAI-compatible /v1/chat/completions and /v1/models."""
+    import time
+
+    from llmrec.config import apply_overrides, read_yaml
+    from pipelines.ray_env import ensure_ray
+    from pipelines.run_config import RayConfig
+    from serving.engine import engine_config
+
+    _setup_logging(verbose)
+    try:
+        raw = apply_overrides(read_yaml(config), set_)
+        if "engine" not in raw:
+            raise LlmrecError(f"{config}: no 'engine:' section")
+        eng = engine_config(raw["engine"])
+        ensure_ray(RayConfig.model_validate(raw.get("ray") or {}))
+        from serving.serve_app import deploy
+
+        deploy(eng.model_dump(mode="json"), app_name="llmrec", replicas=replicas, http=True, host=host, port=port)
+    except LlmrecError as e:
+        _fail(e)
+        return
+    console.print(f"serving {eng.type} at http://{host}:{port}/v1 (Ctrl-C to stop)")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+
+
+@app.command()
+def score(
+    task: str = typer.Argument(..., help="Score task, e.g. prefeval-mcq (see `llmrec score --list x`)."),
+    predictions: Path = typer.Option(..., "--predictions", help="Per-sample predictions, one JSON object per line."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write {\"metrics\": {...}} here (default: print)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model to score (tasks that hold several)."),
+    oracle: Optional[Path] = typer.Option(None, "--oracle", help="Oracle file (tasks that use one)."),
+) -> None:
+    """Recompute a task's metrics from a predictions file, without calling any model."""
+    from pipelines.scoring import score_file
+
+    try:
+        result = score_file(task, predictions, {"model": model, "oracle": str(oracle) if oracle else None})
+    except LlmrecError as e:
+        _fail(e)
+        return
+    text = json.dumps(result, indent=1, sort_keys=True)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n")
+        console.print(f"wrote {out}")
+    else:
+        print(text)
+
+
+@app.command()
+def runs(
+    experiment: Optional[str] = typer.Option(None, "--experiment", help="Experiment (default: all)."),
+    uri: Optional[str] = typer.Option(None, "--tracking-uri", help="MLflow store (default sqlite:///mlruns.db)."),
+    metric: list[str] = typer.Option([], "--metric", help="Metric columns to show (default: main ones)."),
+    limit: int = typer.Option(50, help="Most recent N runs."),
+) -> None:
+    """A table of MLflow runs (config summary + main metrics) for comparison."""
+    from llmrec.runs_table import runs_table
+
+    try:
+        table = runs_table(uri, experiment, metric, limit)
+    except LlmrecError as e:
+        _fail(e)
+        return
+    console.print(table)
+
+
+@app.command()
+def ui(
+    uri: Optional[str] = typer.Option(None, "--tracking-uri", help="MLflow store (default sqlite:///mlruns.db)."),
+    port: int = typer.Option(5000, help="Port."),
+) -> None:
+    """Start the MLflow UI on 127.0.0.1 against the tracking store."""
+    from llmrec import tracking
+
+    store = tracking.tracking_uri(uri)
+    console.print(f"MLflow UI: http://127.0.0.1:{port}  (store {store})")
+    raise typer.Exit(subprocess.call([sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", store,
+                                      "--host", "127.0.0.1", "--port", str(port)]))
+
+
+@data_app.command("fetch")
+def data_fetch(
+    benchmark: str = typer.Argument(..., help="Benchmark whose data to download, e.g. prefeval."),
+    dest: Optional[Path] = typer.Option(None, "--dest", help="Target folder (default: the per-user cache)."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="Mirror URL replacing the pinned repository URL."),
+    if_missing: bool = typer.Option(False, "--if-missing", help="Do nothing when the data is already found."),
+) -> None:
+    """Download a benchmark's files at a pinned commit over HTTPS and verify their checksums."""
+    from pipelines.benchmark import get_benchmark
+    from pipelines.datasets import fetch, resolve_data_dir
+
+    try:
+        bench = get_benchmark(benchmark)
+        if bench.data is None:
+            raise LlmrecError(f"benchmark '{benchmark}' has no downloadable data")
+        if if_missing:
+            try:
+                found = resolve_data_dir(dest, bench.data)
+                console.print(f"{benchmark} data found in {found}")
+                return
+            except LlmrecError:
+                pass
+        path = fetch(bench.data, dest, base_url,
+                     progress=lambda i, n, f: err.print(f"[{i}/{n}] {f}", highlight=False))
+    except LlmrecError as e:
+        _fail(e)
+        return
+    console.print(f"{benchmark} data in {path}")
+
+
+@data_app.command("where")
+def data_where(
+    benchmark: str = typer.Argument(..., help="Benchmark name."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir"),
+) -> None:
+    """Print the folder a benchmark's data would be read from (or why none is found)."""
+    from pipelines.benchmark import get_benchmark
+    from pipelines.datasets import resolve_data_dir
+
+    try:
+        console.print(str(resolve_data_dir(data_dir, get_benchmark(benchmark).data)))
+    except LlmrecError as e:
+        _fail(e)
+
+
+@app.command()
+def train(
+    config: Path = typer.Argument(..., help="Train config YAML (see configs/train_*.yaml)."),
+    set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+) -> None:
+    """Train one traditional recommender configuration and log it to MLflow."""
+    from tuning.api import train_from_config
+
+    try:
+        result = train_from_config(str(config), list(set_))
+    except LlmrecError as e:
+        _fail(e)
+        return
+    console.print_json(json.dumps(result, default=str))
+
+
+@app.command()
+def tune(
+    config: Path = typer.Argument(..., help="Tune config YAML with a search space (see configs/tune_*.yaml)."),
+    set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+    resume: bool = typer.Option(False, "--resume", help="Resume an interrupted sweep (Tuner.restore)."),
+) -> None:
+    """Sweep a recommender's hyper-parameters with Ray Tune (ASHA); one MLflow parent run, a child per trial."""
+    from tuning.api import tune_from_config
+
+    try:
+        result = tune_from_config(str(config), list(set_), resume=resume)
+    except LlmrecError as e:
+        _fail(e)
+        return
+    console.print_json(json.dumps(result, default=str))
+
+
+@app.command("list")
+def list_(
+) -> None:
+    """List the registered benchmarks, score tasks and engines."""
+    from pipelines.benchmark import BENCHMARKS, SCORE_TASKS
+    from serving.engine import ENGINES
+
+    console.print("benchmarks: " + ", ".join(BENCHMARKS.names()))
+    console.print("score tasks: " + ", ".join(SCORE_TASKS.names()))
+    console.print("engines: " + ", ".join(ENGINES.names()))
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""YAML → validated pydantic config, with ``--set key=value`` overrides.
+
+Every config model forbids unknown keys; errors name the dotted path of the key, what
+was received and which keys are allowed. Sub-configs whose schema depends on a
+registered name (``engine.type``, ``benchmark.name``) are validated against the
+registered class, so a new engine or benchmark touches no file here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from llmrec.errors import ConfigError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class StrictModel(BaseModel):
+    """Base for every config model: unknown keys are errors, assignment is validated."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
+
+
+def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str]:
+    """Walk ``loc`` through nested models to list the keys allowed where the bad key was."""
+    current: Any = model
+    for part in loc[:-1]:
+        fields = getattr(current, "model_fields", None)
+        if not fields or part not in fields:
+            return []
+        ann = fields[part].annotation
+        current = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+        for arg in getattr(ann, "__args__", ()) or ():
+            if isinstance(arg, type) and issubclass(arg, BaseModel):
+                current = arg
+        if current is None:
+            return []
+    return sorted(getattr(current, "model_fields", {}) or {})
+
+
+def format_validation_error(err: ValidationError, model: type[BaseModel], prefix: str = "") -> str:
+    lines = []
+    for e in err.errors():
+        loc = tuple(p for p in e["loc"] if not isinstance(p, int) or True)
+        path = ".".join(str(p) for p in ((prefix,) if prefix else ()) + loc)
+        if e["type"] == "extra_forbidden":
+            allowed = _allowed_keys(model, loc)
+            lines.append(f"unknown key '{path}'. Allowed keys here: {', '.join(allowed)}")
+        else:
+            got = e.get("input")
+            got_s = "" if isinstance(got, dict) else f" (got {got!r})"
+            lines.append(f"'{path}': {e['msg']}{got_s}")
+    return "Invalid configuration:\n  " + "\n  ".join(lines)
+
+
+def validate(model: type[M], data: dict, prefix: str = "") -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(format_validation_error(e, model, prefix)) from e
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``a.b=value`` → (["a","b"], parsed YAML value)."""
+    if "=" not in text:
+        raise ConfigError(f"--set expects key=value, got {text!r}")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key:
+        raise ConfigError(f"--set expects key=value, got {text!r}")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.split("."), value
+
+
+def apply_overrides(data: dict, overrides: list[str] | None) -> dict:
+    data = json.loads(json.dumps(data))  # deep copy of plain data
+    for item in overrides or []:
+        path, value = parse_override(item)
+        node = data
+        for part in path[:-1]:
+            nxt = node.get(part)
+            if nxt is None:
+                nxt = node[part] = {}
+            if not isinstance(nxt, dict):
+                raise ConfigError(f"--set {item!r}: '{part}' is not a mapping")
+            node = nxt
+        node[path[-1]] = value
+    return data
+
+
+def read_yaml(path: str | Path) -> dict:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"Config file not found: {p}")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{p}: not valid YAML: {e}") from e
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: the top level must be a mapping, got {type(data).__name__}")
+    return data
+
+
+def load_config(model: type[M], path: str | Path, overrides: list[str] | None = None) -> M:
+    """Read YAML, apply ``--set`` overrides, validate against ``model``."""
+    return validate(model, apply_overrides(read_yaml(path), overrides))
+
+
+def dump_yaml(model: BaseModel) -> str:
+    return yaml.safe_dump(model.model_dump(mode="json"), sort_keys=False)
+
+
+def fingerprint(obj: Any, length: int = 12) -> str:
+    """Stable short hash of JSON-able data (sorted keys)."""
+    blob = json.dumps(obj, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:length]
+
+
+def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}.{k}" if prefix else str(k)
+        if isinstance(v, dict):
+            out.update(flatten(v, key))
+        else:
+            out[key] = v
+    return out

@@ -1,0 +1,34 @@
+"""Every environment variable llmrec reads, read here and nowhere else."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from platformdirs import user_cache_dir
+
+DATA_DIR_ENV = "LLMREC_DATA_DIR"
+CACHE_DIR_ENV = "LLMREC_CACHE_DIR"
+TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
+
+DEFAULT_TRACKING_URI = "sqlite:///mlruns.db"
+DEFAULT_ARTIFACT_ROOT = "./mlartifacts"
+
+
+def cache_root() -> Path:
+    """Per-user cache (downloaded data, request cache, assembled model files)."""
+    return Path(os.environ.get(CACHE_DIR_ENV) or user_cache_dir("llmrec"))
+
+
+def env_data_dir() -> Path | None:
+    value = os.environ.get(DATA_DIR_ENV)
+    return Path(value).expanduser() if value else None
+
+
+def env_tracking_uri() -> str | None:
+    return os.environ.get(TRACKING_URI_ENV) or None
+
+
+def read_secret(env_name: str | None) -> str | None:
+    """Read a secret (an API key) from the environment variable whose *name* is configured."""
+    return os.environ.get(env_name) if env_name else None

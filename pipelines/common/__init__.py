@@ -1,0 +1,1 @@
+"""Helpers shared by benchmark packages (templates, stable seeding, bootstrap CIs)."""

@@ -1,0 +1,24 @@
+"""Bootstrap confidence intervals for per-sample metrics."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+
+def bootstrap_ci(values, confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean. Constant or single-value data → (v, v); empty → (nan, nan)."""
+    x = np.asarray(list(values), dtype=float)
+    if x.size == 0:
+        return float("nan"), float("nan")
+    if x.size == 1 or np.all(x == x[0]):
+        return float(x[0]), float(x[0])
+    res = stats.bootstrap((x,), np.mean, confidence_level=confidence, n_resamples=n_resamples,
+                          method="percentile", random_state=np.random.default_rng(seed))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def mean_with_ci(values, prefix: str, **kw) -> dict[str, float]:
+    x = list(values)
+    lo, hi = bootstrap_ci(x, **kw)
+    return {prefix: float(np.mean(x)) if x else float("nan"), f"{prefix}_ci_low": lo, f"{prefix}_ci_high": hi}

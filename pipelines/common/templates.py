@@ -1,0 +1,29 @@
+"""Prompt templates as files: packaged defaults, overridable by a path in config."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from llmrec.errors import ConfigError
+
+
+@lru_cache(maxsize=128)
+def _read(path: str) -> str:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"template file not found: {p}")
+    return p.read_text(encoding="utf-8")
+
+
+def load_template(package_dir: Path, name: str, override: Path | None) -> str:
+    """``override`` if given, else ``<package_dir>/templates/<name>``."""
+    return _read(str(override) if override is not None else str(Path(package_dir) / "templates" / name))
+
+
+def fill(template: str, **values: str) -> str:
+    """Replace ``{key}`` placeholders literally (no str.format: data may contain braces)."""
+    out = template
+    for key, value in values.items():
+        out = out.replace("{" + key + "}", value)
+    return out

@@ -1,0 +1,38 @@
+"""`llmrec score`: recompute a task's metrics from a predictions JSONL file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from llmrec.errors import DataError
+from pipelines.benchmark import SCORE_TASKS
+
+
+def read_jsonl(path: Path, required: tuple[str, ...] = ()) -> list[dict]:
+    if not Path(path).is_file():
+        raise DataError(f"predictions file not found: {path}")
+    lines = []
+    with open(path, encoding="utf-8") as fh:
+        for no, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{path}: line {no} is not valid JSON: {e.msg}") from e
+            if not isinstance(obj, dict):
+                raise DataError(f"{path}: line {no} must be a JSON object")
+            missing = [k for k in required if k not in obj]
+            if missing:
+                raise DataError(f"{path}: line {no} lacks required key(s) {missing}")
+            lines.append(obj)
+    if not lines:
+        raise DataError(f"{path}: no predictions")
+    return lines
+
+
+def score_file(task: str, path: Path, options: dict | None = None) -> dict:
+    t = SCORE_TASKS.get(task)
+    lines = read_jsonl(path, t.required)
+    return {"task": task, "n_lines": len(lines), "metrics": t.run(lines, options or {})}

@@ -1,0 +1,1 @@
+"""Engines behind one small interface, the request cache, and Ray Serve deployments."""

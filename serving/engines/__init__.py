@@ -1,0 +1,1 @@
+"""One file per engine; each registers itself with ``@register_engine``."""

@@ -1,0 +1,88 @@
+"""A scripted engine for unit tests. It never counts as a feature; it exercises the real pipeline.
+
+Replies are chosen by the first ``rules`` entry whose ``contains`` text occurs in the last
+user message, else ``default``. With a ``choices`` constraint and no matching reply among
+the choices, the first choice is returned. Tokens are whitespace-separated words.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from llmrec.errors import ContextOverflow, EngineError
+from serving.engine import EngineConfig, register_engine
+from serving.types import Request, Result
+
+
+class FakeRule(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    contains: str
+    reply: str
+
+
+class FakeEngineConfig(EngineConfig):
+    type: Literal["fake"] = "fake"
+    model: str = Field("fake-model", description="name reported as the model")
+    default: str = Field("<choice>A</choice>", description="reply when no rule matches")
+    rules: list[FakeRule] = Field(default_factory=list, description="substring → reply rules")
+    fail_first: int = Field(0, ge=0, description="raise EngineError on the first N calls (fault tests)")
+    delay_s: float = Field(0.0, ge=0.0, description="sleep per request")
+
+
+@register_engine("fake", FakeEngineConfig)
+class FakeEngine:
+    def __init__(self, config: FakeEngineConfig):
+        self.config = config
+        self.calls = 0
+
+    def start(self) -> None:
+        pass
+
+    def identity(self) -> dict:
+        return {"type": "fake", "model": self.config.model, "default": self.config.default,
+                "rules": [r.model_dump() for r in self.config.rules]}
+
+    def count_tokens(self, request: Request) -> int:
+        return sum(len(m.content.split()) + 2 for m in request.messages)
+
+    def _reply(self, request: Request) -> str:
+        last = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+        reply = next((r.reply for r in self.config.rules if r.contains in last), self.config.default)
+        c = request.constraint
+        if c is not None and c.choices is not None and reply not in c.choices:
+            reply = c.choices[0]
+        if c is not None and c.json_schema is not None:
+            try:
+                json.loads(reply)
+            except ValueError:
+                reply = "{}"
+        return reply
+
+    def generate(self, requests: list[Request]) -> list[Result]:
+        out = []
+        for req in requests:
+            self.calls += 1
+            if self.calls <= self.config.fail_first:
+                raise EngineError(f"fake failure {self.calls}/{self.config.fail_first}")
+            t0 = time.perf_counter()
+            n_prompt = self.count_tokens(req)
+            if self.config.context_length and n_prompt > self.config.context_length:
+                raise ContextOverflow(n_prompt, self.config.context_length)
+            if self.config.delay_s:
+                time.sleep(self.config.delay_s)
+            words = self._reply(req).split(" ")
+            text = " ".join(words[: req.sampling.max_tokens])
+            finish = "length" if len(words) > req.sampling.max_tokens else "stop"
+            out.append(Result(text=text, prompt_tokens=n_prompt, completion_tokens=min(len(words), req.sampling.max_tokens),
+                              finish_reason=finish, latency_s=time.perf_counter() - t0, request_id=req.request_id))
+        return out
+
+    def check_health(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass

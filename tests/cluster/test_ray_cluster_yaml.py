@@ -1,0 +1,39 @@
+"""ray_cluster.yaml is a valid Ray cluster-launcher config with a head and a GPU worker type."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> dict:
+    return yaml.safe_load((ROOT / "ray_cluster.yaml").read_text())
+
+
+def test_validates_against_ray_schema(cluster):
+    import jsonschema
+    from ray.autoscaler._private.util import fillout_defaults, validate_config
+
+    # Ray fills provider defaults before validating, as `ray up` does
+    validate_config(fillout_defaults(dict(cluster)))
+    broken = dict(cluster, not_a_ray_key=1)
+    with pytest.raises(jsonschema.ValidationError):
+        validate_config(fillout_defaults(broken))
+
+
+def test_head_and_gpu_worker(cluster):
+    types = cluster["available_node_types"]
+    assert cluster["head_node_type"] in types
+    gpu = [t for t in types.values() if t["resources"].get("GPU", 0) > 0]
+    assert gpu and all(t["max_workers"] >= 1 for t in gpu)
+
+
+def test_setup_installs_llmrec_and_opens_ports(cluster):
+    setup = " ".join(cluster["setup_commands"])
+    assert "pip install" in setup and "llmrec" in setup
+    head = " ".join(cluster["head_start_ray_commands"])
+    for flag in ("--port=6379", "--dashboard-port=8265", "--ray-client-server-port=10001"):
+        assert flag in head

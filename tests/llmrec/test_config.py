@@ -1,0 +1,73 @@
+"""Config loading: unknown keys fail naming the key and the allowed ones; --set overrides apply."""
+
+import pytest
+
+from llmrec.config import apply_overrides, parse_override
+from llmrec.errors import ConfigError
+from pipelines.run_config import load_run_config
+
+BASE = """
+benchmark: {name: prefeval, topics: [travel_hotel], per_topic: 1}
+engine: {type: fake}
+"""
+
+
+def write(tmp_path, text):
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_valid_config_and_defaults(tmp_path):
+    cfg = load_run_config(write(tmp_path, BASE))
+    assert cfg.benchmark.name == "prefeval" and cfg.benchmark.forms == ["explicit"]
+    assert cfg.engine.type == "fake"
+    assert cfg.execution.mode == "actors"
+
+
+def test_unknown_top_level_key_names_allowed_keys(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        load_run_config(write(tmp_path, BASE + "executon: {}\n"))
+    msg = str(e.value)
+    assert "executon" in msg and "execution" in msg and "tracking" in msg
+
+
+def test_unknown_nested_engine_key(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        load_run_config(write(tmp_path, BASE.replace("{type: fake}", "{type: fake, max_model_lenn: 3}")))
+    assert "engine.max_model_lenn" in str(e.value)
+    assert "default" in str(e.value)  # an allowed key of the fake engine is listed
+
+
+def test_unknown_benchmark_key_and_bad_value(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        load_run_config(write(tmp_path, BASE.replace("per_topic: 1", "per_topic: 1, turnz: [2]")))
+    assert "benchmark.turnz" in str(e.value) and "turns" in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        load_run_config(write(tmp_path, BASE.replace("per_topic: 1", "turns: [400]")))
+    assert "benchmark.turns" in str(e.value) and "298" in str(e.value)
+
+
+def test_unknown_names_list_available(tmp_path):
+    with pytest.raises(ConfigError, match="Unknown engine 'gpt'.*fake"):
+        load_run_config(write(tmp_path, BASE.replace("type: fake", "type: gpt")))
+    with pytest.raises(ConfigError, match="Unknown benchmark 'prefevl'.*prefeval"):
+        load_run_config(write(tmp_path, BASE.replace("name: prefeval", "name: prefevl")))
+
+
+def test_overrides(tmp_path):
+    cfg = load_run_config(write(tmp_path, BASE), ["benchmark.turns=[2,10]", "execution.batch_size=8",
+                                                  "engine.default=<choice>C</choice>"])
+    assert cfg.benchmark.turns == [2, 10] and cfg.execution.batch_size == 8
+    assert cfg.engine.default == "<choice>C</choice>"
+    assert parse_override("a.b=3") == (["a", "b"], 3)
+    assert apply_overrides({"a": {"b": 1}}, ["a.c=x"]) == {"a": {"b": 1, "c": "x"}}
+    with pytest.raises(ConfigError):
+        parse_override("novalue")
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_run_config(tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match="YAML"):
+        load_run_config(write(tmp_path, "benchmark: [unclosed"))

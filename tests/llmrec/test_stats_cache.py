@@ -1,0 +1,48 @@
+"""Bootstrap CI and request-cache keys."""
+
+import numpy as np
+
+from pipelines.common.stats import bootstrap_ci, mean_with_ci
+from serving.cache import CachedEngine, RequestCache, cache_key, cacheable
+from serving.engines.fake import FakeEngine, FakeEngineConfig
+from serving.types import Constraint, Message, Request, SamplingParams
+
+
+def test_bootstrap_ci_brackets_mean_and_is_seeded():
+    x = [1, 0, 1, 1, 0, 1, 0, 1, 1, 1] * 5
+    lo, hi = bootstrap_ci(x)
+    assert lo < np.mean(x) < hi
+    assert 0.45 < lo < 0.7 and 0.6 < hi < 0.85
+    assert bootstrap_ci(x) == (lo, hi)  # same seed, same interval
+    assert bootstrap_ci([1, 1, 1]) == (1.0, 1.0)
+    assert all(np.isnan(bootstrap_ci([])))
+    m = mean_with_ci(x, "acc")
+    assert set(m) == {"acc", "acc_ci_low", "acc_ci_high"}
+
+
+def req(text="hi", **kw):
+    return Request(messages=[Message(role="user", content=text)], **kw)
+
+
+def test_cache_key_covers_engine_messages_sampling_constraint():
+    ident = {"type": "fake", "model": "m"}
+    base = cache_key(ident, req())
+    assert base == cache_key(ident, req())
+    assert base == cache_key(ident, req(request_id="x", prefix_key="p"))  # routing hints do not matter
+    assert base != cache_key({"type": "fake", "model": "m2"}, req())
+    assert base != cache_key(ident, req("hello"))
+    assert base != cache_key(ident, req(sampling=SamplingParams(max_tokens=5)))
+    assert base != cache_key(ident, req(constraint=Constraint(choices=["a", "b"])))
+    assert not cacheable(req(sampling=SamplingParams(temperature=0.7, seed=None)))
+    assert cacheable(req(sampling=SamplingParams(temperature=0.7, seed=3)))
+
+
+def test_cached_engine_hits_and_dedupes(tmp_path):
+    eng = FakeEngine(FakeEngineConfig(default="ok"))
+    cached = CachedEngine(eng, RequestCache(tmp_path / "c.sqlite"))
+    out = cached.generate([req("a"), req("a"), req("b")])
+    assert [r.text for r in out] == ["ok"] * 3
+    assert eng.calls == 2 and cached.misses == 2 and cached.hits == 1
+    again = CachedEngine(FakeEngine(FakeEngineConfig(default="ok")), RequestCache(tmp_path / "c.sqlite"))
+    res = again.generate([req("a"), req("b")])
+    assert again.engine.calls == 0 and all(r.from_cache for r in res)

@@ -1,0 +1,146 @@
+"""PrefEval MCQ: conversation structure, options, parsing and metrics (no Ray, no model)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pipelines.prefeval import BENCHMARK
+from pipelines.prefeval.config import PrefEvalConfig
+from pipelines.prefeval.metrics import mcq_metrics, score_predictions
+from pipelines.prefeval.parsing import parse_choice
+from pipelines.prefeval.prompts import conversation, mcq_question, shuffle_options
+from serving.types import Result
+from tests.conftest import require_data
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("<choice>B</choice>", "B"),
+    ("Sure! <choice> C </choice> because", "C"),
+    ("<choice>[A/B/C/D]</choice>", "A"),  # the reference's regex takes the first letter
+    ("<choice>b</choice>", None),  # lower case is not matched
+    ("<choice><b>B</b> and more</choice>", None),  # .string is None for mixed content
+    ("The answer is B", None),
+    ("<choice>E</choice>", None),
+    ("", None),
+    (None, None),
+    ("<choice>D", "D"),  # unclosed tag: html.parser still yields the tag
+])
+def test_parse_choice(text, expected):
+    assert parse_choice(text) == expected
+
+
+def test_shuffle_keeps_gold_and_is_stable_across_processes():
+    opts = ["right", "w1", "w2", "w3"]
+    shuffled, gold = shuffle_options(opts, 41, "travel_hotel", 7)
+    assert sorted(shuffled) == sorted(opts) and shuffled["ABCD".index(gold)] == "right"
+    code = ("from pipelines.prefeval.prompts import shuffle_options;"
+            "print(shuffle_options(['right','w1','w2','w3'], 41, 'travel_hotel', 7))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"PYTHONHASHSEED": "123", "PATH": ""}).stdout
+    assert out.strip() == str((shuffled, gold))
+    golds = {shuffle_options(opts, 41, "t", i)[1] for i in range(40)}
+    assert golds == set("ABCD")  # gold positions vary
+
+
+def test_reminder_and_question_template():
+    cfg = PrefEvalConfig(topics=["travel_hotel"])
+    q0 = mcq_question(cfg, "Where to stay?", ["a", "b", "c", "d"], "zero-shot")
+    q1 = mcq_question(cfg, "Where to stay?", ["a", "b", "c", "d"], "reminder")
+    assert q0.startswith("Where to stay?") and "A. a\nB. b\nC. c\nD. d" in q0 and "<choice>" in q0
+    assert q1.startswith("Where to stay?\n") and len(q1) > len(q0) and "preference" in q1
+
+
+def test_custom_template_file(tmp_path):
+    t = tmp_path / "q.txt"
+    t.write_text("{question}{reminder} || {options}")
+    cfg = PrefEvalConfig(templates={"mcq_question": str(t)})
+    assert mcq_question(cfg, "Q {x}?", ["a", "b", "c", "d"], "zero-shot") == "Q {x}? || A. a\nB. b\nC. c\nD. d"
+
+
+@pytest.fixture(scope="module")
+def data():
+    return require_data("prefeval", "benchmark_dataset", "filtered_inter_turns.json").parents[2]
+
+
+def build(data, **kw):
+    cfg = PrefEvalConfig(**{"topics": ["travel_restaurant"], "per_topic": 2, **kw})
+    return cfg, BENCHMARK.build_samples(cfg, data)
+
+
+def test_explicit_conversation_structure(data):
+    cfg, samples = build(data, turns=[3], methods=["reminder"])
+    s = samples[0]
+    raw = json.loads((data / "prefeval/benchmark_dataset/explicit_preference/travel_restaurant.json").read_text())[0]
+    chats = json.loads((data / "prefeval/benchmark_dataset/filtered_inter_turns.json").read_text())
+    msgs = conversation(cfg, s, "LIVE REPLY")
+    roles = [m.role for m in msgs]
+    assert roles == ["system", "user", "assistant"] + ["user", "assistant"] * 3 + ["user"]
+    assert msgs[1].content == raw["preference"] and msgs[2].content == "LIVE REPLY"
+    flat = [m for c in chats for m in c["conversation"]]
+    assert [m.content for m in msgs[3:9]] == [m["content"] for m in flat[:6]]
+    assert msgs[-1].content.startswith(raw["question"])
+    assert s["sample_id"] == "travel_restaurant/explicit/0000/t003/reminder"
+
+
+def test_implicit_forms_structure(data):
+    cfg, samples = build(data, forms=["choice", "persona"], turns=[0])
+    choice = next(s for s in samples if s["form"] == "choice")
+    msgs = conversation(cfg, choice, None)
+    rec = json.loads((data / "prefeval/benchmark_dataset/implicit_preference/choice-based/travel_restaurant.json").read_text())[0]
+    assert [m.content for m in msgs[1:5]] == [rec["conversation"][k] for k in
+                                              ("query", "assistant_options", "user_selection", "assistant_acknowledgment")]
+    assert len(msgs) == 6  # system + 4 + question (0 inter-turns)
+    persona = next(s for s in samples if s["form"] == "persona")
+    pm = conversation(cfg, persona, None)
+    assert [m.role for m in pm[1:-1]] == ["user", "assistant"] * (len(pm[1:-1]) // 2)
+    # explicit needs the live reply stage; implicit forms skip it
+    reply_stage = BENCHMARK.stages(cfg)[0]
+    assert reply_stage.render(choice) is None
+
+
+def test_options_come_from_mcq_file_with_gold(data):
+    cfg, samples = build(data)
+    mcq = json.loads((data / "prefeval/benchmark_dataset/mcq_options/travel_restaurant.json").read_text())
+    for s in samples:
+        right = mcq[s["task_id"]]["classification_task_options"][0]
+        assert s["options"]["ABCD".index(s["gold"])] == right
+
+
+def test_turn_bounds_and_bad_data(tmp_path):
+    from llmrec.errors import ConfigError, DataError
+    from llmrec.config import validate
+
+    with pytest.raises(ConfigError, match="298"):
+        validate(PrefEvalConfig, {"turns": [299]}, "benchmark")
+    root = tmp_path / "prefeval/benchmark_dataset"
+    (root / "mcq_options").mkdir(parents=True)
+    (root / "filtered_inter_turns.json").write_text("[]")
+    (root / "mcq_options/travel_hotel.json").write_text('[{"preference": 1,}')
+    with pytest.raises(DataError, match=r"mcq_options/travel_hotel.json: malformed JSON at line 1"):
+        BENCHMARK.build_samples(PrefEvalConfig(topics=["travel_hotel"], turns=[0]), tmp_path)
+    (root / "mcq_options/travel_hotel.json").write_text('[{"preference": "p", "question": "q"}]')
+    with pytest.raises(DataError, match="record 0 lacks"):
+        BENCHMARK.build_samples(PrefEvalConfig(topics=["shop_home", "travel_hotel"][1:], turns=[0]), tmp_path)
+
+
+def test_metrics_and_score_contract():
+    lines = [
+        {"sample_id": "1", "gold": "A", "output": "<choice>A</choice>", "turns": 2},
+        {"sample_id": "2", "gold": "B", "output": "<choice>C</choice>", "turns": 2},
+        {"sample_id": "3", "gold": "C", "output": "no idea", "turns": 10},
+        {"sample_id": "4", "gold": "D", "output": "<choice>D</choice>", "turns": 10},
+    ]
+    m = score_predictions(lines)
+    assert m["accuracy"] == 0.5 and m["missed_rate"] == 0.25
+    assert m["accuracy.turns.2"] == 0.5 and m["accuracy.turns.10"] == 0.5
+    rows = [{"status": "ok", "correct": True, "missed": False}, {"status": "failed"}, {"status": "over_context"}]
+    m2 = mcq_metrics(rows)
+    assert m2["accuracy"] == 1.0 and m2["failed"] == 1 and m2["over_context"] == 1 and m2["n_samples"] == 3
+
+
+def test_answer_stage_records_tokens():
+    cfg = PrefEvalConfig()
+    accept = BENCHMARK.stages(cfg)[1].accept
+    assert accept({}, Result(text="<choice>A</choice>", prompt_tokens=42)) == {"output": "<choice>A</choice>", "prompt_tokens": 42}
