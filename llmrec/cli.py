@@ -269,7 +269,18 @@ def list_(
     console.print("engines: " + ", ".join(ENGINES.names()))
 
 
+def _mount_benchmark_clis() -> None:
+    """Benchmark-specific verbs (``llmrec <benchmark> ...``) from each benchmark's ``cli``."""
+    from pipelines.benchmark import BENCHMARKS
+
+    for name in BENCHMARKS.names():
+        sub = getattr(BENCHMARKS.get(name), "cli", None)
+        if sub is not None:
+            app.add_typer(sub, name=name)
+
+
 def main() -> None:
+    _mount_benchmark_clis()
     app()
 
 

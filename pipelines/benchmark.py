@@ -39,12 +39,16 @@ class LLMStage:
     ``render(sample) -> Request | None`` (None: this sample skips the stage);
     ``accept(sample, result) -> dict`` returns the fields to merge into the sample.
     ``engine`` picks the configured engine: ``"subject"`` or ``"judge"``.
+    ``shrink(sample, request, result) -> Request | None``: optional truncation policy,
+    called when a request is over the engine's context; return a smaller request to try
+    instead, or None to record the sample as ``over_context`` (the default: never truncate).
     """
 
     name: str
     render: Callable[[Sample], Request | None]
     accept: Callable[[Sample, Result], dict]
     engine: Literal["subject", "judge"] = "subject"
+    shrink: Callable[[Sample, Request, Result], Request | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,7 @@ class Benchmark(Protocol):
     group_keys: tuple[str, ...]  # sample fields that split results (and MLflow child runs)
     score_tasks: tuple[ScoreTask, ...]
     data: DataManifest | None
+    # optional: ``cli`` — a typer.Typer mounted as ``llmrec <name> ...`` (benchmark-specific verbs)
 
     def build_samples(self, cfg: BenchmarkConfig, data_dir: Path) -> list[Sample]: ...
 

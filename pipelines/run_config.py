@@ -25,12 +25,12 @@ class ExecutionConfig(StrictModel):
         description="actors: each Ray Data actor holds an engine; serve: actors call a Ray Serve deployment",
     )
     concurrency: int = Field(1, ge=1, description="engine actors (or Serve replicas)")
-    batch_size: int = Field(4, ge=1, description="samples per Ray Data batch")
+    batch_size: int = Field(4, ge=1, description="prefix groups (samples sharing a prompt prefix) per Ray Data batch")
     num_cpus_per_worker: float = Field(1.0, gt=0, description="CPUs reserved per engine actor/replica")
     num_gpus_per_worker: float = Field(0.0, ge=0, description="GPUs reserved per engine actor/replica")
     retries: int = Field(3, ge=0, description="engine retries per request before it is recorded as failed")
     backoff_s: float = Field(1.0, ge=0, description="first retry delay; doubles each retry")
-    order_by_prefix: bool = Field(True, description="send samples sharing a prompt prefix back to back, longest first")
+    order_by_prefix: bool = Field(True, description="keep samples sharing a prompt prefix together on one replica, longest first")
 
 
 class RayConfig(StrictModel):

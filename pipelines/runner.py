@@ -20,7 +20,7 @@ from pipelines.benchmark import Benchmark, Sample, benchmark_config, get_benchma
 from pipelines.datasets import resolve_data_dir
 from pipelines.run_config import RunConfig
 from pipelines.store import ResultStore
-from pipelines.worker import decode, encode, process_samples
+from pipelines.worker import decode, encode, group_by_prefix, process_samples
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +47,10 @@ class StageWorker:
         return self._engines[role]
 
     def __call__(self, batch: dict) -> dict:
-        samples = decode(batch)
+        groups = decode(batch)
+        samples = [s for g in groups for s in g]
         process_samples(self.bench, self.cfg, samples, self._engine, self._retries, self._backoff)
-        return encode(samples)
+        return encode(groups)
 
 
 def open_engine(cfg: dict, mode: str, role: str, cache_path: str | None):
@@ -89,11 +90,6 @@ def run_dir_for(cfg: RunConfig) -> Path:
     return Path(cfg.output.dir) / name
 
 
-def order_for_prefix_reuse(samples: list[Sample]) -> list[Sample]:
-    """Samples sharing a ``prefix_key`` back to back, longest (``prefix_len``) first."""
-    return sorted(samples, key=lambda s: (str(s.get("prefix_key") or s["sample_id"]), -int(s.get("prefix_len") or 0)))
-
-
 def plan(cfg: RunConfig, data_dir: Path | None = None) -> RunPlan:
     bench = get_benchmark(cfg.benchmark.name)
     root = resolve_data_dir(data_dir or cfg.data.dir, bench.data)
@@ -110,8 +106,6 @@ def plan(cfg: RunConfig, data_dir: Path | None = None) -> RunPlan:
         store.clear()
     done = store.finished_ids()
     pending = [s for s in samples if str(s["sample_id"]) not in done]
-    if cfg.execution.order_by_prefix:
-        pending = order_for_prefix_reuse(pending)
     return RunPlan(cfg, bench, samples, run_dir, store, pending)
 
 
@@ -141,11 +135,9 @@ def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
     engines = _engine_cfgs(cfg)
     if ex.mode == "serve":
         start_serve_apps(engines, ex)
-    ctx = ray.data.DataContext.get_current()
-    # Ray Data keeps this knob in a process-global context; we set it once per run so
-    # samples that share a prompt prefix reach the engine in the order planned above.
-    ctx.execution_options.preserve_order = ex.order_by_prefix
-    items = [{"sample_id": str(s["sample_id"]), "data": json.dumps(s)} for s in p.pending]
+    # one row per prefix group: samples sharing a prompt prefix run back to back on one replica
+    groups = group_by_prefix(p.pending) if ex.order_by_prefix else [[s] for s in p.pending]
+    items = [{"group": json.dumps(g)} for g in groups]
     ds = ray.data.from_items(items, override_num_blocks=max(1, min(len(items), 4 * ex.concurrency)))
     actor_cpus = ex.num_cpus_per_worker if ex.mode == "actors" else 0.1
     ds = ds.map_batches(
@@ -153,13 +145,13 @@ def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
         fn_constructor_kwargs=dict(bench_cfg=cfg.benchmark.model_dump(mode="json"), engines=engines,
                                    mode=ex.mode, cache_path=cache_path_for(cfg), retries=ex.retries,
                                    backoff_s=ex.backoff_s),
-        batch_size=ex.batch_size, compute=ray.data.ActorPoolStrategy(size=ex.concurrency),
+        batch_size=ex.batch_size, udf_modifying_row_count=False, compute=ray.data.ActorPoolStrategy(size=ex.concurrency),
         num_cpus=actor_cpus, num_gpus=ex.num_gpus_per_worker if ex.mode == "actors" else 0,
         batch_format="numpy")
     written: list[Sample] = []
     try:
         for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
-            samples = decode(batch)
+            samples = [s for g in decode(batch) for s in g]
             p.store.write(samples)
             written.extend(samples)
             if progress:

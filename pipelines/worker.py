@@ -46,13 +46,31 @@ def _llm_stage(stage: LLMStage, samples: list[Sample], engine, retries: int, bac
         req = stage.render(s)
         if req is not None:
             calls.append((i, req.model_copy(update={"request_id": f"{s['sample_id']}:{stage.name}"})))
-    for (i, _), res in zip(calls, _run_calls(engine, calls, retries, backoff_s)):
+    results = _run_calls(engine, calls, retries, backoff_s)
+    if stage.shrink is not None:
+        results = [_shrink_until_fits(stage, samples[i], req, res, engine, retries, backoff_s)
+                   for (i, req), res in zip(calls, results)]
+    for (i, _), res in zip(calls, results):
         s = samples[i]
         _record(s, stage.name, res)
         if res.ok:
             s.update(stage.accept(s, res))
         else:
             _fail(s, res)
+
+
+def _shrink_until_fits(stage: LLMStage, sample: Sample, req: Request, res: Result, engine,
+                       retries: int, backoff_s: float) -> Result:
+    """Apply the stage's truncation policy while the request is over the context."""
+    steps = 0
+    while res.finish_reason == "over_context" and steps < 10_000:
+        smaller = stage.shrink(sample, req, res)
+        if smaller is None:
+            return res
+        req, steps = smaller.model_copy(update={"request_id": req.request_id}), steps + 1
+        res = generate_resilient(engine, [req], retries=retries, backoff_s=backoff_s)[0]
+    sample.setdefault("truncation_steps", {})[stage.name] = steps
+    return res
 
 
 def _loop_stage(stage: LoopStage, samples: list[Sample], engine, retries: int, backoff_s: float) -> None:
@@ -110,9 +128,19 @@ def process_samples(bench: Benchmark, cfg: BenchmarkConfig, samples: list[Sample
     return samples
 
 
-def encode(samples: list[Sample]) -> dict[str, list]:
-    return {"sample_id": [str(s["sample_id"]) for s in samples], "data": [json.dumps(s) for s in samples]}
+def group_by_prefix(samples: list[Sample]) -> list[list[Sample]]:
+    """Groups of samples sharing a ``prefix_key`` (first-seen order), each longest
+    (``prefix_len``) first. A sample without a key is its own group. One group is one
+    Ray Data row, so it always reaches one engine replica, back to back."""
+    groups: dict[str, list[Sample]] = {}
+    for s in samples:
+        groups.setdefault(str(s.get("prefix_key") or "\x00" + str(s["sample_id"])), []).append(s)
+    return [sorted(g, key=lambda s: -int(s.get("prefix_len") or 0)) for g in groups.values()]
 
 
-def decode(batch: dict) -> list[Sample]:
-    return [json.loads(x) for x in batch["data"]]
+def encode(groups: list[list[Sample]]) -> dict[str, list]:
+    return {"group": [json.dumps(g) for g in groups]}
+
+
+def decode(batch: dict) -> list[list[Sample]]:
+    return [json.loads(x) for x in batch["group"]]

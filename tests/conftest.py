@@ -37,3 +37,14 @@ def require_data(*parts: str) -> Path:
     if d is None or not (d.joinpath(*parts)).exists():
         pytest.skip(f"data file {'/'.join(parts)} not found under LLMREC_DATA_DIR (or ../shared/data)")
     return d.joinpath(*parts)
+
+
+@pytest.fixture(scope="session")
+def local_ray():
+    """One local Ray instance (2 CPUs) shared by every test that needs it."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()

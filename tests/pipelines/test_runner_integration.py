@@ -12,44 +12,14 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from pipelines.api import run_evaluation
 from pipelines.run_config import load_run_config
 from pipelines.store import ResultStore
-from tests.conftest import REPO, require_data
+from tests.conftest import REPO
+from tests.pipelines.conftest import config
 
 pytestmark = pytest.mark.slow
-
-
-def config(tmp_path: Path, name: str = "c.yaml", engine: dict | None = None, **bench) -> Path:
-    data = {
-        "benchmark": {"name": "prefeval", "topics": ["travel_hotel", "shop_fashion"], "forms": ["explicit", "choice"],
-                      "turns": [0, 2], "methods": ["zero-shot", "reminder"], "per_topic": 2, **bench},
-        "engine": engine or {"type": "fake", "rules": [{"contains": "Las Vegas", "reply": "<choice>C</choice>"}],
-                             "default": "<choice>A</choice>"},
-        "execution": {"batch_size": 3, "backoff_s": 0.01},
-        "ray": {"num_cpus": 2},
-        "output": {"dir": str(tmp_path / "runs")},
-        "tracking": {"uri": f"sqlite:///{tmp_path}/mlruns.db", "artifact_root": str(tmp_path / "mlartifacts")},
-    }
-    p = tmp_path / name
-    p.write_text(yaml.safe_dump(data))
-    return p
-
-
-@pytest.fixture(scope="module")
-def data_root():
-    return require_data("prefeval", "benchmark_dataset", "filtered_inter_turns.json").parents[2]
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 def predictions(run_dir: Path) -> dict[str, tuple]:
