@@ -19,7 +19,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Evaluate LLMs as recommenders and assistants: Ray Data + Ray Serve + MLflow.")
 data_app = typer.Typer(no_args_is_help=True, help="Find and download benchmark data.")
 app.add_typer(data_app, name="data")
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
 SET_HELP = "Override a config key, e.g. --set engine.n_ctx=4096 --set benchmark.turns=[2,10]. Repeatable."
@@ -28,6 +28,11 @@ SET_HELP = "Override a config key, e.g. --set engine.n_ctx=4096 --set benchmark.
 def _setup_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    if not verbose:  # libraries that log progress at INFO: keep the terminal for our own bar and table
+        import ray.data  # noqa: F401 - ray.data installs its logging config on import; adjust after it
+        for name, level in (("ray", logging.WARNING), ("ray.data", logging.ERROR), ("mlflow", logging.WARNING),
+                            ("alembic", logging.WARNING)):
+            logging.getLogger(name).setLevel(level)
 
 
 def _fail(e: Exception) -> None:

@@ -14,7 +14,8 @@ def ensure_ray(cfg: RayConfig) -> None:
 
     if ray.is_initialized():
         return
-    kwargs: dict = {"ignore_reinit_error": True, "log_to_driver": False, "include_dashboard": False}
+    kwargs: dict = {"ignore_reinit_error": True, "log_to_driver": False, "include_dashboard": False,
+                    "logging_level": logging.WARNING}
     if cfg.address:
         kwargs["address"] = cfg.address
         kwargs.pop("include_dashboard")

@@ -135,6 +135,9 @@ def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
     engines = _engine_cfgs(cfg)
     if ex.mode == "serve":
         start_serve_apps(engines, ex)
+    # Ray Data's own progress output would interleave with the CLI's bar; its switch lives in
+    # the process-global DataContext, so it is set here, once per run.
+    ray.data.DataContext.get_current().enable_progress_bars = False
     # one row per prefix group: samples sharing a prompt prefix run back to back on one replica
     groups = group_by_prefix(p.pending) if ex.order_by_prefix else [[s] for s in p.pending]
     items = [{"group": json.dumps(g)} for g in groups]
