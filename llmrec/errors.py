@@ -31,6 +31,7 @@ class EngineError(LlmrecError):
 class ContextOverflow(EngineError):
     """The prompt does not fit the engine's context window."""
 
-    def __init__(self, prompt_tokens: int, context_length: int):
-        super().__init__(f"prompt has {prompt_tokens} tokens; the engine's context is {context_length}")
-        self.prompt_tokens, self.context_length = prompt_tokens, context_length
+    def __init__(self, prompt_tokens: int, context_length: int, max_tokens: int | None = None):
+        room = f" + {max_tokens} completion tokens" if max_tokens else ""
+        super().__init__(f"prompt has {prompt_tokens} tokens{room}; the engine's context is {context_length}")
+        self.prompt_tokens, self.context_length, self.max_tokens = prompt_tokens, context_length, max_tokens

@@ -33,6 +33,9 @@ class EngineConfig(StrictModel):
 
 @runtime_checkable
 class Engine(Protocol):
+    """``config``: the validated config. Optional attribute ``thread_safe: bool`` (default
+    False): when False, the Serve deployment serialises calls to the engine with a lock."""
+
     config: EngineConfig
 
     def start(self) -> None: ...

@@ -141,3 +141,14 @@ def test_kill_9_then_resume_equals_uninterrupted(tmp_path, data_root):
     metrics = json.loads((results.parent / "metrics.json").read_text())
     ref_metrics = json.loads((next((ref_dir / "runs").glob("*/metrics.json"))).read_text())
     assert metrics == ref_metrics
+
+
+def test_serve_mode_gives_the_same_results(tmp_path, data_root, local_ray):
+    kw = dict(forms=["explicit"], turns=[0, 2], methods=["zero-shot"])
+    actors = run_evaluation(load_run_config(config(tmp_path, **kw), ["output.cache=false", "output.run_name=a"]),
+                            data_root)
+    served = run_evaluation(load_run_config(config(tmp_path, **kw), ["output.cache=false", "output.run_name=s",
+                                                                     "execution.mode=serve"]), data_root)
+    assert served.stats["engine_calls"] > 0 and served.stats["cache_hits"] == 0
+    assert predictions(served.run_dir) == predictions(actors.run_dir)
+    assert served.metrics == actors.metrics

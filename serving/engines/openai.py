@@ -1,0 +1,196 @@
+"""Any OpenAI-compatible chat endpoint (vLLM, llama.cpp server, a hosted API, or ``llmrec serve``).
+
+The API key is read from the environment variable *named* in the config and is never logged.
+Constraints travel as vLLM's ``structured_outputs`` (``constraint_style: vllm``), as OpenAI's
+``response_format`` JSON schema (``openai``; closed choices become ``{"answer": enum}`` and the
+answer is unwrapped), or not at all (``none``: the prompt must ask for the format).
+
+Token counts come from the reply's ``usage`` (``prompt_tokens_details.cached_tokens`` gives the
+prefix-cache hits). ``count_tokens`` asks the server's ``/tokenize`` (vLLM serves it next to
+``/v1``); where the server has none it estimates 4 characters per token and logs that once.
+Failures raise ``EngineError`` (the caller retries); a 400 naming the context length raises
+``ContextOverflow``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from concurrent.futures import ThreadPoolExecutor
+from typing import Literal
+
+from pydantic import Field
+
+from llmrec.errors import ConfigError, ContextOverflow, EngineError
+from llmrec.settings import read_secret
+from serving.engine import EngineConfig, register_engine
+from serving.types import Request, Result
+
+log = logging.getLogger(__name__)
+
+CHARS_PER_TOKEN = 4
+_CONTEXT_WORDS = re.compile(r"context length|context window|maximum context|context_length_exceeded|too long",
+                            re.IGNORECASE)
+
+
+class OpenAIEngineConfig(EngineConfig):
+    type: Literal["openai"] = "openai"
+    base_url: str = Field("http://127.0.0.1:8000/v1", description="API root, ending in /v1")
+    model: str = Field(description="model name sent with every request (identifies the answers)")
+    api_key_env: str | None = Field(None, description="NAME of the environment variable holding the API key")
+    timeout_s: float = Field(120.0, gt=0, description="per-request HTTP timeout")
+    max_concurrency: int = Field(8, ge=1, description="requests of one batch sent in parallel")
+    constraint_style: Literal["vllm", "openai", "none"] = Field(
+        "vllm", description="how constraints are sent: vLLM structured_outputs, OpenAI response_format, or not at all")
+
+
+def _context_overflow(text: str, fallback_prompt: int) -> ContextOverflow:
+    """Read the numbers out of e.g. vLLM's "maximum context length is 2048 tokens ... (2100 in the messages"."""
+    limit = re.search(r"maximum context length is (\d+)", text)
+    prompt = re.search(r"(\d+) (?:tokens )?in the messages|prompt (?:has|contains) (\d+)", text)
+    n_prompt = int(next(g for g in prompt.groups() if g)) if prompt else fallback_prompt
+    return ContextOverflow(n_prompt, int(limit.group(1)) if limit else 0)
+
+
+@register_engine("openai", OpenAIEngineConfig)
+class OpenAIEngine:
+    thread_safe = True  # one httpx.Client shared by threads
+
+    def __init__(self, config: OpenAIEngineConfig):
+        self.config = config
+        self._client = None
+        self._tokenize_ok: bool | None = None
+
+    def start(self) -> None:
+        if self._client is not None:
+            return
+        import httpx
+
+        headers = {"Content-Type": "application/json"}
+        if self.config.api_key_env:
+            key = read_secret(self.config.api_key_env)
+            if not key:
+                raise ConfigError(f"engine.api_key_env: the environment variable {self.config.api_key_env} is not set")
+            headers["Authorization"] = f"Bearer {key}"
+        self._httpx = httpx
+        self._client = httpx.Client(base_url=self.config.base_url.rstrip("/"), headers=headers,
+                                    timeout=self.config.timeout_s)
+
+    def identity(self) -> dict:
+        c = self.config
+        return {"type": "openai", "model": c.model, "constraint_style": c.constraint_style}
+
+    # -- requests -------------------------------------------------------------------------------
+    def body(self, request: Request) -> dict:
+        s, c = request.sampling, request.constraint
+        body = {"model": self.config.model, "messages": [m.model_dump() for m in request.messages],
+                "temperature": s.temperature, "max_tokens": s.max_tokens, "top_p": s.top_p}
+        if s.stop:
+            body["stop"] = list(s.stop)
+        if s.seed is not None:
+            body["seed"] = s.seed
+        style = self.config.constraint_style
+        if c is None or style == "none":
+            return body
+        if style == "vllm":
+            body["structured_outputs"] = {"choice": c.choices} if c.choices is not None else {"json": c.json_schema}
+            return body
+        schema = c.json_schema if c.json_schema is not None else {
+            "type": "object", "properties": {"answer": {"type": "string", "enum": c.choices}},
+            "required": ["answer"], "additionalProperties": False}
+        body["response_format"] = {"type": "json_schema",
+                                   "json_schema": {"name": "output", "schema": schema, "strict": True}}
+        return body
+
+    def _post(self, path: str, body: dict):
+        try:
+            return self._client.post(path, json=body)
+        except self._httpx.HTTPError as e:
+            raise EngineError(f"{self.config.base_url}{path}: {type(e).__name__}: {e}") from e
+
+    def _one(self, request: Request) -> Result:
+        reply = self._post("/chat/completions", self.body(request))
+        if reply.status_code != 200:
+            text = reply.text[:500]
+            if reply.status_code == 400 and _CONTEXT_WORDS.search(text):
+                raise _context_overflow(text, estimate_tokens(request))
+            raise EngineError(f"{self.config.base_url}/chat/completions: HTTP {reply.status_code}: {text}")
+        try:
+            data = reply.json()
+            choice = data["choices"][0]
+            text = choice["message"]["content"] or ""
+            usage = data.get("usage") or {}
+            details = usage.get("prompt_tokens_details") or {}
+        except (ValueError, KeyError, IndexError, TypeError) as e:
+            raise EngineError(f"malformed reply from {self.config.base_url}: {reply.text[:300]}") from e
+        c = request.constraint
+        if c is not None and c.choices is not None and self.config.constraint_style == "openai":
+            text = _unwrap_answer(text)
+        return Result(text=text, prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                      completion_tokens=int(usage.get("completion_tokens") or 0),
+                      cached_prompt_tokens=int(details.get("cached_tokens") or 0),
+                      finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
+                      latency_s=reply.elapsed.total_seconds(), request_id=request.request_id)
+
+    def generate(self, requests: list[Request]) -> list[Result]:
+        self.start()
+        if len(requests) <= 1 or self.config.max_concurrency == 1:
+            return [self._one(r) for r in requests]
+        with ThreadPoolExecutor(min(self.config.max_concurrency, len(requests))) as pool:
+            futures = [pool.submit(self._one, r) for r in requests]
+            return [f.result() for f in futures]  # the first failure is raised; the caller retries
+
+    # -- tokens ---------------------------------------------------------------------------------
+    def _tokenize_url(self) -> str:
+        root = str(self._client.base_url).rstrip("/")
+        return root[: -len("/v1")] + "/tokenize" if root.endswith("/v1") else root + "/tokenize"
+
+    def count_tokens(self, request: Request) -> int:
+        self.start()
+        if self._tokenize_ok is not False:
+            url = self._tokenize_url()
+            body = {"model": self.config.model, "messages": [m.model_dump() for m in request.messages],
+                    "add_generation_prompt": True}
+            try:
+                reply = self._client.post(url, json=body)
+            except self._httpx.HTTPError as e:
+                raise EngineError(f"{url}: {type(e).__name__}: {e}") from e
+            if reply.status_code == 200:
+                try:
+                    count = int(reply.json()["count"])
+                except (ValueError, KeyError, TypeError) as e:
+                    raise EngineError(f"malformed reply from {url}: {reply.text[:300]}") from e
+                self._tokenize_ok = True
+                return count
+            if reply.status_code not in (404, 405) or self._tokenize_ok:
+                raise EngineError(f"{url}: HTTP {reply.status_code}: {reply.text[:300]}")
+            self._tokenize_ok = False
+            log.info("%s has no /tokenize; token counts are estimated at %d characters per token",
+                     self.config.base_url, CHARS_PER_TOKEN)
+        return estimate_tokens(request)
+
+    def check_health(self) -> bool:
+        self.start()
+        try:
+            return self._client.get("/models").status_code == 200
+        except self._httpx.HTTPError:
+            return False
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+def estimate_tokens(request: Request) -> int:
+    chars = sum(len(m.content) for m in request.messages)
+    return -(-chars // CHARS_PER_TOKEN) + 4 * len(request.messages)
+
+
+def _unwrap_answer(text: str) -> str:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text  # model output is data: keep it as is for the parser
+    return value["answer"] if isinstance(value, dict) and isinstance(value.get("answer"), str) else text

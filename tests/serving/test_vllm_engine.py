@@ -1,0 +1,77 @@
+"""vllm engine: config → vllm.LLM arguments, request → sampling arguments, the import guard; GPU test."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+
+import pytest
+
+from llmrec.errors import ConfigError, MissingDependency
+from serving.engine import build_engine, engine_config
+from serving.engines.vllm import conversation, llm_kwargs, sampling_kwargs
+from serving.types import Constraint, Message, Request, SamplingParams
+
+HAS_VLLM = importlib.util.find_spec("vllm") is not None
+
+
+def test_config_maps_to_llm_arguments():
+    cfg = engine_config({"type": "vllm", "model": "Qwen/Qwen2.5-0.5B-Instruct", "tensor_parallel_size": 2,
+                         "max_model_len": 32768, "kv_cache_dtype": "fp8", "enable_chunked_prefill": True,
+                         "engine_kwargs": {"max_num_seqs": 64}})
+    kw = llm_kwargs(cfg)
+    assert kw == {"model": "Qwen/Qwen2.5-0.5B-Instruct", "tensor_parallel_size": 2, "enable_prefix_caching": True,
+                  "gpu_memory_utilization": 0.9, "kv_cache_dtype": "fp8", "dtype": "auto", "enforce_eager": False,
+                  "seed": 0, "max_model_len": 32768, "enable_chunked_prefill": True, "max_num_seqs": 64}
+    small = llm_kwargs(engine_config({"type": "vllm", "model": "m", "context_length": 4096}))
+    assert small["max_model_len"] == 4096 and "enable_chunked_prefill" not in small
+
+
+def test_config_errors_name_the_key():
+    with pytest.raises(ConfigError, match="tensor_parallel_size"):
+        engine_config({"type": "vllm", "model": "m", "engine_kwargs": {"tensor_parallel_size": 2}})
+    with pytest.raises(ConfigError, match="engine.max_model_length"):
+        engine_config({"type": "vllm", "model": "m", "max_model_length": 10})
+
+
+def test_sampling_and_conversation():
+    r = Request(messages=[Message(role="system", content="S"), Message(role="user", content="U")],
+                sampling=SamplingParams(temperature=0, max_tokens=5, stop=["\n"], seed=None),
+                constraint=Constraint(choices=["A"]))
+    assert sampling_kwargs(r) == {"temperature": 0, "top_p": 1.0, "max_tokens": 5, "stop": ["\n"]}
+    assert conversation(r, merge_system=False)[0] == {"role": "system", "content": "S"}
+    assert conversation(r, merge_system=True) == [{"role": "user", "content": "S\n\nU"}]
+
+
+def test_identity_is_json_and_tracks_outputs():
+    a = build_engine({"type": "vllm", "model": "m"}).identity()
+    b = build_engine({"type": "vllm", "model": "m", "tensor_parallel_size": 4}).identity()
+    c = build_engine({"type": "vllm", "model": "m", "dtype": "float16"}).identity()
+    json.dumps(a)
+    assert a == b and a != c
+
+
+@pytest.mark.skipif(HAS_VLLM, reason="vllm is installed; the import guard is not reachable")
+def test_missing_vllm_names_the_extra():
+    with pytest.raises(MissingDependency, match=r"llmrec\[vllm\]"):
+        build_engine({"type": "vllm", "model": "m"}).start()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_VLLM, reason="needs the vllm package and a CUDA GPU")
+def test_real_vllm_generates_and_constrains():
+    model = os.environ.get("LLMREC_VLLM_TEST_MODEL", "Qwen/Qwen2.5-0.5B-Instruct")
+    e = build_engine({"type": "vllm", "model": model, "max_model_len": 2048, "gpu_memory_utilization": 0.5})
+    e.start()
+    text = "I like salads and dislike spicy food. " * 20 + "Pick a letter: A, B, C or D."
+    base = [Message(role="user", content=text)]
+    out = e.generate([Request(messages=base, constraint=Constraint(choices=["A", "B", "C", "D"])),
+                      Request(messages=base, sampling=SamplingParams(max_tokens=32),
+                              constraint=Constraint(json_schema={"type": "object", "properties": {
+                                  "letter": {"type": "string"}}, "required": ["letter"]}))])
+    assert out[0].text in {"A", "B", "C", "D"}
+    assert "letter" in json.loads(out[1].text)
+    assert out[0].prompt_tokens == e.count_tokens(Request(messages=base))
+    again = e.generate([Request(messages=base, constraint=Constraint(choices=["A", "B", "C", "D"]))])
+    assert again[0].text == out[0].text and again[0].cached_prompt_tokens > 0
