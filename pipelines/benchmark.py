@@ -110,7 +110,9 @@ class Benchmark(Protocol):
     group_keys: tuple[str, ...]  # sample fields that split results (and MLflow child runs)
     score_tasks: tuple[ScoreTask, ...]
     data: DataManifest | None
-    # optional: ``cli`` — a typer.Typer mounted as ``llmrec <name> ...`` (benchmark-specific verbs)
+    # optional: ``cli`` — a typer.Typer mounted as ``llmrec <name> ...`` (benchmark-specific verbs);
+    # ``protocol_keys`` — config keys recorded in the MLflow ``protocol`` tag;
+    # ``predictions(rows)`` — the lines of ``predictions.jsonl`` for ``llmrec score``
 
     def build_samples(self, cfg: BenchmarkConfig, data_dir: Path) -> list[Sample]: ...
 

@@ -61,7 +61,7 @@ def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Pat
     tags = {"git_commit": tracking.git_commit(), "data_fingerprint": data_fingerprint(p),
             "benchmark": p.bench.name, "engine": engine.type, "model": str(model),
             "protocol": json.dumps({k: v for k, v in cfg.benchmark.model_dump(mode="json").items()
-                                    if k in ("task", "forms", "turns", "methods", "seed")})}
+                                    if k in getattr(p.bench, "protocol_keys", ())}, sort_keys=True)}
     try:
         active = mlflow.start_run(run_id=run_id, experiment_id=None if run_id else exp_id,
                                   run_name=p.run_dir.name)
