@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -22,8 +23,9 @@ def load_template(package_dir: Path, name: str, override: Path | None) -> str:
 
 
 def fill(template: str, **values: str) -> str:
-    """Replace ``{key}`` placeholders literally (no str.format: data may contain braces)."""
-    out = template
-    for key, value in values.items():
-        out = out.replace("{" + key + "}", value)
-    return out
+    """Replace ``{key}`` placeholders in one pass (no str.format: data may contain braces,
+    and a value that itself contains ``{other_key}`` is left as it is)."""
+    if not values:
+        return template
+    pattern = re.compile("|".join(re.escape("{" + k + "}") for k in values))
+    return pattern.sub(lambda m: values[m.group(0)[1:-1]], template)

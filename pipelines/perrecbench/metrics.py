@@ -1,0 +1,205 @@
+"""PerRecBench metrics: PTC as the reference computes it, plus ``ptc_rank``, exact match and
+pointwise MAE/RMSE; the ``llmrec score perrecbench`` contract.
+
+Orderings. An *ordering list* gives, position by position, the 1-based index of a user,
+most preferred first. From values (relative-rating labels, or point scores = predicted
+rating − average rating, in float64) it is built as the reference builds it:
+``argsort`` ascending, +1, reversed — so among equal values the HIGHER user index comes
+first. The sort is stable (``kind="stable"``), which is what the reference's numpy
+default amounts to for groups of up to 16 users.
+
+- ``ptc``: ``scipy.stats.kendalltau`` (tau-b) between the predicted and the label
+  ORDERING LISTS, as the reference's ``evaluate_single.py``.
+- ``ptc_rank``: standard Kendall tau-b between RANK VECTORS (rank of user u = 1-based
+  position of its first occurrence in the ordering; users absent from it share rank n+1).
+- ``exact_match``: the predicted ordering equals the label ordering.
+For two users the three agree; from three users on ``ptc`` and ``ptc_rank`` differ (see
+README): the ordering-list tau compares user *indices* position by position.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import stats
+
+from llmrec.errors import DataError
+
+CONTRACT_MODES = ("point", "pair", "list")
+
+
+def ordering_from_values(values: Sequence[float]) -> list[int]:
+    """Ordering list (1-based user indices, highest value first; ties: higher index first)."""
+    order = np.argsort(np.asarray(values, dtype=np.float64), kind="stable") + 1
+    return [int(i) for i in order[::-1]]
+
+
+def ranks_from_ordering(ordering: Sequence[int], n: int) -> list[int]:
+    """Rank of each user 1..n: position of its first occurrence; absent users share n+1."""
+    ranks = [n + 1] * n
+    for pos, user in enumerate(ordering, start=1):
+        if 1 <= user <= n and ranks[user - 1] == n + 1:
+            ranks[user - 1] = pos
+    return ranks
+
+
+def _tau(x: Sequence[float], y: Sequence[float]) -> float:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # constant input: NaN, reported by the caller
+        return float(stats.kendalltau(x, y).statistic)
+
+
+def ptc(pred_ordering: Sequence[int], label_ordering: Sequence[int]) -> float:
+    """Kendall tau-b between the two ordering lists (the reference's PTC)."""
+    return _tau(pred_ordering, label_ordering)
+
+
+def ptc_rank(pred_ordering: Sequence[int], label_ordering: Sequence[int]) -> float:
+    """Kendall tau-b between the rank vectors the two orderings induce."""
+    n = len(label_ordering)
+    return _tau(ranks_from_ordering(pred_ordering, n), ranks_from_ordering(label_ordering, n))
+
+
+def point_ordering(predicted: Sequence[float], avg_ratings: Sequence[float]) -> list[int]:
+    """Point mode: order users by predicted rating − average rating."""
+    return ordering_from_values(np.asarray(predicted, np.float64) - np.asarray(avg_ratings, np.float64))
+
+
+def prediction_ordering(mode: str, prediction, avg_ratings: Sequence[float]) -> list[int] | None:
+    """The predicted ordering of a line, or None when the prediction is unusable."""
+    if prediction is None:
+        return None
+    if mode == "point":
+        return None if any(p is None for p in prediction) else point_ordering(prediction, avg_ratings)
+    return [int(i) for i in prediction]
+
+
+def score_line(line: dict) -> dict:
+    """Per-line fields: ``usable``, ``ptc``, ``ptc_rank``, ``exact_match`` (None when unusable)."""
+    label = ordering_from_values(line["relative_ratings"])
+    pred = prediction_ordering(line["mode"], line["prediction"], line["avg_ratings"])
+    if pred is None:
+        return {"usable": False, "ptc": None, "ptc_rank": None, "exact_match": None}
+    return {"usable": True, "ptc": ptc(pred, label), "ptc_rank": ptc_rank(pred, label),
+            "exact_match": float(pred == label)}
+
+
+def check_line(line: dict, where: str) -> None:
+    """Raise DataError naming ``where`` when a contract line is malformed."""
+    mode, n = line.get("mode"), len(line.get("relative_ratings") or [])
+    if mode not in CONTRACT_MODES:
+        raise DataError(f"{where}: mode must be one of {list(CONTRACT_MODES)}, got {mode!r}")
+    if n < 2 or len(line.get("avg_ratings") or []) != n:
+        raise DataError(f"{where}: relative_ratings and avg_ratings must list the same 2+ users")
+    if line.get("ratings") is not None and len(line["ratings"]) != n:
+        raise DataError(f"{where}: ratings has {len(line['ratings'])} entries for {n} users")
+    pred = line.get("prediction")
+    if pred is None:
+        return
+    if not isinstance(pred, list) or len(pred) != n:
+        raise DataError(f"{where}: prediction must be null or a list of {n} entries, got {pred!r}")
+    if mode == "point":
+        if not all(p is None or (isinstance(p, (int, float)) and not isinstance(p, bool)) for p in pred):
+            raise DataError(f"{where}: point prediction entries must be numbers or null, got {pred!r}")
+    elif not all(isinstance(i, int) and not isinstance(i, bool) and 1 <= i <= n for i in pred):
+        raise DataError(f"{where}: {mode} prediction must be user indices 1..{n}, got {pred!r}")
+
+
+def _mean(values: list[float]) -> float | None:
+    finite = [v for v in values if v is not None and not math.isnan(v)]
+    return float(np.mean(finite)) if finite else None
+
+
+def rating_errors(lines: list[dict]) -> dict[str, list[float]]:
+    """Pooled per-user signed errors of point lines carrying ``ratings``: the model's (users
+    whose prediction is not null) and, on the same users, the naive baselines."""
+    out: dict[str, list[float]] = {"model": [], "user_avg": [], "item_avg": []}
+    for line in lines:
+        if line["mode"] != "point" or line.get("ratings") is None:
+            continue
+        preds = line["prediction"] or [None] * len(line["ratings"])
+        item_avg = line.get("item_avg_ratings")
+        for u, (p, y) in enumerate(zip(preds, line["ratings"])):
+            if p is None:
+                continue
+            out["model"].append(float(p) - float(y))
+            out["user_avg"].append(float(line["avg_ratings"][u]) - float(y))
+            if item_avg is not None:
+                out["item_avg"].append(float(item_avg[u]) - float(y))
+    return out
+
+
+def mae_rmse(errors: list[float]) -> tuple[float, float] | None:
+    if not errors:
+        return None
+    e = np.asarray(errors, np.float64)
+    return float(np.mean(np.abs(e))), float(np.sqrt(np.mean(e * e)))
+
+
+def summarize(scored: list[dict], suffix: str = "") -> dict:
+    """``ptc``, ``ptc_rank``, ``exact_match`` (means over usable lines) and ``missed``."""
+    usable = [s for s in scored if s["usable"]]
+    return {f"ptc{suffix}": _mean([s["ptc"] for s in usable]),
+            f"ptc_rank{suffix}": _mean([s["ptc_rank"] for s in usable]),
+            f"exact_match{suffix}": _mean([s["exact_match"] for s in usable]),
+            f"missed{suffix}": len(scored) - len(usable)}
+
+
+def score_predictions(lines: list[dict], options: dict | None = None) -> dict:
+    """``llmrec score perrecbench``: metrics of a predictions file (see the README contract)."""
+    for no, line in enumerate(lines, 1):
+        check_line(line, f"line {no}")
+    scored = [score_line(line) for line in lines]
+    out = summarize(scored)
+    for mode in CONTRACT_MODES:
+        idx = [i for i, line in enumerate(lines) if line["mode"] == mode]
+        if idx:
+            out.update(summarize([scored[i] for i in idx], f"_{mode}"))
+    if any(line["mode"] == "point" and line.get("ratings") is not None for line in lines):
+        mr = mae_rmse(rating_errors(lines)["model"])
+        out["mae"], out["rmse"] = mr if mr else (None, None)
+    return out
+
+
+def aggregate_rows(rows: list[dict], levels: Sequence[str]) -> dict[str, float]:
+    """Run metrics: the contract metrics over answered samples, then ``<metric>.<level>.<mode>``
+    cells, ``<metric>.<level>`` and ``<metric>.avg`` (the mean of the cells: the paper's
+    9-cell "Avg."), and MAE/RMSE next to the user-average and item-average baselines on the
+    same users. Failed samples (engine errors) are counted, never scored as missed."""
+    ok = [r for r in rows if r.get("status", "ok") == "ok"]
+    out: dict[str, float | None] = {
+        "n_samples": float(len(rows)), "n_answered": float(len(ok)),
+        "failed": float(sum(r.get("status") == "failed" for r in rows)),
+        "over_context": float(sum(r.get("status") == "over_context" for r in rows))}
+    if not ok:
+        return {k: float("nan") if v is None else float(v) for k, v in out.items()}
+    out.update(score_predictions(ok))
+    scored = [score_line(r) for r in ok]
+    cells: dict[str, list[float]] = {"ptc": [], "ptc_rank": [], "exact_match": []}
+    for level in levels:
+        per_level: dict[str, list[float]] = {k: [] for k in cells}
+        for mode in CONTRACT_MODES:
+            idx = [i for i, r in enumerate(ok) if r.get("level") == level and r["mode"] == mode]
+            if not idx:
+                continue
+            cell = summarize([scored[i] for i in idx])
+            for key in cells:
+                out[f"{key}.{level}.{mode}"] = cell[key]
+                if cell[key] is not None:
+                    cells[key].append(cell[key])
+                    per_level[key].append(cell[key])
+            out[f"missed.{level}.{mode}"] = cell["missed"]
+        for key, values in per_level.items():
+            if values:
+                out[f"{key}.{level}"] = float(np.mean(values))
+    for key, values in cells.items():
+        if values:
+            out[f"{key}.avg"] = float(np.mean(values))
+    for name, errors in rating_errors(ok).items():
+        mr = mae_rmse(errors)
+        if mr and name != "model":
+            out[f"mae_{name}"], out[f"rmse_{name}"] = mr
+    return {k: float("nan") if v is None else float(v) for k, v in out.items()}
