@@ -1,16 +1,32 @@
-"""PrefEval conversations: preference part per form, inter-turns, final MCQ question."""
+"""PrefEval prompt texts: the preference turns per form, options, and the final user message
+of each task × method. Texts come from template files (project defaults in templates/,
+any file via ``benchmark.templates.<name>``)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from pipelines.common.seeding import stable_rng
-from pipelines.common.templates import fill, load_template
+from pipelines.common.templates import load_template
 from pipelines.prefeval.config import PrefEvalConfig
 from serving.types import Message
 
 HERE = Path(__file__).parent
 LETTERS = "ABCD"
+
+
+def template(cfg: PrefEvalConfig, name: str) -> str:
+    return load_template(HERE, f"{name}.txt", getattr(cfg.templates, name))
+
+
+def fill_once(text: str, **values: str) -> str:
+    """Replace ``{key}`` placeholders in one pass: text inserted for one placeholder is never
+    scanned for another (retrieved chat text may contain ``{options}``)."""
+    if not values:
+        return text
+    pattern = re.compile("|".join(re.escape("{" + k + "}") for k in values))
+    return pattern.sub(lambda m: values[m.group(0)[1:-1]], text)
 
 
 def preference_messages(form: str, rec: dict) -> list[dict]:
@@ -43,22 +59,39 @@ def shuffle_options(options: list[str], seed: int, topic: str, task_id: int) -> 
     return shuffled, LETTERS[order.index(0)]
 
 
-def mcq_question(cfg: PrefEvalConfig, question: str, options: list[str], method: str) -> str:
-    template = load_template(HERE, "mcq_question.txt", cfg.templates.mcq_question)
-    reminder = load_template(HERE, "reminder.txt", cfg.templates.reminder) if method == "reminder" else ""
-    opts = "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(options))
-    return fill(template, question=question, options=opts, reminder=reminder)
-
-
 def system(cfg: PrefEvalConfig) -> list[Message]:
     return [Message(role="system", content=cfg.system_prompt)] if cfg.system_prompt else []
 
 
-def conversation(cfg: PrefEvalConfig, sample: dict, pref_reply: str | None) -> list[Message]:
-    """Full MCQ prompt: [system] + preference turns (+ live reply) + inter-turns + question."""
-    msgs = system(cfg) + [Message(**m) for m in sample["_preference"]]
-    if sample["form"] == "explicit":
-        msgs.append(Message(role="assistant", content=pref_reply or ""))
-    msgs += [Message(**m) for m in sample["_inter"]]
-    msgs.append(Message(role="user", content=mcq_question(cfg, sample["question"], sample["options"], sample["method"])))
-    return msgs
+def _reminder(cfg: PrefEvalConfig, method: str) -> str:
+    return template(cfg, "reminder") if method == "reminder" else ""
+
+
+def mcq_question(cfg: PrefEvalConfig, question: str, options: list[str], method: str, prefix: str = "") -> str:
+    """The MCQ user message: [CoT or RAG prefix] + question [+ reminder] + the options block."""
+    opts = "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(options))
+    return fill_once(template(cfg, "mcq_question"), question=prefix + question, options=opts,
+                     reminder=_reminder(cfg, method))
+
+
+def gen_question(cfg: PrefEvalConfig, question: str, method: str, prefix: str = "") -> str:
+    """The generation user message: [CoT or RAG prefix] + question [+ reminder] + word limit."""
+    return fill_once(template(cfg, "gen_question"), question=prefix + question, reminder=_reminder(cfg, method),
+                     word_limit=str(cfg.word_limit))
+
+
+def rag_prefix(cfg: PrefEvalConfig, exchanges: list[tuple[str, str]]) -> str:
+    """The retrieved-context prefix; ``exchanges`` are (role, content), most similar first."""
+    lines = "\n".join(f"exchange {i}. {role.capitalize()}: {content}" for i, (role, content) in enumerate(exchanges, 1))
+    return fill_once(template(cfg, "rag"), k=str(len(exchanges)), exchanges=lines)
+
+
+def critique_request(cfg: PrefEvalConfig) -> str:
+    return template(cfg, "critique_mcq" if cfg.task == "mcq" else "critique")
+
+
+def revision_request(cfg: PrefEvalConfig, question: str, options: list[str] | None) -> str:
+    """gen: the revision template with {question}; mcq: the revision sentence + the options block."""
+    if cfg.task == "mcq":
+        return mcq_question(cfg, template(cfg, "revision_mcq"), options or [], "zero-shot")
+    return fill_once(template(cfg, "revision"), question=question)

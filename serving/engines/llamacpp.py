@@ -161,7 +161,10 @@ def default_threads() -> int:
     """CPUs Ray assigned to this worker (if inside a Ray actor), else the CPUs this process may use."""
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
-        cpus = ray.get_runtime_context().get_assigned_resources().get("CPU")
+        try:
+            cpus = ray.get_runtime_context().get_assigned_resources().get("CPU")
+        except (AssertionError, RuntimeError):  # a driver has no assigned resources
+            cpus = None
         if cpus:
             return max(1, int(cpus))
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -194,6 +197,7 @@ class LlamaCppEngine:
         self._lock = threading.Lock()
         self._model: tuple[Path, str] | None = None
         self._grammars: dict[str, object] = {}
+        self._prompt_len = 0  # tokens of the last prompt decoded by _prefill (the reusable KV prefix)
         self.stats = {"prompt_tokens": 0, "cached_prompt_tokens": 0, "prefill_s": 0.0,
                       "completion_tokens": 0, "decode_s": 0.0}
 
@@ -287,7 +291,9 @@ class LlamaCppEngine:
         llm, c = self._llm, self.config
         reuse = 0
         if c.reuse_prefix and llm.n_tokens > 0:
-            old = llm.input_ids[: llm.n_tokens]
+            # only the previous *prompt* is reusable: generated/scored tokens were decoded one
+            # row at a time, and their KV entries would make outputs depend on the history
+            old = llm.input_ids[: min(llm.n_tokens, self._prompt_len)]
             n = min(len(old), len(tokens))
             while reuse < n and old[reuse] == tokens[reuse]:
                 reuse += 1
@@ -301,6 +307,7 @@ class LlamaCppEngine:
         for size in eval_chunks(len(tokens) - reuse, llm.n_batch, c.min_eval_chunk):
             llm.eval(tokens[start:start + size])
             start += size
+        self._prompt_len = len(tokens)
         self.stats["prefill_s"] += time.perf_counter() - t0
         return reuse
 
@@ -368,6 +375,7 @@ class LlamaCppEngine:
                     out[i] = self._one(requests[i], tokens[i])
                 except (RuntimeError, ValueError, OSError) as e:
                     self._llm.reset()
+                    self._prompt_len = 0
                     raise EngineError(f"llama.cpp failed: {e}") from e
                 log.debug("request %s: %d prompt tokens (%d cached)", requests[i].request_id,
                           out[i].prompt_tokens, out[i].cached_prompt_tokens)

@@ -32,3 +32,25 @@ def test_embedded_model_run_and_cached_rerun(tmp_path, data_root, local_ray):
                                                   per_topic=1, pref_reply_max_tokens=16),
                                            ["output.resume=false"]), data_root)
     assert rerun.stats["engine_calls"] == 0 and rerun.metrics["accuracy"] == first.metrics["accuracy"]
+
+
+def test_prefix_reuse_does_not_change_answers(data_root):
+    """Greedy answers are identical with the KV prefix reused (as the runner orders them) or not."""
+    from pipelines.prefeval import BENCHMARK
+    from pipelines.prefeval.config import PrefEvalConfig
+    from pipelines.worker import group_by_prefix, process_samples
+    from serving.engines.llamacpp import LlamaCppEngine, LlamaCppEngineConfig
+
+    cfg = PrefEvalConfig(topics=["travel_restaurant"], per_topic=1, turns=[1, 4], forms=["explicit"],
+                         pref_reply_max_tokens=12)
+    outs, cached = [], []
+    for reuse in (True, False):
+        samples = [s for g in group_by_prefix(BENCHMARK.build_samples(cfg, data_root)) for s in g]
+        eng = LlamaCppEngine(LlamaCppEngineConfig(n_ctx=4096, n_threads=2, reuse_prefix=reuse, choice_mode="score"))
+        eng.start()
+        process_samples(BENCHMARK, cfg, samples, lambda role: eng, retries=0)
+        outs.append({s["sample_id"]: (s["pref_reply"], s["output"]) for s in samples})
+        cached.append(eng.stats["cached_prompt_tokens"])
+        eng.close()
+    assert cached[0] > 0 and cached[1] == 0
+    assert outs[0] == outs[1]

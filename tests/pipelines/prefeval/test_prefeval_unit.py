@@ -10,7 +10,8 @@ from pipelines.prefeval import BENCHMARK
 from pipelines.prefeval.config import PrefEvalConfig
 from pipelines.prefeval.metrics import mcq_metrics, score_predictions
 from pipelines.prefeval.parsing import parse_choice
-from pipelines.prefeval.prompts import conversation, mcq_question, shuffle_options
+from pipelines.prefeval.conversation import conversation
+from pipelines.prefeval.prompts import mcq_question, shuffle_options
 from serving.types import Result
 from tests.conftest import require_data
 
