@@ -32,6 +32,7 @@ class PrefEval:
     name = "prefeval"
     config_cls = PrefEvalConfig
     group_keys = ("task", "form", "turns", "method", "position", "extra_prefs", "conflict")
+    protocol_keys = ("task", "topics", "forms", "turns", "methods", "seed", "judge_mode", "truncation")
     data = _manifest()
     score_tasks = (
         ScoreTask("prefeval-mcq", ("sample_id", "gold", "output"), metrics.score_predictions,
