@@ -1,0 +1,164 @@
+"""Top-K metrics (HR, NDCG, MRR, Recall, Precision) in full-ranking and sampled-negative modes.
+
+Definitions per user with positives P (|P| = n) and ranked list R (1-based rank r):
+
+- ``hr@K`` = 1 if any of the top K is in P;   ``precision@K`` = |R_K ∩ P| / K;
+- ``recall@K`` = |R_K ∩ P| / n;   ``mrr@K`` = 1 / r of the first hit within K, else 0;
+- ``ndcg@K`` = Σ_{r≤K, R_r∈P} 1/log2(r+1)  /  Σ_{r≤min(n,K)} 1/log2(r+1);
+- ``mrr`` (no K) = 1 / rank of the best-scored positive over all candidates (ties optimistic).
+
+Aggregates are means over evaluated users; the per-user frame keeps every value so later
+issues can compute beyond-utility metrics. Metric keys look like ``ndcg@10``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from pydantic import Field, field_validator
+
+from llmrec.config import StrictModel
+from models.base import Recommender
+from models.data import RecData, pad_sequences
+
+METRICS = ("hr", "ndcg", "mrr", "recall", "precision")
+
+
+class EvalConfig(StrictModel):
+    """What the evaluator computes."""
+
+    topk: list[int] = Field(default_factory=lambda: [5, 10, 20], description="cut-offs K of every metric")
+    batch_size: int = Field(256, ge=1, description="users scored per batch")
+    exclude_history: bool = Field(
+        True, description="full ranking: never rank items the user already has (train, or train+valid)"
+    )
+    seed: int = Field(2020, description="sampled mode: seed of the candidate shuffle (breaks score ties fairly)")
+
+    @field_validator("topk")
+    @classmethod
+    def _positive(cls, v: list[int]) -> list[int]:
+        if not v or any(k < 1 for k in v):
+            raise ValueError(f"topk must be a non-empty list of positive integers, got {v}")
+        return sorted(set(v))
+
+
+def metrics_from_hits(hits: np.ndarray, n_pos: np.ndarray, ks: list[int]) -> dict[str, np.ndarray]:
+    """Per-user metrics from ``hits [U, Kmax]`` (True where rank r is a positive) and ``n_pos [U]``."""
+    hits = np.asarray(hits, dtype=bool)
+    n_pos = np.asarray(n_pos, dtype=np.float64)
+    discounts = 1.0 / np.log2(np.arange(2, hits.shape[1] + 2))
+    first = np.where(hits.any(axis=1), hits.argmax(axis=1) + 1, 0)
+    out: dict[str, np.ndarray] = {}
+    for k in ks:
+        h = hits[:, :k]
+        n_hit = h.sum(axis=1)
+        ideal = np.cumsum(discounts[:k])[np.minimum(n_pos, k).astype(int) - 1]
+        out[f"hr@{k}"] = (n_hit > 0).astype(np.float64)
+        out[f"ndcg@{k}"] = (h * discounts[:k]).sum(axis=1) / ideal
+        out[f"mrr@{k}"] = np.where((first > 0) & (first <= k), 1.0 / np.maximum(first, 1), 0.0)
+        out[f"recall@{k}"] = n_hit / n_pos
+        out[f"precision@{k}"] = n_hit / k
+    return out
+
+
+@dataclass
+class EvalResult:
+    """Mean metrics, the per-user frame and (optionally) each user's top-K item indices/scores."""
+
+    metrics: dict[str, float]
+    per_user: pd.DataFrame
+    topk_items: np.ndarray | None = None
+    topk_scores: np.ndarray | None = None
+
+
+@torch.no_grad()
+def evaluate(
+    model: Recommender,
+    data: RecData,
+    phase: str,
+    cfg: EvalConfig,
+    device: torch.device | str = "cpu",
+    keep_topk: int = 0,
+) -> EvalResult:
+    """Rank every evaluated user's candidates (all items, or positives + sampled negatives)."""
+    es = data.phase(phase)
+    model.eval()
+    model.prepare_eval(data.histories(phase))
+    kmax = max(max(cfg.topk), keep_topk)
+    sampled = es.negatives is not None
+    gen = torch.Generator().manual_seed(cfg.seed)
+    hits, ranks, n_pos, keep_i, keep_s = [], [], [], [], []
+    for start in range(0, len(es.users), cfg.batch_size):
+        sl = slice(start, start + cfg.batch_size)
+        users = torch.tensor(es.users[sl])
+        seq, seq_len = pad_sequences(es.history[sl], model.max_seq_len) if model.uses_sequence else (None, None)
+        scores = model.full_scores(users.to(device), _to(seq, device), _to(seq_len, device)).float().cpu()
+        pos_mask = _mask(es.positives[sl], data.n_items)
+        scores[:, 0] = -torch.inf
+        if sampled:
+            cand, is_pos = _candidates(es.positives[sl], es.negatives[sl], gen)
+            cand_scores = scores.gather(1, cand.clamp(min=0)).masked_fill(cand < 0, -torch.inf)
+        else:
+            if cfg.exclude_history:
+                scores = scores.masked_fill(_mask(es.history[sl], data.n_items) & ~pos_mask, -torch.inf)
+            cand, is_pos, cand_scores = None, pos_mask, scores
+        k = min(kmax, cand_scores.shape[1])
+        top_s, top = torch.topk(cand_scores, k, dim=1)
+        hit = is_pos.gather(1, top)
+        if k < kmax:
+            hit = torch.nn.functional.pad(hit, (0, kmax - k))
+        best = cand_scores.masked_fill(~is_pos, -torch.inf).max(dim=1).values
+        ranks.append(((cand_scores > best[:, None]).sum(dim=1) + 1).numpy())
+        hits.append(hit.numpy())
+        n_pos.append(is_pos.sum(dim=1).numpy())
+        if keep_topk:
+            items = top if cand is None else cand.gather(1, top)
+            keep_i.append(items[:, :keep_topk].numpy())
+            keep_s.append(top_s[:, :keep_topk].numpy())
+    return _result(data, es, cfg, hits, ranks, n_pos, keep_i, keep_s)
+
+
+def _result(data, es, cfg, hits, ranks, n_pos, keep_i, keep_s) -> EvalResult:
+    hits_a = np.concatenate(hits) if hits else np.zeros((0, max(cfg.topk)), bool)
+    npos = np.concatenate(n_pos) if n_pos else np.zeros(0)
+    per = metrics_from_hits(hits_a, npos, cfg.topk) if len(npos) else {}
+    frame = pd.DataFrame(
+        {"user_id": data.user_ids[es.users], "n_pos": npos.astype(int), "history_len": [len(h) for h in es.history]}
+    )
+    rank = np.concatenate(ranks) if ranks else np.zeros(0)
+    frame["rank"] = rank
+    per["mrr"] = 1.0 / np.maximum(rank, 1)
+    for key, values in per.items():
+        frame[key] = values
+    metrics = {key: float(np.mean(v)) if len(v) else 0.0 for key, v in per.items()}
+    ti = np.concatenate(keep_i) if keep_i else None
+    ts = np.concatenate(keep_s) if keep_s else None
+    return EvalResult(metrics, frame, ti, ts)
+
+
+def _mask(rows: list[np.ndarray], n_items: int) -> torch.Tensor:
+    mask = torch.zeros(len(rows), n_items, dtype=torch.bool)
+    r = np.repeat(np.arange(len(rows)), [len(x) for x in rows])
+    if len(r):
+        mask[torch.from_numpy(r), torch.from_numpy(np.concatenate(rows))] = True
+    return mask
+
+
+def _candidates(pos: list[np.ndarray], neg: np.ndarray, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Positives + negatives per user, padded with -1, columns shuffled per user (fair ties)."""
+    width = max(len(p) for p in pos) + neg.shape[1]
+    cand = torch.full((len(pos), width), -1, dtype=torch.long)
+    is_pos = torch.zeros((len(pos), width), dtype=torch.bool)
+    for r, p in enumerate(pos):
+        cand[r, : len(p)] = torch.tensor(p)
+        is_pos[r, : len(p)] = True
+        cand[r, len(p) : len(p) + neg.shape[1]] = torch.tensor(neg[r])
+    perm = torch.argsort(torch.rand(cand.shape, generator=gen), dim=1)
+    return cand.gather(1, perm), is_pos.gather(1, perm)
+
+
+def _to(t: torch.Tensor | None, device) -> torch.Tensor | None:
+    return None if t is None else t.to(device)

@@ -1,0 +1,67 @@
+"""GRU4Rec: a GRU over the user's item sequence predicts the next item.
+
+Hidasi et al., "Session-based Recommendations with Recurrent Neural Networks" (ICLR 2016),
+in the RecBole/ReChorus form: item embedding -> dropout -> GRU -> linear to embedding
+space, scored against the item embeddings; every position of a train window is a target.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from pydantic import Field
+from torch import nn
+
+from models.base import ModelConfig, Recommender, register_model
+from models.data import RecData, sequence_batches, sequence_windows
+from models.layers import last_position, next_item_loss
+
+
+class GRU4RecConfig(ModelConfig):
+    name: Literal["gru4rec"] = Field("gru4rec", description="model name")
+    embedding_size: int = Field(64, ge=1, description="item embedding dimension")
+    hidden_size: int = Field(128, ge=1, description="GRU hidden size")
+    num_layers: int = Field(1, ge=1, description="stacked GRU layers")
+    dropout: float = Field(0.3, ge=0, lt=1, description="dropout on the input embeddings")
+    max_seq_len: int = Field(50, ge=2, description="most recent items fed to the model")
+    loss: Literal["ce", "bce"] = Field(
+        "ce", description="ce: softmax over all items; bce: one sampled negative per position"
+    )
+
+
+@register_model
+class GRU4Rec(Recommender):
+    """score(seq, i) = <W h_t, q_i> with h_t the GRU state after the last item."""
+
+    config_cls = GRU4RecConfig
+    uses_sequence = True
+
+    def __init__(self, cfg: GRU4RecConfig, data: RecData):
+        super().__init__(cfg, data)
+        self.max_seq_len = cfg.max_seq_len
+        self.item_emb = nn.Embedding(data.n_items, cfg.embedding_size, padding_idx=0)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.gru = nn.GRU(cfg.embedding_size, cfg.hidden_size, cfg.num_layers, batch_first=True, bias=False)
+        self.out = nn.Linear(cfg.hidden_size, cfg.embedding_size)
+        nn.init.xavier_normal_(self.item_emb.weight)
+        self._windows = None
+
+    def _encode(self, seq: torch.Tensor) -> torch.Tensor:
+        hidden, _ = self.gru(self.drop(self.item_emb(seq)))
+        return self.out(hidden)
+
+    def training_batches(self, data, batch_size, rng):
+        if self._windows is None:
+            self._windows = sequence_windows(data, self.max_seq_len)
+        # train.batch_size counts next-item targets (as in RecBole); a window holds up to max_seq_len.
+        return sequence_batches(data, self.max_seq_len, max(1, batch_size // self.max_seq_len), rng, self._windows)
+
+    def calculate_loss(self, batch) -> torch.Tensor:
+        return next_item_loss(self._encode(batch["seq"]), self.item_emb.weight, batch, self.cfg.loss)
+
+    def full_scores(self, users, seq, seq_len) -> torch.Tensor:
+        return last_position(self._encode(seq), seq_len) @ self.item_emb.weight.T
+
+    def embeddings(self):
+        return None

@@ -1,0 +1,86 @@
+"""SASRec: causal self-attention over the user's item sequence predicts the next item.
+
+Kang & McAuley, "Self-Attentive Sequential Recommendation" (ICDM 2018). Item and learned
+position embeddings, ``n_layers`` transformer blocks with a causal mask; the output at each
+position is scored against the (shared) item embeddings.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from pydantic import Field, model_validator
+from torch import nn
+
+from models.base import ModelConfig, Recommender, register_model
+from models.data import RecData, sequence_batches, sequence_windows
+from models.layers import last_position, next_item_loss
+
+
+class SASRecConfig(ModelConfig):
+    name: Literal["sasrec"] = Field("sasrec", description="model name")
+    hidden_size: int = Field(64, ge=1, description="embedding / model dimension")
+    n_layers: int = Field(2, ge=1, description="transformer blocks")
+    n_heads: int = Field(2, ge=1, description="attention heads (must divide hidden_size)")
+    inner_size: int = Field(256, ge=1, description="feed-forward width")
+    dropout: float = Field(0.5, ge=0, lt=1, description="dropout on embeddings, attention and feed-forward")
+    max_seq_len: int = Field(50, ge=2, description="most recent items fed to the model")
+    loss: Literal["ce", "bce"] = Field(
+        "ce", description="ce: softmax over all items; bce: one sampled negative per position"
+    )
+
+    @model_validator(mode="after")
+    def _heads(self) -> "SASRecConfig":
+        if self.hidden_size % self.n_heads:
+            raise ValueError(f"n_heads ({self.n_heads}) must divide hidden_size ({self.hidden_size})")
+        return self
+
+
+@register_model
+class SASRec(Recommender):
+    """score(seq, i) = <F(seq)_t, q_i>, F a causal transformer, t the last position."""
+
+    config_cls = SASRecConfig
+    uses_sequence = True
+
+    def __init__(self, cfg: SASRecConfig, data: RecData):
+        super().__init__(cfg, data)
+        self.max_seq_len = cfg.max_seq_len
+        self.item_emb = nn.Embedding(data.n_items, cfg.hidden_size, padding_idx=0)
+        self.pos_emb = nn.Embedding(cfg.max_seq_len, cfg.hidden_size)
+        self.norm = nn.LayerNorm(cfg.hidden_size, eps=1e-12)
+        self.drop = nn.Dropout(cfg.dropout)
+        layer = nn.TransformerEncoderLayer(
+            cfg.hidden_size,
+            cfg.n_heads,
+            cfg.inner_size,
+            cfg.dropout,
+            activation="gelu",
+            batch_first=True,
+            norm_first=False,
+        )
+        self.encoder = nn.TransformerEncoder(layer, cfg.n_layers, enable_nested_tensor=False)
+        causal = torch.triu(torch.full((cfg.max_seq_len, cfg.max_seq_len), float("-inf")), diagonal=1)
+        self.register_buffer("causal", causal, persistent=False)
+        nn.init.normal_(self.item_emb.weight, std=0.02)
+        nn.init.normal_(self.pos_emb.weight, std=0.02)
+        self._windows = None
+
+    def _encode(self, seq: torch.Tensor) -> torch.Tensor:
+        length = seq.shape[1]
+        pos = torch.arange(length, device=seq.device)
+        x = self.drop(self.norm(self.item_emb(seq) + self.pos_emb(pos)))
+        return self.encoder(x, mask=self.causal[:length, :length], is_causal=True)
+
+    def training_batches(self, data, batch_size, rng):
+        if self._windows is None:
+            self._windows = sequence_windows(data, self.max_seq_len)
+        # train.batch_size counts next-item targets (as in RecBole); a window holds up to max_seq_len.
+        return sequence_batches(data, self.max_seq_len, max(1, batch_size // self.max_seq_len), rng, self._windows)
+
+    def calculate_loss(self, batch) -> torch.Tensor:
+        return next_item_loss(self._encode(batch["seq"]), self.item_emb.weight, batch, self.cfg.loss)
+
+    def full_scores(self, users, seq, seq_len) -> torch.Tensor:
+        return last_position(self._encode(seq), seq_len) @ self.item_emb.weight.T

@@ -1,0 +1,275 @@
+"""Parity and speed of llmrec's baselines against RecBole on MovieLens-100K.
+
+For BPR(MF), NeuMF, LightGCN and SASRec this trains RecBole (in its own virtual
+environment, ``.venv-recbole``; recipe in ``../shared/reference/RECBOLE_SETUP.md``) and
+llmrec on *the same split*: the RecBole worker dumps the valid/test interactions its
+splitter produced, and llmrec trains on exactly those (train = every other interaction).
+Both sides use the same embedding size, learning rate, epoch budget, validation schedule
+(best validation NDCG@10 checkpoint) and CPU thread count, and report test NDCG@10 /
+Recall@10 (full ranking) and training seconds per epoch (evaluation excluded).
+
+Split: RecBole's default ``RS`` 8:1:1 per user, random order, full ranking. SASRec, a
+sequential model, cannot use a random order in RecBole (it requires ``TO``); it is compared
+under leave-one-out by time (``LS valid_and_test``), RecBole's sequential protocol, with no
+history masking on either side (RecBole does not mask it for sequential models).
+
+Usage (from the repository root, llmrec's venv)::
+
+    python perf/recbole_parity.py --data-dir ../shared/data [--models bpr neumf] [--epochs-scale 0.5]
+
+The worker role (``--worker``) runs inside ``.venv-recbole`` and is started by the driver.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SPECS = {
+    # name: RecBole model, llmrec model config, epoch budget, RecBole extra config, sequential.
+    # Both sides: batch 2048 training examples, Adam lr 1e-3, embedding size 64, model defaults.
+    "bpr": dict(recbole="BPR", llmrec={"name": "bprmf", "embedding_size": 64}, epochs=60, extra={}, seq=False),
+    "neumf": dict(recbole="NeuMF", llmrec={"name": "neumf"}, epochs=20, extra={}, seq=False),
+    "lightgcn": dict(
+        recbole="LightGCN",
+        llmrec={"name": "lightgcn", "embedding_size": 64, "n_layers": 2},
+        epochs=30,
+        extra={},
+        seq=False,
+    ),
+    "sasrec": dict(
+        recbole="SASRec", llmrec={"name": "sasrec"}, epochs=5, extra={"train_neg_sample_args": None}, seq=True
+    ),
+}
+
+
+# --- worker: runs in .venv-recbole ---------------------------------------------------------
+
+
+def run_recbole(args: argparse.Namespace) -> None:
+    """Train one RecBole model; write metrics, per-epoch train seconds and the valid/test split."""
+    os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    import torch
+    from recbole.config import Config
+    from recbole.data import create_dataset, data_preparation
+    from recbole.utils import get_model, get_trainer, init_seed
+
+    spec = SPECS[args.model]
+    work = Path(args.work)
+    (work / "data" / "ml-100k").mkdir(parents=True, exist_ok=True)
+    link = work / "data" / "ml-100k" / "ml-100k.inter"
+    if not link.exists():
+        link.symlink_to(Path(args.inter).resolve())
+    split = {"LS": "valid_and_test"} if spec["seq"] else {"RS": [0.8, 0.1, 0.1]}
+    config_dict = {
+        "data_path": str(work / "data"),
+        "checkpoint_dir": str(work / "ckpt"),
+        "epochs": args.epochs,
+        "stopping_step": 10_000,
+        "eval_step": args.eval_every,
+        "valid_metric": "NDCG@10",
+        "metrics": ["Recall", "NDCG"],
+        "topk": [10],
+        "use_gpu": False,
+        "seed": 2020,
+        "reproducibility": True,
+        "show_progress": False,
+        "save_dataset": False,
+        "save_dataloaders": False,
+        "learning_rate": 1e-3,
+        "train_batch_size": 2048,
+        "eval_args": {"split": split, "order": "TO" if spec["seq"] else "RO", "group_by": "user", "mode": "full"},
+        **spec["extra"],
+    }
+    config = Config(model=spec["recbole"], dataset="ml-100k", config_dict=config_dict)
+    init_seed(config["seed"], config["reproducibility"])
+    torch.set_num_threads(args.threads)
+    dataset = create_dataset(config)
+    train_data, valid_data, test_data = data_preparation(config, dataset)
+    init_seed(config["seed"] + config["local_rank"], config["reproducibility"])
+    model = get_model(config["model"])(config, train_data._dataset).to(config["device"])
+    trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
+    times: list[float] = []
+    original = trainer._train_epoch
+
+    def timed(*a, **k):
+        start = time.perf_counter()
+        out = original(*a, **k)
+        times.append(time.perf_counter() - start)
+        return out
+
+    trainer._train_epoch = timed
+    trainer.fit(train_data, valid_data, saved=True, show_progress=False)
+    test = trainer.evaluate(test_data, load_best_model=True, show_progress=False)
+    for phase, loader in (("valid", valid_data), ("test", test_data)):
+        ds = loader._dataset
+        users = ds.id2token(ds.uid_field, ds.inter_feat[ds.uid_field].numpy())
+        items = ds.id2token(ds.iid_field, ds.inter_feat[ds.iid_field].numpy())
+        with open(work / f"{phase}.tsv", "w", newline="") as fh:
+            csv.writer(fh, delimiter="\t").writerows(zip(users, items))
+    result = {"ndcg@10": float(test["ndcg@10"]), "recall@10": float(test["recall@10"]), "epoch_seconds": times}
+    (work / "recbole.json").write_text(json.dumps(result))
+
+
+# --- driver: runs in llmrec's venv ---------------------------------------------------------
+
+
+def run_llmrec(name: str, work: Path, recbole_dir: Path, epochs: int, eval_every: int, threads: int) -> dict:
+    """Train llmrec's model on the split the RecBole worker dumped; return test metrics and timing."""
+    import pandas as pd
+
+    from models.base import build_model, model_config
+    from models.data import encode
+    from models.evaluation import EvalConfig, evaluate
+    from models.trainer import TrainerConfig, fit, seed_everything
+    from pipelines.interactions import DataSpec, Split, load_interactions
+
+    spec = SPECS[name]
+    raw = load_interactions(DataSpec(format="recbole", path=recbole_dir)).interactions
+    key = raw["user_id"] + "\t" + raw["item_id"]
+    parts = {}
+    for phase in ("valid", "test"):
+        dumped = pd.read_csv(work / f"{phase}.tsv", sep="\t", header=None, names=["user_id", "item_id"], dtype=str)
+        parts[phase] = raw.loc[key.isin(set(dumped["user_id"] + "\t" + dumped["item_id"]))]
+        if len(parts[phase]) != len(dumped):
+            raise RuntimeError(f"{phase}: {len(dumped)} dumped rows, {len(parts[phase])} matched")
+    held = set(key[raw.index.isin(parts["valid"].index) | raw.index.isin(parts["test"].index)])
+    train = raw.loc[~key.isin(held)]
+    split = Split.from_frames(train, parts["valid"], parts["test"], {"protocol": "recbole-dump"})
+    data = encode(split)
+    cfg = TrainerConfig(
+        epochs=epochs,
+        batch_size=2048,
+        learning_rate=1e-3,
+        patience=10_000,
+        eval_every=eval_every,
+        metric="ndcg@10",
+        seed=2020,
+        device="cpu",
+        num_threads=threads,
+        eval=EvalConfig(topk=[10], exclude_history=not spec["seq"]),
+    )
+    seed_everything(2020)
+    model = build_model(model_config(spec["llmrec"]), data)
+    result = fit(model, data, cfg)
+    test = evaluate(model, data, "test", cfg.eval).metrics
+    return {
+        "ndcg@10": test["ndcg@10"],
+        "recall@10": test["recall@10"],
+        "epoch_seconds": [r["train_seconds"] for r in result.history],
+        "seconds_per_epoch": result.train_seconds_per_epoch,
+        "best_epoch": result.best_epoch,
+        "n_train": len(train),
+        "n_valid": len(parts["valid"]),
+        "n_test": len(parts["test"]),
+    }
+
+
+def compare(args: argparse.Namespace) -> list[dict]:
+    """Run every requested model on both sides and print the parity table."""
+    sys.path.insert(0, str(REPO))
+    recbole_dir = Path(args.data_dir).expanduser().resolve() / "ml-100k-recbole"
+    inter = recbole_dir / "ml-100k.inter"
+    if not inter.is_file():
+        raise SystemExit(f"MovieLens-100K (RecBole format) not found at {inter}; pass --data-dir")
+    python = Path(args.recbole_python)
+    if not python.is_file():
+        raise SystemExit(f"RecBole venv not found ({python}); build it as in ../shared/reference/RECBOLE_SETUP.md")
+    rows = []
+    for name in args.models:
+        epochs = max(1, round(SPECS[name]["epochs"] * args.epochs_scale))
+        with tempfile.TemporaryDirectory(prefix=f"parity-{name}-") as tmp:
+            work = Path(tmp)
+            cmd = [
+                str(python),
+                __file__,
+                "--worker",
+                "--model",
+                name,
+                "--work",
+                tmp,
+                "--inter",
+                str(inter),
+                "--epochs",
+                str(epochs),
+                "--eval-every",
+                str(args.eval_every),
+                "--threads",
+                str(args.threads),
+            ]
+            t0 = time.perf_counter()
+            proc = subprocess.run(
+                cmd,
+                cwd=tmp,
+                capture_output=True,
+                text=True,
+                env={**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"},
+            )
+            if proc.returncode != 0:
+                raise SystemExit(f"RecBole {name} failed:\n{proc.stderr[-3000:]}")
+            rb = json.loads((work / "recbole.json").read_text())
+            rb_wall = time.perf_counter() - t0
+            ours = run_llmrec(name, work, recbole_dir, epochs, args.eval_every, args.threads)
+        rb_sec = sum(rb["epoch_seconds"]) / len(rb["epoch_seconds"])
+        row = {
+            "model": name,
+            "epochs": epochs,
+            "recbole": {**rb, "seconds_per_epoch": rb_sec, "wall_seconds": rb_wall},
+            "llmrec": ours,
+            "ndcg_rel_diff": ours["ndcg@10"] / rb["ndcg@10"] - 1 if rb["ndcg@10"] else None,
+            "time_ratio": ours["seconds_per_epoch"] / rb_sec if rb_sec else None,
+        }
+        rows.append(row)
+        print(format_row(row), flush=True)
+    return rows
+
+
+def format_row(row: dict) -> str:
+    """One markdown table row."""
+    rb, us = row["recbole"], row["llmrec"]
+    return (
+        f"| {row['model']} | {row['epochs']} | {rb['ndcg@10']:.4f} | {us['ndcg@10']:.4f} | {100 * row['ndcg_rel_diff']:+.1f}% "
+        f"| {rb['recall@10']:.4f} | {us['recall@10']:.4f} | {rb['seconds_per_epoch']:.2f} | {us['seconds_per_epoch']:.2f} "
+        f"| {row['time_ratio']:.2f}x |"
+    )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--model", help=argparse.SUPPRESS)
+    p.add_argument("--work", help=argparse.SUPPRESS)
+    p.add_argument("--inter", help=argparse.SUPPRESS)
+    p.add_argument("--epochs", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--models", nargs="+", default=list(SPECS), choices=list(SPECS))
+    p.add_argument("--data-dir", default=os.environ.get("LLMREC_DATA_DIR", str(REPO.parent / "shared" / "data")))
+    p.add_argument("--recbole-python", default=str(REPO / ".venv-recbole" / "bin" / "python"))
+    p.add_argument("--epochs-scale", type=float, default=1.0, help="multiply every model's epoch budget")
+    p.add_argument("--eval-every", type=int, default=1, help="validate every N epochs (both sides)")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (both sides)")
+    p.add_argument("--out", default=str(REPO / "runs" / "perf" / "recbole_parity.json"))
+    args = p.parse_args()
+    if args.worker:
+        run_recbole(args)
+        return
+    print(
+        "| model | epochs | RecBole NDCG@10 | llmrec NDCG@10 | rel. diff | RecBole Recall@10 | llmrec Recall@10 "
+        "| RecBole s/epoch | llmrec s/epoch | time ratio |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    rows = compare(args)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()

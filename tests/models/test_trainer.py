@@ -1,0 +1,104 @@
+"""The shared trainer: early stopping, best-epoch checkpoint, resume, non-gradient models, exports."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+
+from llmrec.errors import ConfigError
+from models.base import build_model, model_config
+from models.evaluation import EvalConfig, evaluate
+from models.export import export_embeddings, export_topk
+from models.trainer import TrainerConfig, fit, load_checkpoint, seed_everything
+
+
+def cfg(**kw):
+    base = dict(epochs=6, batch_size=32, learning_rate=0.05, patience=2, device="cpu", eval=EvalConfig(topk=[5, 10]))
+    return TrainerConfig(**{**base, **kw})
+
+
+def test_fit_keeps_best_epoch_and_checkpoint_reloads_it(tiny_data, tmp_path):
+    model = build_model(model_config({"name": "bprmf", "embedding_size": 8}), tiny_data)
+    rows = []
+    result = fit(model, tiny_data, cfg(), tmp_path / "ckpt", on_epoch=lambda row, ck: rows.append((row, ck)))
+    best_row = max((r for r, _ in rows), key=lambda r: r["valid/ndcg@10"])
+    assert result.best_epoch == best_row["epoch"]
+    assert result.best_valid["valid/ndcg@10"] == pytest.approx(best_row["valid/ndcg@10"])
+    assert [ck is not None for _, ck in rows].count(True) >= 1 and result.checkpoint.is_file()
+    # the model holds the best weights: re-evaluating gives the best validation score
+    again = evaluate(model, tiny_data, "valid", cfg().eval).metrics["ndcg@10"]
+    assert again == pytest.approx(best_row["valid/ndcg@10"])
+    fresh = build_model(model_config({"name": "bprmf", "embedding_size": 8}), tiny_data)
+    state = load_checkpoint(fresh, tmp_path / "ckpt")
+    assert state["epoch"] == result.best_epoch
+    assert torch.equal(fresh.user_emb.weight, model.user_emb.weight)
+
+
+def test_early_stopping_stops_after_patience(tiny_data):
+    model = build_model(model_config({"name": "bprmf", "embedding_size": 8}), tiny_data)
+    result = fit(model, tiny_data, cfg(epochs=40, learning_rate=0.5, patience=1))
+    last = result.history[-1]["epoch"]
+    assert last < 39 and last == result.best_epoch + 1
+
+
+def test_resume_continues_after_the_saved_epoch(tiny_data, tmp_path):
+    first = build_model(model_config({"name": "bprmf", "embedding_size": 8}), tiny_data)
+    fit(first, tiny_data, cfg(epochs=2, patience=5), tmp_path / "ck")
+    saved = torch.load(tmp_path / "ck" / "best.pt", weights_only=False)["state"]["epoch"]
+    second = build_model(model_config({"name": "bprmf", "embedding_size": 8}), tiny_data)
+    result = fit(second, tiny_data, cfg(epochs=4, patience=5), tmp_path / "ck", resume=tmp_path / "ck")
+    assert [r["epoch"] for r in result.history] == list(range(saved + 1, 4))
+
+
+def test_seeded_training_is_reproducible(tiny_data):
+    scores = []
+    for _ in range(2):
+        seed_everything(5)  # model init is seeded by the caller, batches by fit()
+        model = build_model(model_config({"name": "bprmf", "embedding_size": 8}), tiny_data)
+        scores.append(fit(model, tiny_data, cfg(epochs=2, seed=5)).best_valid["valid/ndcg@10"])
+    assert scores[0] == scores[1]
+
+
+def test_non_gradient_model_evaluates_once(tiny_data):
+    model = build_model(model_config({"name": "mostpop"}), tiny_data)
+    result = fit(model, tiny_data, cfg())
+    assert result.best_epoch == 0 and len(result.history) == 1 and "valid/hr@10" in result.best_valid
+
+
+def test_unknown_metric_and_missing_gpu_fail_before_training(tiny_data):
+    model = build_model(model_config({"name": "mostpop"}), tiny_data)
+    with pytest.raises(ConfigError, match="train.metric='ndcg@50' is not computed"):
+        fit(model, tiny_data, cfg(metric="ndcg@50"))
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="no CUDA device"):
+            fit(model, tiny_data, cfg(device="cuda"))
+
+
+def test_learning_beats_popularity_on_clustered_data(tiny_sampled):
+    pop = fit(build_model(model_config({"name": "mostpop"}), tiny_sampled), tiny_sampled, cfg())
+    bpr = fit(
+        build_model(model_config({"name": "bprmf", "embedding_size": 8}), tiny_sampled),
+        tiny_sampled,
+        cfg(epochs=15, patience=15),
+    )
+    assert bpr.best_valid["valid/ndcg@5"] > pop.best_valid["valid/ndcg@5"]
+
+
+def test_export_topk_and_embeddings(tiny_data, tmp_path):
+    model = build_model(model_config({"name": "bprmf", "embedding_size": 8}), tiny_data)
+    fit(model, tiny_data, cfg(epochs=1))
+    path = export_topk(model, tiny_data, "test", 5, tmp_path / "topk.parquet")
+    top = pd.read_parquet(path)
+    assert list(top.columns) == ["user_id", "rank", "item_id", "score"]
+    assert len(top) == 5 * len(tiny_data.test.users) and top.groupby("user_id")["rank"].max().eq(5).all()
+    history = {
+        tiny_data.user_ids[u]: set(tiny_data.item_ids[h]) for u, h in zip(tiny_data.test.users, tiny_data.test.history)
+    }
+    assert not any(item in history[user] for user, item in zip(top["user_id"], top["item_id"]))
+    assert (top.groupby("user_id")["score"].diff().dropna() <= 0).all()
+    paths = export_embeddings(model, tiny_data, tmp_path / "emb")
+    users = pd.read_parquet(paths["user_embeddings"])
+    items = pd.read_parquet(paths["item_embeddings"])
+    assert len(users) == tiny_data.n_users and len(items) == tiny_data.n_items - 1 and len(users["embedding"][0]) == 8
+    assert export_embeddings(build_model(model_config({"name": "mostpop"}), tiny_data), tiny_data, tmp_path / "x") == {}

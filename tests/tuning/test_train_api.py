@@ -1,0 +1,54 @@
+"""``train_from_config`` end to end on a tiny CSV, tracked in a sqlite MLflow store in tmp_path."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.tuning.helpers import base_config, write_config
+from tuning.api import train_from_config
+
+
+@pytest.mark.slow  # MLflow's sqlite schema migration alone takes ~15 s here
+def test_train_writes_outputs_and_one_mlflow_run(tmp_path, tiny_csv):
+    path = write_config(tmp_path, base_config(tmp_path))
+    out = train_from_config(path, ["train.epochs=2"])
+    run_dir = tmp_path / "runs" / out["run_dir"].split("/")[-1]
+    for name in (
+        "resolved.yaml",
+        "protocol.json",
+        "metrics.json",
+        "checkpoint/best.pt",
+        "per_user_test.parquet",
+        "topk_test.parquet",
+        "embeddings/user_embeddings.parquet",
+    ):
+        assert (run_dir / name).is_file(), name
+    protocol = json.loads((run_dir / "protocol.json").read_text())
+    assert protocol["protocol"] == "loo" and protocol["candidates"]["mode"] == "full" and protocol["n_test"] == 24
+    per_user = pd.read_parquet(run_dir / "per_user_test.parquet")
+    assert len(per_user) == 24 and per_user["ndcg@10"].mean() == pytest.approx(out["test"]["test/ndcg@10"])
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}")
+    exp = client.get_experiment_by_name("test")
+    assert exp.artifact_location.endswith("artifacts")
+    (run,) = client.search_runs([exp.experiment_id])
+    assert run.info.status == "FINISHED"
+    assert run.data.params["model.embedding_size"] == "8" and run.data.params["protocol.protocol"] == "loo"
+    history = client.get_metric_history(run.info.run_id, "valid/ndcg_at_10")
+    assert [m.step for m in history] == [0, 1]
+    assert run.data.metrics["test/ndcg_at_10"] == pytest.approx(out["test"]["test/ndcg@10"])
+    assert not any("secret" in k or "key" in k.lower() for k in run.data.params if not k.startswith("data.columns"))
+
+
+def test_sampled_candidates_mode_is_recorded(tmp_path, tiny_csv):
+    cfg = base_config(tmp_path, tracking={"enabled": False})
+    cfg["split"]["candidates"] = {"mode": "sampled", "num_negatives": 5}
+    cfg["model"] = {"name": "mostpop"}
+    out = train_from_config(write_config(tmp_path, cfg), [])
+    assert out["protocol"]["candidates"] == {"mode": "sampled", "num_negatives": 5, "seed": 2020}
+    assert out["mlflow_run_id"] is None and "embeddings" in out and out["embeddings"] == {}
+    assert 0 < out["test"]["test/hr@5"] <= 1

@@ -1,0 +1,161 @@
+"""Configs of ``llmrec train`` (``TrainConfig``) and ``llmrec tune`` (``TuneConfig``).
+
+A train config names the data, its cleaning and split, the model (``model.name`` picks the
+model's own config class, so its defaults apply and unknown keys fail), the trainer, MLflow
+tracking and outputs. A tune config adds ``tune:``: a search space over dotted keys of the
+train config, the ASHA scheduler, resources per trial and concurrency.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SerializeAsAny, model_validator
+
+from llmrec.config import StrictModel
+from llmrec.errors import ConfigError
+from models.base import ModelConfig, model_config
+from models.trainer import TrainerConfig
+from pipelines.interactions.config import DataSpec, FilterConfig, SplitConfig
+
+
+class TrackingConfig(StrictModel):
+    """MLflow tracking (secrets are never logged; only config values and metrics)."""
+
+    enabled: bool = Field(True, description="log to MLflow")
+    uri: str | None = Field(None, description="tracking URI; default $MLFLOW_TRACKING_URI, else sqlite:///mlruns.db")
+    artifact_root: str = Field("./mlartifacts", description="artifact location of experiments created here")
+    experiment: str = Field("llmrec-baselines", description="MLflow experiment name")
+
+
+class OutputConfig(StrictModel):
+    """Where run directories, checkpoints and exports go."""
+
+    dir: Path = Field(Path("runs/baselines"), description="parent folder of run (and sweep) directories")
+    run_name: str | None = Field(None, description="run/sweep directory name; default <model>-<config hash>")
+    export_topk: int = Field(20, ge=0, description="write each test user's top-K items to topk_test.parquet (0 = off)")
+    export_embeddings: bool = Field(True, description="write user/item embeddings (models that have them)")
+
+
+class TrainConfig(StrictModel):
+    """One training run: data -> filters -> split -> model -> trainer -> test metrics."""
+
+    data: DataSpec = Field(description="where the interactions come from (format + path)")
+    filters: FilterConfig = Field(default_factory=FilterConfig)
+    split: SplitConfig = Field(default_factory=SplitConfig)
+    model: SerializeAsAny[ModelConfig] = Field(description="model settings; `name` picks the model")
+    train: TrainerConfig = Field(default_factory=TrainerConfig)
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+    output: OutputConfig = Field(default_factory=OutputConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _model(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "model" in data:
+            data = {**data, "model": model_config(data["model"], "model")}
+        return data
+
+    def semantic(self) -> dict:
+        """What determines results (not where they are written or tracked)."""
+        return self.model_dump(
+            mode="json", exclude={"tracking": True, "output": True, "train": {"progress", "device", "num_threads"}}
+        )
+
+
+class SearchDim(StrictModel):
+    """One search-space dimension."""
+
+    type: Literal["loguniform", "uniform", "choice", "randint"] = Field(description="distribution")
+    low: float | None = Field(None, description="loguniform/uniform/randint: lower bound")
+    high: float | None = Field(None, description="loguniform/uniform/randint: upper bound (randint: exclusive)")
+    values: list[Any] | None = Field(None, description="choice: the candidates")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "SearchDim":
+        if self.type == "choice":
+            if not self.values:
+                raise ValueError("choice needs a non-empty 'values' list")
+        elif self.low is None or self.high is None or self.low >= self.high:
+            raise ValueError(f"{self.type} needs low < high (got low={self.low}, high={self.high})")
+        elif self.type == "loguniform" and self.low <= 0:
+            raise ValueError(f"loguniform needs low > 0 (got {self.low})")
+        return self
+
+    def example(self) -> Any:
+        """A value of the right type, used to validate the key before the sweep starts."""
+        if self.type == "choice":
+            return self.values[0]
+        return int(self.low) if self.type == "randint" else self.low
+
+
+class SchedulerConfig(StrictModel):
+    """Trial scheduler: ASHA stops poor trials early (or FIFO runs all to the end)."""
+
+    type: Literal["asha", "fifo"] = Field("asha", description="asha or fifo")
+    grace_period: int = Field(2, ge=1, description="ASHA: epochs every trial runs before it may be stopped")
+    reduction_factor: float = Field(2.0, gt=1, description="ASHA: keep 1/reduction_factor of trials per rung")
+    max_t: int | None = Field(None, ge=1, description="ASHA: maximum epochs (default train.epochs)")
+
+
+class ResourcesConfig(StrictModel):
+    """Resources one trial reserves."""
+
+    cpu: float = Field(1.0, gt=0, description="CPUs per trial (also the trial's torch threads, rounded down)")
+    gpu: float = Field(0.0, ge=0, description="GPUs per trial (fractions share a GPU)")
+
+
+class TuneSection(StrictModel):
+    """The sweep."""
+
+    search_space: dict[str, SearchDim] = Field(
+        description="dotted train-config key -> distribution, e.g. train.learning_rate"
+    )
+    num_samples: int = Field(8, ge=1, description="trials to sample")
+    metric: str | None = Field(None, description="validation metric to optimise; default train.metric")
+    mode: Literal["max", "min"] = Field("max", description="maximise or minimise the metric")
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    resources_per_trial: ResourcesConfig = Field(default_factory=ResourcesConfig)
+    max_concurrent: int = Field(2, ge=1, description="trials running at once (fit it to the machine)")
+    seed: int | None = Field(2020, description="seed of the search-space sampler")
+    ray_address: str | None = Field(None, description="Ray cluster address; None starts a local Ray")
+    num_cpus: int | None = Field(None, ge=1, description="CPUs of a local Ray started here")
+
+
+class TuneConfig(TrainConfig):
+    """A train config plus ``tune:``; every trial is the train config with sampled values set."""
+
+    tune: TuneSection
+
+    @model_validator(mode="after")
+    def _space(self) -> "TuneConfig":
+        base = self.model_dump(mode="json", exclude={"tune"})
+        for key in self.tune.search_space:
+            node: Any = base
+            parts = key.split(".")
+            for depth, part in enumerate(parts):
+                if not isinstance(node, dict) or part not in node:
+                    where = ".".join(parts[:depth]) or "the top level"
+                    allowed = sorted(node) if isinstance(node, dict) else []
+                    raise ValueError(f"search_space key '{key}': no '{part}' under {where}; allowed: {allowed}")
+                node = node[part]
+        return self
+
+    def train_config(self) -> dict:
+        """The base train config (without ``tune``) as plain data."""
+        return self.model_dump(mode="json", exclude={"tune"})
+
+
+def set_path(data: dict, dotted: str, value: Any) -> dict:
+    """Return a copy of ``data`` with the dotted key set to ``value`` (intermediate mappings copied)."""
+    parts = dotted.split(".")
+    out = dict(data)
+    node = out
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            raise ConfigError(f"'{dotted}': '{part}' is not a mapping")
+        node[part] = dict(child)
+        node = node[part]
+    node[parts[-1]] = value
+    return out

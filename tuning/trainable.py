@@ -1,0 +1,88 @@
+"""Training shared by ``llmrec train`` and each Tune trial, and the Ray Tune function trainable.
+
+``prepare_data`` reads, filters, splits and encodes once; ``train_and_test`` fits a model
+and evaluates it on test; ``tune_trial`` is the function trainable: it reports validation
+metrics every epoch (with a checkpoint whenever the epoch is the best so far), then one
+final result with the ``test/...`` metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from llmrec.config import validate
+from models.base import build_model
+from models.data import RecData, encode
+from models.evaluation import EvalResult, evaluate
+from models.trainer import TrainResult, fit, resolve_device, seed_everything
+from pipelines.interactions import apply_filters, load_interactions, split_interactions
+from pipelines.interactions.schema import ITEM_ID, USER_ID
+from tuning.config import TrainConfig, set_path
+
+logger = logging.getLogger(__name__)
+
+
+def prepare_data(cfg: TrainConfig) -> RecData:
+    """Read, filter, split and encode the data of ``cfg`` (titles kept for BM25)."""
+    data = load_interactions(cfg.data)
+    inter = apply_filters(data.interactions, cfg.filters, data.source)
+    split = split_interactions(inter, cfg.split, data.source)
+    rec = encode(split, data.titles(), cfg.split.candidates)
+    rec.protocol.update(
+        source=data.source,
+        n_users=int(inter[USER_ID].nunique()),
+        n_items=int(inter[ITEM_ID].nunique()),
+        n_interactions=len(inter),
+        filters=cfg.filters.model_dump(mode="json"),
+    )
+    return rec
+
+
+def train_and_test(
+    cfg: TrainConfig,
+    data: RecData,
+    checkpoint_dir: Path | None,
+    on_epoch: Callable[[dict, Path | None], None] | None = None,
+    resume: Path | None = None,
+) -> tuple[Any, TrainResult, EvalResult]:
+    """Build the model, fit it (best epoch restored), evaluate on test; returns (model, fit result, test result)."""
+    seed_everything(cfg.train.seed)  # seeds the initial weights; fit() reseeds its own sampling
+    model = build_model(cfg.model, data)
+    result = fit(model, data, cfg.train, checkpoint_dir, on_epoch, resume)
+    device = resolve_device(cfg.train.device)
+    test = evaluate(model, data, "test", cfg.train.eval, device, keep_topk=cfg.output.export_topk)
+    return model, result, test
+
+
+def tune_trial(config: dict[str, Any], base: dict[str, Any], data: RecData) -> None:
+    """Ray Tune function trainable: ``config`` holds the sampled values (dotted keys) set on ``base``."""
+    from ray import tune
+
+    merged = base
+    for key, value in config.items():
+        merged = set_path(merged, key, value)
+    cpus = max(1, int(tune.get_context().get_trial_resources().required_resources.get("CPU", 1)))
+    merged = set_path(merged, "train.num_threads", merged["train"].get("num_threads") or cpus)
+    merged = set_path(merged, "train.progress", False)
+    cfg = validate(TrainConfig, merged)
+    restored = tune.get_checkpoint()
+    with tempfile.TemporaryDirectory(prefix="llmrec-trial-") as tmp:
+        work = Path(tmp)
+        resume = None
+        if restored is not None:
+            resume = Path(restored.to_directory(str(work / "restored")))
+
+        def report(row: dict, ckpt: Path | None) -> None:
+            metrics = {**row, "epoch": int(row["epoch"]) + 1}
+            if ckpt is not None:
+                tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(str(ckpt.parent)))
+            else:
+                tune.report(metrics)
+
+        _, result, test = train_and_test(cfg, data, work / "best", report, resume)
+        final = {**result.best_valid, "epoch": cfg.train.epochs + 1, "best_epoch": result.best_epoch + 1}
+        final.update({f"test/{k}": v for k, v in test.metrics.items()})
+        tune.report(final)
