@@ -13,13 +13,24 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from llmrec import settings
-from llmrec.config import flatten
+from llmrec.config import StrictModel, flatten
 
 log = logging.getLogger(__name__)
 
 SECRET_WORDS = ("key", "token", "secret", "password")
 MAX_PARAM_LEN = 6000
+
+
+class TrackingConfig(StrictModel):
+    """MLflow tracking section shared by run, train and tune configs."""
+
+    enabled: bool = Field(True, description="log to MLflow")
+    uri: str | None = Field(None, description="MLflow tracking URI; default $MLFLOW_TRACKING_URI or sqlite:///mlruns.db")
+    artifact_root: str = Field(settings.DEFAULT_ARTIFACT_ROOT, description="artifact location of new experiments")
+    experiment: str | None = Field(None, description="experiment name; default: the benchmark name")
 
 
 def tracking_uri(configured: str | None = None) -> str:

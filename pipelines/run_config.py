@@ -9,6 +9,7 @@ from pydantic import Field, SerializeAsAny, field_validator, model_validator
 
 from llmrec.config import StrictModel, apply_overrides, read_yaml, validate
 from llmrec.errors import ConfigError
+from llmrec.tracking import TrackingConfig
 from pipelines.benchmark import BenchmarkConfig, benchmark_config
 from serving.engine import EngineConfig, engine_config
 
@@ -36,13 +37,6 @@ class ExecutionConfig(StrictModel):
 class RayConfig(StrictModel):
     address: str | None = Field(None, description="Ray cluster address ('auto' = running cluster); None = local")
     num_cpus: int | None = Field(None, ge=1, description="CPUs of a local Ray instance")
-
-
-class TrackingConfig(StrictModel):
-    enabled: bool = Field(True, description="log to MLflow")
-    uri: str | None = Field(None, description="MLflow tracking URI; default $MLFLOW_TRACKING_URI or sqlite:///mlruns.db")
-    artifact_root: str = Field("./mlartifacts", description="artifact location of new experiments")
-    experiment: str | None = Field(None, description="experiment name; default: the benchmark name")
 
 
 class OutputConfig(StrictModel):

@@ -15,17 +15,15 @@ from pydantic import Field, SerializeAsAny, model_validator
 
 from llmrec.config import StrictModel
 from llmrec.errors import ConfigError
+from llmrec.tracking import TrackingConfig as BaseTrackingConfig
 from models.base import ModelConfig, model_config
 from models.trainer import TrainerConfig
 from pipelines.interactions.config import DataSpec, FilterConfig, SplitConfig
 
 
-class TrackingConfig(StrictModel):
+class TrackingConfig(BaseTrackingConfig):
     """MLflow tracking (secrets are never logged; only config values and metrics)."""
 
-    enabled: bool = Field(True, description="log to MLflow")
-    uri: str | None = Field(None, description="tracking URI; default $MLFLOW_TRACKING_URI, else sqlite:///mlruns.db")
-    artifact_root: str = Field("./mlartifacts", description="artifact location of experiments created here")
     experiment: str = Field("llmrec-baselines", description="MLflow experiment name")
 
 
