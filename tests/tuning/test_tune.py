@@ -13,14 +13,6 @@ from tests.tuning.helpers import base_config, write_config
 from tuning.api import tune_from_config
 
 
-@pytest.fixture()
-def local_ray():
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False)
-    yield ray
-    ray.shutdown()
-
-
 @pytest.mark.slow
 def test_two_trials_log_parent_and_children_then_resume(tmp_path, tiny_csv, local_ray):
     cfg = base_config(
