@@ -24,11 +24,12 @@ class SASRecConfig(ModelConfig):
     n_layers: int = Field(2, ge=1, description="transformer blocks")
     n_heads: int = Field(2, ge=1, description="attention heads (must divide hidden_size)")
     inner_size: int = Field(256, ge=1, description="feed-forward width")
-    dropout: float = Field(0.5, ge=0, lt=1, description="dropout on embeddings, attention and feed-forward")
+    dropout: float = Field(0.5, ge=0, lt=1, description="dropout on embeddings, attention weights and block outputs")
     max_seq_len: int = Field(50, ge=2, description="most recent items fed to the model")
     loss: Literal["ce", "bce"] = Field(
         "ce", description="ce: softmax over all items; bce: one sampled negative per position"
     )
+    initializer_range: float = Field(0.02, gt=0, description="std of the normal initialisation of weights")
 
     @model_validator(mode="after")
     def _heads(self) -> "SASRecConfig":
@@ -60,12 +61,25 @@ class SASRec(Recommender):
             batch_first=True,
             norm_first=False,
         )
+        # Dropout after attention and after the feed-forward block, none inside it (as SASRec/RecBole).
+        layer.dropout = nn.Identity()
         self.encoder = nn.TransformerEncoder(layer, cfg.n_layers, enable_nested_tensor=False)
         causal = torch.triu(torch.full((cfg.max_seq_len, cfg.max_seq_len), float("-inf")), diagonal=1)
         self.register_buffer("causal", causal, persistent=False)
-        nn.init.normal_(self.item_emb.weight, std=0.02)
-        nn.init.normal_(self.pos_emb.weight, std=0.02)
+        self._init_weights(cfg.initializer_range)
         self._windows = None
+
+    def _init_weights(self, std: float) -> None:
+        """N(0, std) weights and zero biases for embeddings, projections and linears (BERT-style)."""
+        for name, param in self.named_parameters():
+            if "norm" in name:
+                continue
+            if name.endswith("bias"):
+                nn.init.zeros_(param)
+            else:
+                nn.init.normal_(param, std=std)
+        with torch.no_grad():
+            self.item_emb.weight[0].zero_()
 
     def _encode(self, seq: torch.Tensor) -> torch.Tensor:
         length = seq.shape[1]

@@ -5,28 +5,24 @@ values and its full config; metrics = per-epoch validation metrics at ``step = e
 the final ``test/...`` metrics). Logging happens in the Tune driver through ``MLflowTrialLogger``
 (a ``tune.Callback``), so a sqlite store has a single writer. Metric names are made
 MLflow-safe by ``mlflow_key`` (``valid/ndcg@10`` -> ``valid/ndcg_at_10``).
-Only config values and metrics are logged; llmrec configs hold no secrets (API keys are
-read from environment variables whose *names* are configured, never their values).
+Params go through ``llmrec.tracking.safe_params`` (secret-looking keys dropped) and metrics
+through ``finite_metrics``; runs are tagged with the git commit, as every llmrec run is.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
-from llmrec.config import flatten
-from llmrec.settings import DEFAULT_TRACKING_URI, env_tracking_uri
+from llmrec.tracking import finite_metrics, git_commit, safe_params, tracking_uri
 
 logger = logging.getLogger(__name__)
 TRIAL_TAG = "llmrec.trial_id"
 PARENT_TAG = "mlflow.parentRunId"
 
 
-def tracking_uri(configured: str | None) -> str:
-    """Configured URI, else ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlruns.db``."""
-    return configured or env_tracking_uri() or DEFAULT_TRACKING_URI
+__all__ = ["MLflowTrialLogger", "client_for", "experiment_id", "log_metrics", "log_params", "start_run", "tracking_uri"]
 
 
 def mlflow_key(name: str) -> str:
@@ -51,17 +47,16 @@ def experiment_id(client, name: str, artifact_root: str) -> str:
 
 def start_run(client, exp_id: str, name: str, params: dict[str, Any], tags: dict[str, str] | None = None) -> str:
     """Create a run with ``params`` (flattened, values as strings) and return its id."""
-    run = client.create_run(exp_id, run_name=name, tags=tags or {})
+    run = client.create_run(exp_id, run_name=name, tags={"llmrec.git_commit": git_commit(), **(tags or {})})
     log_params(client, run.info.run_id, params)
     return run.info.run_id
 
 
 def log_params(client, run_id: str, params: dict[str, Any]) -> None:
-    """Log flattened params in one batch (long values truncated to MLflow's limit)."""
+    """Log flattened params (secret-looking keys dropped, long values truncated) in batches."""
     from mlflow.entities import Param
 
-    flat = flatten(params)
-    batch = [Param(mlflow_key(k), _param_value(v)) for k, v in sorted(flat.items())]
+    batch = [Param(mlflow_key(k), v) for k, v in sorted(safe_params(params).items())]
     for start in range(0, len(batch), 100):
         client.log_batch(run_id, params=batch[start : start + 100])
 
@@ -73,18 +68,10 @@ def log_metrics(client, run_id: str, metrics: dict[str, Any], step: int = 0) -> 
     from mlflow.entities import Metric
 
     now = int(time.time() * 1000)
-    batch = [
-        Metric(mlflow_key(k), float(v), now, step)
-        for k, v in metrics.items()
-        if isinstance(v, (int, float)) and not isinstance(v, bool)
-    ]
+    numeric = {k: v for k, v in metrics.items() if not isinstance(v, bool)}
+    batch = [Metric(mlflow_key(k), v, now, step) for k, v in finite_metrics(numeric).items()]
     for start in range(0, len(batch), 500):
         client.log_batch(run_id, metrics=batch[start : start + 500])
-
-
-def _param_value(value: Any) -> str:
-    text = json.dumps(value) if isinstance(value, (list, dict)) else str(value)
-    return text[:6000]
 
 
 def epoch_metrics(result: dict[str, Any]) -> dict[str, float]:

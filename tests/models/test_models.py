@@ -128,3 +128,14 @@ def test_sequence_windows_make_every_later_train_item_a_target_once(tiny_data):
     for row_in, row_tg in zip(inputs, targets):
         n = int((row_tg > 0).sum())
         assert (row_in[1:n] == row_tg[: n - 1]).all()
+
+
+def test_lightgcn_propagation_matches_torch_geometric_and_its_gradient(tiny_data):
+    model = build_model(model_config({"name": "lightgcn", "embedding_size": 8, "n_layers": 3}), tiny_data)
+    ours = model._propagate()
+    reference = model.gcn.get_embedding(model.adj)
+    assert torch.allclose(ours, reference, atol=1e-6)
+    weights = torch.randn_like(ours)
+    (grad_ours,) = torch.autograd.grad((ours * weights).sum(), model.gcn.embedding.weight)
+    (grad_ref,) = torch.autograd.grad((model.gcn.get_embedding(model.adj) * weights).sum(), model.gcn.embedding.weight)
+    assert torch.allclose(grad_ours, grad_ref, atol=1e-5)
