@@ -11,6 +11,7 @@ import re
 from typing import Literal
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 from pydantic import Field
 
@@ -47,13 +48,20 @@ class BM25(Recommender):
                 "bm25 needs item titles; the data has no item table (set data.items_path or use a format with titles)"
             )
         self.item_tokens = [tokenize(t) for t in data.titles]
-        self._scores: torch.Tensor | None = None
+        self._doc_scores: sp.csr_matrix | None = None
 
     def fit(self, data: RecData) -> None:
         self.prepare_eval(data.train_sequences())
 
     def prepare_eval(self, histories: list[np.ndarray]) -> None:
-        """Index one document per user and score every item title against all of them."""
+        """Index one document per user; scores are computed per batch of users in ``full_scores``.
+
+        ``bm25s`` keeps its index as a sparse (document x token) matrix of per-token BM25 scores
+        and scores a query by summing the columns of the query's tokens (repeats count twice,
+        unknown tokens are skipped). The same sum for every item title at once is
+        ``S[users] @ Q.T`` with ``Q`` the (item x token) count matrix, so a batch of users costs
+        a sparse product and memory grows with the batch, not with users x items.
+        """
         try:
             import bm25s
         except ImportError as e:  # pragma: no cover - bm25s is a core dependency
@@ -61,18 +69,32 @@ class BM25(Recommender):
         corpus = [[tok for i in h for tok in self.item_tokens[i]] or ["<empty>"] for h in histories]
         index = bm25s.BM25(k1=self.cfg.k1, b=self.cfg.b, method=self.cfg.method)
         index.index(corpus, show_progress=False)
-        scores = np.zeros((len(histories), self.n_items), dtype=np.float32)
-        cache: dict[tuple[str, ...], np.ndarray] = {}
+        packed = index.scores
+        n_vocab = len(packed["indptr"]) - 1
+        self._doc_scores = sp.csc_matrix(
+            (packed["data"], packed["indices"], packed["indptr"]), shape=(packed["num_docs"], n_vocab)
+        ).tocsr()
+        rows, cols = [], []
         for item, toks in enumerate(self.item_tokens):
-            if item == 0 or not toks:
+            if item == 0:
                 continue
-            key = tuple(toks)
-            if key not in cache:
-                cache[key] = index.get_scores(list(toks))
-            scores[:, item] = cache[key]
-        self._scores = torch.from_numpy(scores)
+            ids = [t for t in index.get_tokens_ids(toks) if t < n_vocab]
+            rows.extend([item] * len(ids))
+            cols.extend(ids)
+        query = sp.csr_matrix(
+            (np.ones(len(rows), dtype=np.float32), (rows, cols)), shape=(self.n_items, n_vocab)
+        )  # duplicates are summed: a repeated title token counts twice, as in bm25s
+        self._query_t = query.T.tocsc()
+        nonoccurrence = getattr(index, "nonoccurrence_array", None)  # bm25l / bm25+ only
+        self._offset = (
+            np.asarray(query @ nonoccurrence, dtype=np.float32).ravel()
+            if nonoccurrence is not None
+            else np.zeros(self.n_items, dtype=np.float32)
+        )
 
     def full_scores(self, users, seq, seq_len) -> torch.Tensor:
-        if self._scores is None:
+        if self._doc_scores is None:
             raise RuntimeError("BM25.prepare_eval must run before scoring")
-        return self._scores[users.cpu()].to(users.device)
+        idx = users.cpu().numpy()
+        dense = (self._doc_scores[idx] @ self._query_t).toarray().astype(np.float32, copy=False)
+        return torch.from_numpy(dense + self._offset).to(users.device)

@@ -176,25 +176,40 @@ def pad_sequences(seqs: list[np.ndarray], max_len: int) -> tuple[torch.Tensor, t
     return torch.from_numpy(out), torch.from_numpy(lens)
 
 
-def sequence_windows(data: RecData, max_len: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def sequence_windows(
+    data: RecData, max_len: int, stride: int | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Next-item training windows: every train item after a user's first is a target once.
 
-    Returns inputs ``[N, max_len]``, targets ``[N, max_len]`` (0 = no target) and users ``[N]``;
-    long histories are cut into consecutive windows of ``max_len + 1`` items.
+    Returns inputs ``[N, max_len]``, targets ``[N, max_len]`` (0 = no target at that position)
+    and users ``[N]``. Windows of ``max_len + 1`` items end at the user's last item and step back
+    by ``stride`` (default ``max_len``: consecutive windows). A window counts its last ``stride``
+    targets (the earliest window all that remain), so each target sees at least
+    ``max_len - stride + 1`` items of context (all earlier items near the start of a history);
+    ``stride=1`` makes every target the last position of its own window, which is RecBole's
+    prefix augmentation.
     """
+    stride = max_len if stride is None else stride
+    if not 1 <= stride <= max_len:
+        raise ValueError(f"stride must be in [1, max_len={max_len}], got {stride}")
     inputs, targets, users = [], [], []
     for u, seq in enumerate(data.train_sequences()):
-        end = len(seq)
-        while end >= 2:
-            window = seq[max(0, end - max_len - 1) : end]
+        end, counted_from = len(seq), len(seq)  # targets at positions >= counted_from are counted
+        while counted_from > 1:
+            start = max(0, end - max_len - 1)
+            window = seq[start:end]
             row_in = np.zeros(max_len, dtype=np.int64)
             row_tg = np.zeros(max_len, dtype=np.int64)
             row_in[: len(window) - 1] = window[:-1]
-            row_tg[: len(window) - 1] = window[1:]
+            # A window counts its last `stride` targets (the earliest window: all that are left);
+            # the target at absolute position p sits at column p - start - 1.
+            lo = start + 1 if start == 0 else max(start + 1, end - stride)
+            row_tg[lo - start - 1 : counted_from - start - 1] = seq[lo:counted_from]
             inputs.append(row_in)
             targets.append(row_tg)
             users.append(u)
-            end -= max_len
+            counted_from = lo
+            end -= stride
     if not inputs:
         z = np.zeros((0, max_len), dtype=np.int64)
         return z, z, np.zeros(0, dtype=np.int64)
@@ -208,12 +223,20 @@ def sequence_batches(
     rng: np.random.Generator,
     windows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> Iterator[dict[str, torch.Tensor]]:
-    """Shuffled batches of ``sequence_windows`` (``seq``, ``target``, ``seq_len``, ``neg``)."""
+    """Shuffled batches of ``sequence_windows`` (``seq``, ``target``, ``seq_len``, ``neg``).
+
+    ``batch_size`` counts next-item targets, as RecBole's batches of prefixes do: windows are
+    taken in shuffled order until the batch holds ``batch_size`` targets (a window is never split).
+    """
     inputs, targets, users = windows if windows is not None else sequence_windows(data, max_len)
     order = rng.permutation(len(inputs))
     lens = (inputs > 0).sum(axis=1)
-    for start in range(0, len(order), batch_size):
-        idx = order[start : start + batch_size]
+    counted = np.cumsum((targets[order] > 0).sum(axis=1))
+    total = int(counted[-1]) if len(counted) else 0
+    cuts = np.searchsorted(counted, np.arange(batch_size, total, batch_size), side="left") + 1
+    bounds = np.unique(np.concatenate([[0], cuts, [len(order)]]))
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        idx = order[lo:hi]
         neg = rng.integers(1, data.n_items, size=targets[idx].shape)
         yield {
             "users": torch.from_numpy(users[idx]),

@@ -13,25 +13,21 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from models.base import ModelConfig, Recommender, register_model
-from models.data import RecData, sequence_batches, sequence_windows
-from models.layers import last_position, next_item_loss
+from models.base import Recommender, register_model
+from models.data import RecData
+from models.layers import SequenceConfig, WindowedTraining, last_position, next_item_loss
 
 
-class GRU4RecConfig(ModelConfig):
+class GRU4RecConfig(SequenceConfig):
     name: Literal["gru4rec"] = Field("gru4rec", description="model name")
     embedding_size: int = Field(64, ge=1, description="item embedding dimension")
     hidden_size: int = Field(128, ge=1, description="GRU hidden size")
     num_layers: int = Field(1, ge=1, description="stacked GRU layers")
     dropout: float = Field(0.3, ge=0, lt=1, description="dropout on the input embeddings")
-    max_seq_len: int = Field(50, ge=2, description="most recent items fed to the model")
-    loss: Literal["ce", "bce"] = Field(
-        "ce", description="ce: softmax over all items; bce: one sampled negative per position"
-    )
 
 
 @register_model
-class GRU4Rec(Recommender):
+class GRU4Rec(WindowedTraining, Recommender):
     """score(seq, i) = <W h_t, q_i> with h_t the GRU state after the last item."""
 
     config_cls = GRU4RecConfig
@@ -45,17 +41,10 @@ class GRU4Rec(Recommender):
         self.gru = nn.GRU(cfg.embedding_size, cfg.hidden_size, cfg.num_layers, batch_first=True, bias=False)
         self.out = nn.Linear(cfg.hidden_size, cfg.embedding_size)
         nn.init.xavier_normal_(self.item_emb.weight)
-        self._windows = None
 
     def _encode(self, seq: torch.Tensor) -> torch.Tensor:
         hidden, _ = self.gru(self.drop(self.item_emb(seq)))
         return self.out(hidden)
-
-    def training_batches(self, data, batch_size, rng):
-        if self._windows is None:
-            self._windows = sequence_windows(data, self.max_seq_len)
-        # train.batch_size counts next-item targets (as in RecBole); a window holds up to max_seq_len.
-        return sequence_batches(data, self.max_seq_len, max(1, batch_size // self.max_seq_len), rng, self._windows)
 
     def calculate_loss(self, batch) -> torch.Tensor:
         return next_item_loss(self._encode(batch["seq"]), self.item_emb.weight, batch, self.cfg.loss)

@@ -2,8 +2,52 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
+import numpy as np
 import torch
+from pydantic import Field, model_validator
 from torch import nn
+
+from models.base import ModelConfig
+from models.data import RecData, sequence_batches, sequence_windows
+
+
+class SequenceConfig(ModelConfig):
+    """Fields every next-item sequence model has."""
+
+    max_seq_len: int = Field(50, ge=2, description="most recent items fed to the model")
+    loss: Literal["ce", "bce"] = Field(
+        "ce", description="ce: softmax over all items; bce: one sampled negative per position"
+    )
+    train_stride: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "step between training windows (default max_seq_len: consecutive windows, fastest); "
+            "smaller gives each target more context at proportionally more compute, 1 = RecBole's prefixes"
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _stride(self) -> "SequenceConfig":
+        if self.train_stride is not None and self.train_stride > self.max_seq_len:
+            raise ValueError(f"train_stride ({self.train_stride}) must not exceed max_seq_len ({self.max_seq_len})")
+        return self
+
+
+class WindowedTraining:
+    """``training_batches`` for sequence models: shuffled windows of the train histories,
+    ``batch_size`` next-item targets per batch (see ``models.data.sequence_windows``)."""
+
+    cfg: SequenceConfig
+    max_seq_len: int
+    _windows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def training_batches(self, data: RecData, batch_size: int, rng: np.random.Generator):
+        if self._windows is None:
+            self._windows = sequence_windows(data, self.max_seq_len, self.cfg.train_stride)
+        return sequence_batches(data, self.max_seq_len, batch_size, rng, self._windows)
 
 
 def next_item_loss(

@@ -13,22 +13,18 @@ import torch
 from pydantic import Field, model_validator
 from torch import nn
 
-from models.base import ModelConfig, Recommender, register_model
-from models.data import RecData, sequence_batches, sequence_windows
-from models.layers import last_position, next_item_loss
+from models.base import Recommender, register_model
+from models.data import RecData
+from models.layers import SequenceConfig, WindowedTraining, last_position, next_item_loss
 
 
-class SASRecConfig(ModelConfig):
+class SASRecConfig(SequenceConfig):
     name: Literal["sasrec"] = Field("sasrec", description="model name")
     hidden_size: int = Field(64, ge=1, description="embedding / model dimension")
     n_layers: int = Field(2, ge=1, description="transformer blocks")
     n_heads: int = Field(2, ge=1, description="attention heads (must divide hidden_size)")
     inner_size: int = Field(256, ge=1, description="feed-forward width")
     dropout: float = Field(0.5, ge=0, lt=1, description="dropout on embeddings, attention weights and block outputs")
-    max_seq_len: int = Field(50, ge=2, description="most recent items fed to the model")
-    loss: Literal["ce", "bce"] = Field(
-        "ce", description="ce: softmax over all items; bce: one sampled negative per position"
-    )
     initializer_range: float = Field(0.02, gt=0, description="std of the normal initialisation of weights")
 
     @model_validator(mode="after")
@@ -39,7 +35,7 @@ class SASRecConfig(ModelConfig):
 
 
 @register_model
-class SASRec(Recommender):
+class SASRec(WindowedTraining, Recommender):
     """score(seq, i) = <F(seq)_t, q_i>, F a causal transformer, t the last position."""
 
     config_cls = SASRecConfig
@@ -67,7 +63,6 @@ class SASRec(Recommender):
         causal = torch.triu(torch.full((cfg.max_seq_len, cfg.max_seq_len), float("-inf")), diagonal=1)
         self.register_buffer("causal", causal, persistent=False)
         self._init_weights(cfg.initializer_range)
-        self._windows = None
 
     def _init_weights(self, std: float) -> None:
         """N(0, std) weights and zero biases for embeddings, projections and linears (BERT-style)."""
@@ -86,12 +81,6 @@ class SASRec(Recommender):
         pos = torch.arange(length, device=seq.device)
         x = self.drop(self.norm(self.item_emb(seq) + self.pos_emb(pos)))
         return self.encoder(x, mask=self.causal[:length, :length], is_causal=True)
-
-    def training_batches(self, data, batch_size, rng):
-        if self._windows is None:
-            self._windows = sequence_windows(data, self.max_seq_len)
-        # train.batch_size counts next-item targets (as in RecBole); a window holds up to max_seq_len.
-        return sequence_batches(data, self.max_seq_len, max(1, batch_size // self.max_seq_len), rng, self._windows)
 
     def calculate_loss(self, batch) -> torch.Tensor:
         return next_item_loss(self._encode(batch["seq"]), self.item_emb.weight, batch, self.cfg.loss)

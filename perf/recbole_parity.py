@@ -28,7 +28,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -94,6 +93,15 @@ def run_recbole(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     dataset = create_dataset(config)
     train_data, valid_data, test_data = data_preparation(config, dataset)
+    # The split first: llmrec trains on exactly these valid/test rows (and a killed run keeps it).
+    for phase, loader in (("valid", valid_data), ("test", test_data)):
+        ds = loader._dataset
+        users = ds.id2token(ds.uid_field, ds.inter_feat[ds.uid_field].numpy())
+        items = ds.id2token(ds.iid_field, ds.inter_feat[ds.iid_field].numpy())
+        with open(work / f"{phase}.tsv", "w", newline="") as fh:
+            csv.writer(fh, delimiter="\t").writerows(zip(users, items))
+    if args.split_only:
+        return
     init_seed(config["seed"] + config["local_rank"], config["reproducibility"])
     model = get_model(config["model"])(config, train_data._dataset).to(config["device"])
     trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
@@ -107,22 +115,44 @@ def run_recbole(args: argparse.Namespace) -> None:
         return out
 
     trainer._train_epoch = timed
+    # Test metrics at every validation, so one long run also answers every shorter budget:
+    # a run of E epochs reports the test metrics of its best validation epoch <= E.
+    curve: list[dict] = []
+    original_valid = trainer._valid_epoch
+
+    def valid_and_test(*a, **k):
+        score, result = original_valid(*a, **k)
+        test_now = trainer.evaluate(test_data, load_best_model=False, show_progress=False)
+        curve.append(
+            {
+                "epoch": len(times) - 1,
+                "valid_ndcg@10": float(score),
+                "ndcg@10": float(test_now["ndcg@10"]),
+                "recall@10": float(test_now["recall@10"]),
+            }
+        )
+        # Written as it grows: an interrupted long run still answers the budgets it reached.
+        (work / "curve.json").write_text(json.dumps({"curve": curve, "epoch_seconds": times}))
+        return score, result
+
+    trainer._valid_epoch = valid_and_test
     trainer.fit(train_data, valid_data, saved=True, show_progress=False)
     test = trainer.evaluate(test_data, load_best_model=True, show_progress=False)
-    for phase, loader in (("valid", valid_data), ("test", test_data)):
-        ds = loader._dataset
-        users = ds.id2token(ds.uid_field, ds.inter_feat[ds.uid_field].numpy())
-        items = ds.id2token(ds.iid_field, ds.inter_feat[ds.iid_field].numpy())
-        with open(work / f"{phase}.tsv", "w", newline="") as fh:
-            csv.writer(fh, delimiter="\t").writerows(zip(users, items))
-    result = {"ndcg@10": float(test["ndcg@10"]), "recall@10": float(test["recall@10"]), "epoch_seconds": times}
+    result = {
+        "ndcg@10": float(test["ndcg@10"]),
+        "recall@10": float(test["recall@10"]),
+        "epoch_seconds": times,
+        "curve": curve,
+    }
     (work / "recbole.json").write_text(json.dumps(result))
 
 
 # --- driver: runs in llmrec's venv ---------------------------------------------------------
 
 
-def run_llmrec(name: str, work: Path, recbole_dir: Path, epochs: int, eval_every: int, threads: int) -> dict:
+def run_llmrec(
+    name: str, work: Path, recbole_dir: Path, epochs: int, eval_every: int, threads: int, model_set: dict | None = None
+) -> dict:
     """Train llmrec's model on the split the RecBole worker dumped; return test metrics and timing."""
     import pandas as pd
 
@@ -158,8 +188,21 @@ def run_llmrec(name: str, work: Path, recbole_dir: Path, epochs: int, eval_every
         eval=EvalConfig(topk=[10], exclude_history=not spec["seq"]),
     )
     seed_everything(2020)
-    model = build_model(model_config(spec["llmrec"]), data)
-    result = fit(model, data, cfg)
+    model = build_model(model_config({**spec["llmrec"], **(model_set or {})}), data)
+    curve: list[dict] = []
+
+    def test_now(row: dict, _checkpoint) -> None:
+        now = evaluate(model, data, "test", cfg.eval).metrics
+        curve.append(
+            {
+                "epoch": row["epoch"],
+                "valid_ndcg@10": row["valid/ndcg@10"],
+                "ndcg@10": now["ndcg@10"],
+                "recall@10": now["recall@10"],
+            }
+        )
+
+    result = fit(model, data, cfg, on_epoch=test_now)
     test = evaluate(model, data, "test", cfg.eval).metrics
     return {
         "ndcg@10": test["ndcg@10"],
@@ -167,6 +210,7 @@ def run_llmrec(name: str, work: Path, recbole_dir: Path, epochs: int, eval_every
         "epoch_seconds": [r["train_seconds"] for r in result.history],
         "seconds_per_epoch": result.train_seconds_per_epoch,
         "best_epoch": result.best_epoch,
+        "curve": curve,
         "n_train": len(train),
         "n_valid": len(parts["valid"]),
         "n_test": len(parts["test"]),
@@ -185,9 +229,12 @@ def compare(args: argparse.Namespace) -> list[dict]:
         raise SystemExit(f"RecBole venv not found ({python}); build it as in ../shared/reference/RECBOLE_SETUP.md")
     rows = []
     for name in args.models:
-        epochs = max(1, round(SPECS[name]["epochs"] * args.epochs_scale))
-        with tempfile.TemporaryDirectory(prefix=f"parity-{name}-") as tmp:
-            work = Path(tmp)
+        epochs = args.epochs or max(1, round(SPECS[name]["epochs"] * args.epochs_scale))
+        # RecBole's side is slow (SASRec: minutes per epoch); its outputs are kept per setting
+        # so that llmrec's side can be re-measured without re-training RecBole.
+        work = Path(args.recbole_cache) / f"{name}-e{epochs}-t{args.threads}-v{args.eval_every}"
+        work.mkdir(parents=True, exist_ok=True)
+        if args.rerun_recbole or not (work / "recbole.json").is_file():
             cmd = [
                 str(python),
                 __file__,
@@ -195,7 +242,7 @@ def compare(args: argparse.Namespace) -> list[dict]:
                 "--model",
                 name,
                 "--work",
-                tmp,
+                str(work),
                 "--inter",
                 str(inter),
                 "--epochs",
@@ -208,7 +255,7 @@ def compare(args: argparse.Namespace) -> list[dict]:
             t0 = time.perf_counter()
             proc = subprocess.run(
                 cmd,
-                cwd=tmp,
+                cwd=work,
                 capture_output=True,
                 text=True,
                 env={**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"},
@@ -216,20 +263,44 @@ def compare(args: argparse.Namespace) -> list[dict]:
             if proc.returncode != 0:
                 raise SystemExit(f"RecBole {name} failed:\n{proc.stderr[-3000:]}")
             rb = json.loads((work / "recbole.json").read_text())
-            rb_wall = time.perf_counter() - t0
-            ours = run_llmrec(name, work, recbole_dir, epochs, args.eval_every, args.threads)
+            rb["wall_seconds"] = time.perf_counter() - t0
+            (work / "recbole.json").write_text(json.dumps(rb))
+        else:
+            print(f"(RecBole {name}: cached result from {work})", file=sys.stderr)
+        rb = json.loads((work / "recbole.json").read_text())
+        ours = run_llmrec(name, work, recbole_dir, epochs, args.eval_every, args.threads)
         rb_sec = sum(rb["epoch_seconds"]) / len(rb["epoch_seconds"])
-        row = {
-            "model": name,
-            "epochs": epochs,
-            "recbole": {**rb, "seconds_per_epoch": rb_sec, "wall_seconds": rb_wall},
-            "llmrec": ours,
-            "ndcg_rel_diff": ours["ndcg@10"] / rb["ndcg@10"] - 1 if rb["ndcg@10"] else None,
-            "time_ratio": ours["seconds_per_epoch"] / rb_sec if rb_sec else None,
-        }
-        rows.append(row)
-        print(format_row(row), flush=True)
+        for budget in sorted({*(b for b in args.budgets if b < epochs), epochs}):
+            rb_at = at_budget(rb.get("curve"), budget, ties_to_later=True) if budget < epochs else rb
+            us_at = at_budget(ours["curve"], budget, ties_to_later=False) if budget < epochs else ours
+            if rb_at is None or us_at is None:
+                continue
+            row = {
+                "model": name,
+                "epochs": budget,
+                "recbole": {**rb, **rb_at, "seconds_per_epoch": rb_sec},
+                "llmrec": {**ours, **us_at},
+                "ndcg_rel_diff": us_at["ndcg@10"] / rb_at["ndcg@10"] - 1 if rb_at["ndcg@10"] else None,
+                "time_ratio": ours["seconds_per_epoch"] / rb_sec if rb_sec else None,
+            }
+            rows.append(row)
+            print(format_row(row), flush=True)
     return rows
+
+
+def at_budget(curve: list[dict] | None, budget: int, ties_to_later: bool) -> dict | None:
+    """Test metrics a run of ``budget`` epochs reports: those of its best validation epoch so far.
+
+    RecBole keeps a later epoch on a tie (``>=``), llmrec the earlier one (``>``)."""
+    best = None
+    for point in curve or []:
+        if point["epoch"] >= budget:
+            break
+        if best is None or point["valid_ndcg@10"] > best["valid_ndcg@10"] or (
+            ties_to_later and point["valid_ndcg@10"] == best["valid_ndcg@10"]
+        ):
+            best = point
+    return None if best is None else {"ndcg@10": best["ndcg@10"], "recall@10": best["recall@10"], "best_epoch": best["epoch"]}
 
 
 def format_row(row: dict) -> str:
@@ -246,13 +317,23 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
+    p.add_argument("--split-only", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--work", help=argparse.SUPPRESS)
     p.add_argument("--inter", help=argparse.SUPPRESS)
-    p.add_argument("--epochs", type=int, help=argparse.SUPPRESS)
     p.add_argument("--models", nargs="+", default=list(SPECS), choices=list(SPECS))
     p.add_argument("--data-dir", default=os.environ.get("LLMREC_DATA_DIR", str(REPO.parent / "shared" / "data")))
     p.add_argument("--recbole-python", default=str(REPO / ".venv-recbole" / "bin" / "python"))
     p.add_argument("--epochs-scale", type=float, default=1.0, help="multiply every model's epoch budget")
+    p.add_argument("--epochs", type=int, help="one epoch budget for every model (overrides --epochs-scale)")
+    p.add_argument(
+        "--budgets",
+        type=int,
+        nargs="*",
+        default=[],
+        help="also report shorter budgets from the same runs (test metrics at the best validation epoch so far)",
+    )
+    p.add_argument("--recbole-cache", default=str(REPO / "runs" / "perf" / "recbole-cache"))
+    p.add_argument("--rerun-recbole", action="store_true", help="ignore a cached RecBole result")
     p.add_argument("--eval-every", type=int, default=1, help="validate every N epochs (both sides)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (both sides)")
     p.add_argument("--out", default=str(REPO / "runs" / "perf" / "recbole_parity.json"))

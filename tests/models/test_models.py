@@ -98,6 +98,31 @@ def test_bm25_prefers_items_whose_titles_match_the_history(tiny_data):
     assert scores[1, love].mean() > scores[1, space].mean()
 
 
+@pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
+def test_bm25_batched_scores_equal_bm25s_per_query_scores(tiny_data, method):
+    """The sparse batched product gives exactly what bm25s.get_scores gives title by title."""
+    import bm25s
+
+    from models.bm25 import tokenize
+
+    data = tiny_data
+    data.titles[1] = "space space odyssey"  # a repeated token counts twice in bm25s
+    model = build_model(model_config({"name": "bm25", "method": method}), data)
+    model.fit(data)
+    histories = data.train_sequences()
+    corpus = [[t for i in h for t in tokenize(data.titles[i])] or ["<empty>"] for h in histories]
+    index = bm25s.BM25(k1=1.5, b=0.75, method=method)
+    index.index(corpus, show_progress=False)
+    expected = np.zeros((len(histories), data.n_items), dtype=np.float32)
+    for item in range(1, data.n_items):
+        toks = tokenize(data.titles[item])
+        if toks:
+            expected[:, item] = index.get_scores(toks)
+    users = list(range(len(histories)))[::-1]  # any order, any subset
+    got = score(model, data, users).numpy()
+    np.testing.assert_allclose(got, expected[users], rtol=1e-5, atol=1e-6)
+
+
 def test_bm25_needs_titles(tiny_split):
     from models.data import encode
 
@@ -113,21 +138,47 @@ def test_batch_size_counts_training_examples(tiny_data):
     sasrec = build_model(
         model_config({"name": "sasrec", "max_seq_len": 4, "hidden_size": 8, "inner_size": 8}), tiny_data
     )
-    batch = next(iter(sasrec.training_batches(tiny_data, 16, rng)))
-    assert batch["seq"].shape == (4, 4) and batch["target"].shape == (4, 4)
+    batches = list(sasrec.training_batches(tiny_data, 16, rng))
+    counts = [int((b["target"] > 0).sum()) for b in batches]
+    total = sum(len(s) - 1 for s in tiny_data.train_sequences() if len(s) > 1)
+    # as many steps as RecBole's batches of 16 prefixes; a window (<= 4 targets) is never split
+    assert sum(counts) == total and len(batches) == -(-total // 16)
+    assert all(16 - 4 < n < 16 + 4 for n in counts[:-1])
+    assert np.all(np.cumsum(counts)[:-1] >= 16 * np.arange(1, len(counts)))
 
 
-def test_sequence_windows_make_every_later_train_item_a_target_once(tiny_data):
+@pytest.mark.parametrize("stride", [None, 3, 2, 1])
+def test_sequence_windows_make_every_later_train_item_a_target_once(tiny_data, stride):
     from models.data import sequence_windows
 
-    inputs, targets, users = sequence_windows(tiny_data, 3)
+    max_len = 3
+    inputs, targets, users = sequence_windows(tiny_data, max_len, stride)
+    seqs = tiny_data.train_sequences()
     got = sorted((int(u), int(t)) for u, row in zip(users, targets) for t in row if t)
-    want = sorted((u, int(i)) for u, seq in enumerate(tiny_data.train_sequences()) for i in seq[1:])
+    want = sorted((u, int(i)) for u, seq in enumerate(seqs) for i in seq[1:])
     assert got == want
-    # inputs are the targets shifted right by one: each target's predecessor is the last input
-    for row_in, row_tg in zip(inputs, targets):
-        n = int((row_tg > 0).sum())
-        assert (row_in[1:n] == row_tg[: n - 1]).all()
+    context = max_len - (stride or max_len) + 1
+    checked = 0
+    for u, row_in, row_tg in zip(users, inputs, targets):
+        seq = list(seqs[u])
+        for col in np.flatnonzero(row_tg):
+            if seq.count(row_tg[col]) != 1:
+                continue
+            pos = seq.index(row_tg[col])
+            # the target's inputs are the items just before it in the history, in order
+            assert list(row_in[: col + 1]) == seq[pos - col - 1 : pos]
+            # it sees at least max_len - stride + 1 of them (all of them near the start);
+            # stride 1 gives every target its full context, as RecBole's prefixes do
+            assert col + 1 >= min(pos, context)
+            if stride == 1:
+                assert col + 1 == min(pos, max_len)
+            checked += 1
+    assert checked > 10
+
+
+def test_train_stride_is_validated():
+    with pytest.raises(ConfigError, match="train_stride"):
+        model_config({"name": "sasrec", "max_seq_len": 4, "train_stride": 5})
 
 
 def test_lightgcn_propagation_matches_torch_geometric_and_its_gradient(tiny_data):

@@ -67,3 +67,90 @@ def test_resume_without_a_sweep_fails(tmp_path, tiny_csv):
     cfg = base_config(tmp_path, tune={"search_space": {"train.l2": {"type": "choice", "values": [0.0]}}})
     with pytest.raises(ConfigError, match="--resume: no sweep to resume"):
         tune_from_config(write_config(tmp_path, cfg), [], resume=True)
+
+
+def _write_csv(path, n_users: int, per_user: int, n_items: int) -> None:
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(1)
+    rows = [
+        (f"u{u}", f"i{i}", 1.0, t)
+        for u in range(n_users)
+        for t, i in enumerate(rng.choice(n_items, size=per_user, replace=False))
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows, columns=["uid", "iid", "r", "ts"]).to_csv(path, index=False)
+
+
+@pytest.mark.slow
+def test_sweep_killed_mid_run_resumes_without_losing_or_repeating_trials(tmp_path):
+    """kill -9 the whole `llmrec tune` process group while trial 1 trains and trial 2 waits;
+    `llmrec tune --resume` finishes both, continuing trial 1 from its checkpoint, under the same
+    MLflow parent with one child per trial."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    _write_csv(tmp_path / "data" / "inter.csv", n_users=300, per_user=40, n_items=200)
+    epochs = 12
+    cfg = base_config(
+        tmp_path,
+        train={"epochs": epochs, "batch_size": 16, "learning_rate": 0.01, "patience": 100, "num_threads": 1,
+               "device": "cpu", "eval": {"topk": [10]}},
+        tune={
+            "num_samples": 2,
+            "max_concurrent": 1,
+            "num_cpus": 1,
+            "resources_per_trial": {"cpu": 1},
+            "scheduler": {"type": "fifo"},
+            "search_space": {"model.embedding_size": {"type": "choice", "values": [8, 16]}},
+        },
+    )
+    path = write_config(tmp_path, cfg)
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+    def tune(*extra):
+        return subprocess.Popen([sys.executable, "-m", "llmrec.cli", "tune", path, *extra], cwd=repo, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}")
+
+    def children():
+        exp = client.get_experiment_by_name("test")
+        runs = client.search_runs([exp.experiment_id]) if exp else []
+        return [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+
+    proc = tune()
+    deadline, killed_at = time.time() + 300, None
+    while time.time() < deadline and proc.poll() is None:
+        # a few epochs of trial 1 are logged and checkpointed, trial 2 has not started
+        kids = children()
+        steps = [m.step for m in client.get_metric_history(kids[0].info.run_id, "valid/ndcg_at_10")] if kids else []
+        if len(kids) == 1 and len(steps) >= 3 and list((tmp_path / "runs").glob("tune-*/*/checkpoint_*")):
+            killed_at = max(steps)
+            break
+        time.sleep(0.3)
+    assert killed_at is not None, proc.communicate()[0].decode()[-3000:]
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert killed_at < epochs and len(children()) == 1
+
+    again = tune("--resume")
+    out, _ = again.communicate(timeout=600)
+    assert again.returncode == 0, out.decode()[-3000:]
+    best = json.loads(next((tmp_path / "runs").glob("tune-*/best.json")).read_text())
+    assert best["n_trials"] == 2 and best["n_errors"] == 0 and best["test"]
+    kids = children()
+    assert len(kids) == 2 and {k.data.tags["mlflow.parentRunId"] for k in kids} == {best["mlflow_parent_run_id"]}
+    for kid in kids:
+        assert kid.info.status == "FINISHED" and "test/ndcg_at_10" in kid.data.metrics
+        steps = [m.step for m in client.get_metric_history(kid.info.run_id, "valid/ndcg_at_10")]
+        # every epoch logged, and none started over: epoch 1 appears once in each trial
+        assert set(steps) == set(range(1, epochs + 1)) and steps.count(1) == 1, steps
+    parents = [r for r in client.search_runs([kids[0].info.experiment_id]) if "mlflow.parentRunId" not in r.data.tags]
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
