@@ -26,6 +26,7 @@ import argparse
 import csv
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -151,7 +152,14 @@ def run_recbole(args: argparse.Namespace) -> None:
 
 
 def run_llmrec(
-    name: str, work: Path, recbole_dir: Path, epochs: int, eval_every: int, threads: int, model_set: dict | None = None
+    name: str,
+    work: Path,
+    recbole_dir: Path,
+    epochs: int,
+    eval_every: int,
+    threads: int,
+    model_set: dict | None = None,
+    seed: int = 2020,
 ) -> dict:
     """Train llmrec's model on the split the RecBole worker dumped; return test metrics and timing."""
     import pandas as pd
@@ -182,12 +190,12 @@ def run_llmrec(
         patience=10_000,
         eval_every=eval_every,
         metric="ndcg@10",
-        seed=2020,
+        seed=seed,
         device="cpu",
         num_threads=threads,
         eval=EvalConfig(topk=[10], exclude_history=not spec["seq"]),
     )
-    seed_everything(2020)
+    seed_everything(seed)
     model = build_model(model_config({**spec["llmrec"], **(model_set or {})}), data)
     curve: list[dict] = []
 
@@ -268,13 +276,21 @@ def compare(args: argparse.Namespace) -> list[dict]:
         else:
             print(f"(RecBole {name}: cached result from {work})", file=sys.stderr)
         rb = json.loads((work / "recbole.json").read_text())
-        ours = run_llmrec(name, work, recbole_dir, epochs, args.eval_every, args.threads)
+        model_set = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.model_set)}
+        ours = run_llmrec(name, work, recbole_dir, epochs, args.eval_every, args.threads, model_set)
+        # Other seeds on llmrec's side (RecBole's side is one seeded run): the spread shows how
+        # much of a difference is seed noise.
+        others = [
+            run_llmrec(name, work, recbole_dir, epochs, args.eval_every, args.threads, model_set, seed=2020 + k)
+            for k in range(1, args.llmrec_seeds)
+        ]
         rb_sec = sum(rb["epoch_seconds"]) / len(rb["epoch_seconds"])
         for budget in sorted({*(b for b in args.budgets if b < epochs), epochs}):
             rb_at = at_budget(rb.get("curve"), budget, ties_to_later=True) if budget < epochs else rb
             us_at = at_budget(ours["curve"], budget, ties_to_later=False) if budget < epochs else ours
             if rb_at is None or us_at is None:
                 continue
+            seeds = [us_at["ndcg@10"]] + [at_budget(o["curve"], budget, ties_to_later=False)["ndcg@10"] for o in others]
             row = {
                 "model": name,
                 "epochs": budget,
@@ -282,6 +298,8 @@ def compare(args: argparse.Namespace) -> list[dict]:
                 "llmrec": {**ours, **us_at},
                 "ndcg_rel_diff": us_at["ndcg@10"] / rb_at["ndcg@10"] - 1 if rb_at["ndcg@10"] else None,
                 "time_ratio": ours["seconds_per_epoch"] / rb_sec if rb_sec else None,
+                "llmrec_seeds_ndcg@10": seeds,
+                "model_set": model_set,
             }
             rows.append(row)
             print(format_row(row), flush=True)
@@ -306,10 +324,12 @@ def at_budget(curve: list[dict] | None, budget: int, ties_to_later: bool) -> dic
 def format_row(row: dict) -> str:
     """One markdown table row."""
     rb, us = row["recbole"], row["llmrec"]
+    seeds = row.get("llmrec_seeds_ndcg@10", [])
     return (
         f"| {row['model']} | {row['epochs']} | {rb['ndcg@10']:.4f} | {us['ndcg@10']:.4f} | {100 * row['ndcg_rel_diff']:+.1f}% "
         f"| {rb['recall@10']:.4f} | {us['recall@10']:.4f} | {rb['seconds_per_epoch']:.2f} | {us['seconds_per_epoch']:.2f} "
         f"| {row['time_ratio']:.2f}x |"
+        + (f" {statistics.mean(seeds):.4f} ± {statistics.stdev(seeds):.4f} (n={len(seeds)}) |" if len(seeds) > 1 else "")
     )
 
 
@@ -334,6 +354,16 @@ def main() -> None:
     )
     p.add_argument("--recbole-cache", default=str(REPO / "runs" / "perf" / "recbole-cache"))
     p.add_argument("--rerun-recbole", action="store_true", help="ignore a cached RecBole result")
+    p.add_argument(
+        "--llmrec-seeds", type=int, default=1, help="also train llmrec with N-1 more seeds; prints NDCG@10 mean ± sd"
+    )
+    p.add_argument(
+        "--model-set",
+        nargs="*",
+        default=[],
+        metavar="KEY=JSON",
+        help="llmrec model options for every --models entry, e.g. --models sasrec --model-set train_stride=10",
+    )
     p.add_argument("--eval-every", type=int, default=1, help="validate every N epochs (both sides)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (both sides)")
     p.add_argument("--out", default=str(REPO / "runs" / "perf" / "recbole_parity.json"))
@@ -343,9 +373,9 @@ def main() -> None:
         return
     print(
         "| model | epochs | RecBole NDCG@10 | llmrec NDCG@10 | rel. diff | RecBole Recall@10 | llmrec Recall@10 "
-        "| RecBole s/epoch | llmrec s/epoch | time ratio |"
+        "| RecBole s/epoch | llmrec s/epoch | time ratio |" + (" llmrec NDCG@10 over seeds |" if args.llmrec_seeds > 1 else "")
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|" + ("---|" if args.llmrec_seeds > 1 else ""))
     rows = compare(args)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

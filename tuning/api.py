@@ -175,6 +175,8 @@ def tune_from_config(path: str, overrides: list[str], resume: bool = False) -> d
         base = cfg.train_config()
         uri, parent = tracking_uri(cfg.tracking.uri), _parent_run(cfg, sweep_dir, data.protocol, resume)
         res = cfg.tune.resources_per_trial
+        concurrency = cfg.tune.max_concurrent or fit_concurrency(ray.cluster_resources(), res.cpu, res.gpu)
+        logger.info("sweep %s: up to %d trial(s) at once", sweep_dir.name, concurrency)
         trainable = tune.with_resources(
             tune.with_parameters(tune_trial, base=base, data=data), {"cpu": res.cpu, "gpu": res.gpu}
         )
@@ -190,7 +192,7 @@ def tune_from_config(path: str, overrides: list[str], resume: bool = False) -> d
                     mode=cfg.tune.mode,
                     scheduler=_scheduler(cfg),
                     num_samples=cfg.tune.num_samples,
-                    max_concurrent_trials=cfg.tune.max_concurrent,
+                    max_concurrent_trials=concurrency,
                     search_alg=tune.search.BasicVariantGenerator(random_state=cfg.tune.seed),
                 ),
                 run_config=tune.RunConfig(
@@ -206,6 +208,14 @@ def tune_from_config(path: str, overrides: list[str], resume: bool = False) -> d
     finally:
         if started:
             ray.shutdown()
+
+
+def fit_concurrency(cluster: dict[str, float], cpu: float, gpu: float) -> int:
+    """How many trials of ``cpu`` CPUs and ``gpu`` GPUs the cluster's resources hold at once (>= 1)."""
+    fits = [int(cluster.get("CPU", 0) // cpu)]
+    if gpu > 0:
+        fits.append(int(cluster.get("GPU", 0) // gpu))
+    return max(1, min(fits))
 
 
 def _parent_run(cfg: TuneConfig, sweep_dir: Path, protocol: dict, resume: bool) -> dict | None:

@@ -114,7 +114,9 @@ class TuneSection(StrictModel):
     mode: Literal["max", "min"] = Field("max", description="maximise or minimise the metric")
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     resources_per_trial: ResourcesConfig = Field(default_factory=ResourcesConfig)
-    max_concurrent: int = Field(2, ge=1, description="trials running at once (fit it to the machine)")
+    max_concurrent: int | None = Field(
+        None, ge=1, description="trials running at once; default: as many as the cluster's CPUs/GPUs fit"
+    )
     seed: int | None = Field(2020, description="seed of the search-space sampler")
     ray_address: str | None = Field(None, description="Ray cluster address; None starts a local Ray")
     num_cpus: int | None = Field(None, ge=1, description="CPUs of a local Ray started here")

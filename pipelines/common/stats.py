@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
 
 
 def bootstrap_ci(values, confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
@@ -13,6 +12,8 @@ def bootstrap_ci(values, confidence: float = 0.95, n_resamples: int = 2000, seed
         return float("nan"), float("nan")
     if x.size == 1 or np.all(x == x[0]):
         return float(x[0]), float(x[0])
+    from scipy import stats  # imported here: ~1 s that Ray workers need not pay
+
     res = stats.bootstrap((x,), np.mean, confidence_level=confidence, n_resamples=n_resamples,
                           method="percentile", random_state=np.random.default_rng(seed))
     return float(res.confidence_interval.low), float(res.confidence_interval.high)

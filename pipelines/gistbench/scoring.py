@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Hashable, Iterable
 
 import numpy as np
-from scipy import stats
 
 from llmrec.errors import DataError
 from pipelines.common.stats import bootstrap_ci
@@ -92,6 +91,8 @@ def _median_ci(x: np.ndarray, confidence: float, n: int, seed: int) -> tuple[flo
         return math.nan, math.nan
     if x.size == 1 or np.all(x == x[0]):
         return float(x[0]), float(x[0])
+    from scipy import stats  # imported here: ~1 s that Ray workers need not pay
+
     res = stats.bootstrap((x,), np.median, confidence_level=confidence, n_resamples=n, method="percentile",
                           random_state=np.random.default_rng(seed))
     return float(res.confidence_interval.low), float(res.confidence_interval.high)

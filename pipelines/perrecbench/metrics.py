@@ -24,7 +24,6 @@ import warnings
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
 
 from llmrec.errors import DataError
 
@@ -49,6 +48,8 @@ def ranks_from_ordering(ordering: Sequence[int], n: int) -> list[int]:
 def _tau(x: Sequence[float], y: Sequence[float]) -> float:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # constant input: NaN, reported by the caller
+        from scipy import stats  # imported here: ~1 s that Ray workers need not pay
+
         return float(stats.kendalltau(x, y).statistic)
 
 

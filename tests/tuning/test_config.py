@@ -38,7 +38,7 @@ def test_split_ratios_must_sum_to_one(tmp_path):
 
 def test_search_space_keys_must_exist(tmp_path):
     cfg = validate(TuneConfig, {**base_config(tmp_path), "tune": {"search_space": SPACE}})
-    assert cfg.tune.scheduler.type == "asha" and cfg.tune.max_concurrent == 2
+    assert cfg.tune.scheduler.type == "asha" and cfg.tune.max_concurrent is None  # fit to the cluster at run time
     bad = {"model.embeding_size": {"type": "choice", "values": [8]}}
     with pytest.raises(ConfigError, match="no 'embeding_size' under model; allowed: \\['embedding_size', 'name'\\]"):
         validate(TuneConfig, {**base_config(tmp_path), "tune": {"search_space": bad}})
@@ -63,3 +63,12 @@ def test_set_path_copies():
     assert set_path(data, "a.b", 2) == {"a": {"b": 2}} and data == {"a": {"b": 1}}
     with pytest.raises(ConfigError, match="'a.b.c': 'b' is not a mapping"):
         set_path(data, "a.b.c", 1)
+
+
+def test_default_concurrency_fits_the_cluster():
+    from tuning.api import fit_concurrency
+
+    assert fit_concurrency({"CPU": 2.0}, 1, 0) == 2
+    assert fit_concurrency({"CPU": 16.0, "GPU": 2.0}, 2, 0.5) == 4  # GPUs bound it
+    assert fit_concurrency({"CPU": 16.0, "GPU": 8.0}, 4, 1) == 4  # CPUs bound it
+    assert fit_concurrency({"CPU": 1.0}, 2, 0) == 1  # never zero: Tune queues it until resources free up
