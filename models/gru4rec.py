@@ -31,11 +31,9 @@ class GRU4Rec(WindowedTraining, Recommender):
     """score(seq, i) = <W h_t, q_i> with h_t the GRU state after the last item."""
 
     config_cls = GRU4RecConfig
-    uses_sequence = True
 
     def __init__(self, cfg: GRU4RecConfig, data: RecData):
         super().__init__(cfg, data)
-        self.max_seq_len = cfg.max_seq_len
         self.item_emb = nn.Embedding(data.n_items, cfg.embedding_size, padding_idx=0)
         self.drop = nn.Dropout(cfg.dropout)
         self.gru = nn.GRU(cfg.embedding_size, cfg.hidden_size, cfg.num_layers, batch_first=True, bias=False)

@@ -37,12 +37,17 @@ class SequenceConfig(ModelConfig):
 
 
 class WindowedTraining:
-    """``training_batches`` for sequence models: shuffled windows of the train histories,
-    ``batch_size`` next-item targets per batch (see ``models.data.sequence_windows``)."""
+    """Mixin of the next-item sequence models (before ``Recommender`` in the bases): they score
+    from the history sequence, read ``max_seq_len`` from their config, and train on shuffled
+    windows of the train histories, ``batch_size`` targets per batch (``models.data.sequence_windows``)."""
 
     cfg: SequenceConfig
-    max_seq_len: int
+    uses_sequence = True
     _windows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    @property
+    def max_seq_len(self) -> int:
+        return self.cfg.max_seq_len
 
     def training_batches(self, data: RecData, batch_size: int, rng: np.random.Generator):
         if self._windows is None:

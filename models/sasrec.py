@@ -39,11 +39,9 @@ class SASRec(WindowedTraining, Recommender):
     """score(seq, i) = <F(seq)_t, q_i>, F a causal transformer, t the last position."""
 
     config_cls = SASRecConfig
-    uses_sequence = True
 
     def __init__(self, cfg: SASRecConfig, data: RecData):
         super().__init__(cfg, data)
-        self.max_seq_len = cfg.max_seq_len
         self.item_emb = nn.Embedding(data.n_items, cfg.hidden_size, padding_idx=0)
         self.pos_emb = nn.Embedding(cfg.max_seq_len, cfg.hidden_size)
         self.norm = nn.LayerNorm(cfg.hidden_size, eps=1e-12)
