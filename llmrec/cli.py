@@ -52,8 +52,8 @@ def run(
     """Run an evaluation. Re-running the same config resumes: finished samples are not sent again."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
 
-    from pipelines.api import run_evaluation
-    from pipelines.run_config import load_run_config
+    from llmrec.pipelines.runner.api import run_evaluation
+    from llmrec.pipelines.runner.run_config import load_run_config
 
     _setup_logging(verbose)
     overrides = list(set_) + (["output.cache=false"] if no_cache else []) + (["output.resume=false"] if fresh else [])
@@ -102,9 +102,9 @@ def serve(
     import time
 
     from llmrec.config import apply_overrides, read_yaml
-    from pipelines.ray_env import ensure_ray
-    from pipelines.run_config import RayConfig
-    from serving.engine import engine_config
+    from llmrec.pipelines.runner.ray_env import ensure_ray
+    from llmrec.pipelines.runner.run_config import RayConfig
+    from llmrec.serving.engine import engine_config
 
     _setup_logging(verbose)
     try:
@@ -113,7 +113,7 @@ def serve(
             raise LlmrecError(f"{config}: no 'engine:' section")
         eng = engine_config(raw["engine"])
         ensure_ray(RayConfig.model_validate(raw.get("ray") or {}))
-        from serving.serve_app import deploy
+        from llmrec.serving.serve_app import deploy
 
         deploy(eng.model_dump(mode="json"), app_name="llmrec", replicas=replicas, http=True, host=host, port=port)
     except LlmrecError as e:
@@ -136,7 +136,7 @@ def score(
     oracle: Optional[Path] = typer.Option(None, "--oracle", help="Oracle file (tasks that use one)."),
 ) -> None:
     """Recompute a task's metrics from a predictions file, without calling any model."""
-    from pipelines.scoring import score_file
+    from llmrec.pipelines.runner.scoring import score_file
 
     try:
         result = score_file(task, predictions, {"model": model, "oracle": str(oracle) if oracle else None})
@@ -192,8 +192,8 @@ def data_fetch(
     if_missing: bool = typer.Option(False, "--if-missing", help="Do nothing when the data is already found."),
 ) -> None:
     """Download a benchmark's files at a pinned commit over HTTPS and verify their checksums."""
-    from pipelines.benchmark import get_benchmark
-    from pipelines.datasets import fetch, resolve_data_dir
+    from llmrec.pipelines.registry import get_benchmark
+    from llmrec.pipelines.common.datasets import fetch, resolve_data_dir
 
     try:
         bench = get_benchmark(benchmark)
@@ -220,8 +220,8 @@ def data_where(
     data_dir: Optional[Path] = typer.Option(None, "--data-dir"),
 ) -> None:
     """Print the folder a benchmark's data would be read from (or why none is found)."""
-    from pipelines.benchmark import get_benchmark
-    from pipelines.datasets import resolve_data_dir
+    from llmrec.pipelines.registry import get_benchmark
+    from llmrec.pipelines.common.datasets import resolve_data_dir
 
     try:
         console.print(str(resolve_data_dir(data_dir, get_benchmark(benchmark).data)))
@@ -235,7 +235,7 @@ def train(
     set_: list[str] = typer.Option([], "--set", help=SET_HELP),
 ) -> None:
     """Train one traditional recommender configuration and log it to MLflow."""
-    from tuning.api import train_from_config
+    from llmrec.tuning.api import train_from_config
 
     try:
         result = train_from_config(str(config), list(set_))
@@ -252,7 +252,7 @@ def tune(
     resume: bool = typer.Option(False, "--resume", help="Resume an interrupted sweep (Tuner.restore)."),
 ) -> None:
     """Sweep a recommender's hyper-parameters with Ray Tune (ASHA); one MLflow parent run, a child per trial."""
-    from tuning.api import tune_from_config
+    from llmrec.tuning.api import tune_from_config
 
     try:
         result = tune_from_config(str(config), list(set_), resume=resume)
@@ -266,8 +266,8 @@ def tune(
 def list_(
 ) -> None:
     """List the registered benchmarks, score tasks and engines."""
-    from pipelines.benchmark import BENCHMARKS, SCORE_TASKS
-    from serving.engine import ENGINES
+    from llmrec.pipelines.registry import BENCHMARKS, SCORE_TASKS
+    from llmrec.serving.engine import ENGINES
 
     console.print("benchmarks: " + ", ".join(BENCHMARKS.names()))
     console.print("score tasks: " + ", ".join(SCORE_TASKS.names()))
@@ -276,7 +276,7 @@ def list_(
 
 def _mount_benchmark_clis() -> None:
     """Benchmark-specific verbs (``llmrec <benchmark> ...``) from each benchmark's ``cli``."""
-    from pipelines.benchmark import BENCHMARKS
+    from llmrec.pipelines.registry import BENCHMARKS
 
     for name in BENCHMARKS.names():
         sub = getattr(BENCHMARKS.get(name), "cli", None)

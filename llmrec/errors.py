@@ -28,6 +28,11 @@ class EngineError(LlmrecError):
     """An engine call failed (unreachable server, bad reply, crash)."""
 
 
+class EngineDead(EngineError):
+    """The engine itself is gone (e.g. vLLM's engine core died): not retried in-process;
+    raised so that Ray restarts the actor or replica that holds the engine."""
+
+
 class ContextOverflow(EngineError):
     """The prompt does not fit the engine's context window."""
 

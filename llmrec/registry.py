@@ -1,7 +1,9 @@
-"""One small registry type for engines, benchmarks and score tasks.
+"""One small registry type for engines, benchmarks, score tasks, models and readers.
 
 Unknown names fail listing what is available; a second registration under the same
-name fails instead of silently replacing the first.
+name fails instead of silently replacing the first; a frozen registry refuses new names.
+Registries are the only module-level state in llmrec: each is filled once by its
+discovery function and frozen after it.
 """
 
 from __future__ import annotations
@@ -13,32 +15,49 @@ from llmrec.errors import ConfigError
 T = TypeVar("T")
 
 
+class RegistryError(ConfigError):
+    """A name registered twice, or a registration after the registry was frozen."""
+
+
 class Registry(Generic[T]):
     def __init__(self, kind: str, discover: Callable[[], None] | None = None):
         self.kind = kind
         self._items: dict[str, T] = {}
         self._discover = discover
         self._discovered = discover is None
+        self._frozen = False
 
     def register(self, name: str, item: T) -> T:
-        if name in self._items and self._items[name] is not item:
-            raise ValueError(f"{self.kind} '{name}' is registered twice")
+        if self._items.get(name) is item:
+            return item
+        if self._frozen:
+            raise RegistryError(f"{self.kind} registry is frozen; cannot add '{name}'")
+        if name in self._items:
+            raise RegistryError(
+                f"{self.kind} '{name}' is registered twice: {_where(self._items[name])} and {_where(item)}")
         self._items[name] = item
         return item
 
-    def decorator(self, name: str) -> Callable[[T], T]:
-        def wrap(item: T) -> T:
-            return self.register(name, item)
+    def freeze(self) -> None:
+        """No registrations after this (discovery is complete)."""
+        self._frozen = True
 
-        return wrap
+    @property
+    def frozen(self) -> bool:
+        return self._frozen
 
-    def _ensure(self) -> None:
+    def discover(self) -> None:
+        """Run the discovery function once (idempotent)."""
         if not self._discovered and self._discover is not None:
             self._discovered = True
             self._discover()
 
     def get(self, name: str) -> T:
-        self._ensure()
+        """The item registered as ``name``; ``"package.module:ATTR"`` imports an item defined
+        outside the registry's folder (a plugin in a user's own package, a test's toy)."""
+        self.discover()
+        if ":" in name and name not in self._items:
+            return _import_object(name, self.kind)
         try:
             return self._items[name]
         except KeyError:
@@ -47,12 +66,27 @@ class Registry(Generic[T]):
             ) from None
 
     def names(self) -> list[str]:
-        self._ensure()
+        self.discover()
         return sorted(self._items)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
 
     def __contains__(self, name: object) -> bool:
-        self._ensure()
+        self.discover()
         return name in self._items
+
+
+def _import_object(spec: str, kind: str):
+    import importlib
+
+    module, _, attr = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(f"{kind} '{spec}': cannot import {attr!r} from {module!r}: {e}") from e
+
+
+def _where(item: object) -> str:
+    mod = getattr(item, "__module__", None) or type(item).__module__
+    return f"{mod}.{getattr(item, '__qualname__', type(item).__qualname__)}"

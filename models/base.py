@@ -30,10 +30,9 @@ from llmrec.errors import ConfigError
 from llmrec.registry import Registry
 
 if TYPE_CHECKING:
-    from models.data import RecData
+    from llmrec.models.data import RecData
 
 logger = logging.getLogger(__name__)
-INFRA_MODULES = frozenset({"base", "data", "evaluation", "export", "layers", "trainer"})
 
 
 class ModelConfig(StrictModel):
@@ -82,11 +81,12 @@ class Recommender(nn.Module):
 
 
 def _discover() -> None:
-    import models as pkg
+    import llmrec.models as pkg
 
     for mod in pkgutil.iter_modules(pkg.__path__):
-        if mod.name not in INFRA_MODULES and not mod.ispkg:
-            importlib.import_module(f"models.{mod.name}")
+        if not mod.ispkg:  # a module holding no model registers nothing
+            importlib.import_module(f"llmrec.models.{mod.name}")
+    MODELS.freeze()
 
 
 MODELS: Registry[type[Recommender]] = Registry("model", _discover)

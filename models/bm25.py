@@ -16,8 +16,8 @@ import torch
 from pydantic import Field
 
 from llmrec.errors import ConfigError, MissingDependency
-from models.base import ModelConfig, Recommender, register_model
-from models.data import RecData
+from llmrec.models.base import ModelConfig, Recommender, register_model
+from llmrec.models.data import RecData
 
 TOKEN = re.compile(r"\w+", re.UNICODE)
 

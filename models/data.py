@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from pipelines.interactions.config import CandidateConfig
-from pipelines.interactions.schema import ITEM_ID, TIMESTAMP, USER_ID
-from pipelines.interactions.splits import Split, sample_negatives
+from llmrec.interactions.config import CandidateConfig
+from llmrec.interactions.schema import ITEM_ID, TIMESTAMP, USER_ID
+from llmrec.interactions.splits import Split, sample_negatives
 
 
 @dataclass

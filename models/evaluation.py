@@ -21,8 +21,8 @@ import torch
 from pydantic import Field, field_validator
 
 from llmrec.config import StrictModel
-from models.base import Recommender
-from models.data import RecData, pad_sequences
+from llmrec.models.base import Recommender
+from llmrec.models.data import RecData, pad_sequences
 
 METRICS = ("hr", "ndcg", "mrr", "recall", "precision")
 

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from models.base import Recommender
-from models.data import RecData
-from models.evaluation import EvalConfig, EvalResult, evaluate
+from llmrec.models.base import Recommender
+from llmrec.models.data import RecData
+from llmrec.models.evaluation import EvalConfig, EvalResult, evaluate
 
 
 def topk_frame(data: RecData, result: EvalResult) -> pd.DataFrame:

@@ -9,8 +9,8 @@ import torch
 from pydantic import Field, model_validator
 from torch import nn
 
-from models.base import ModelConfig
-from models.data import RecData, sequence_batches, sequence_windows
+from llmrec.models.base import ModelConfig
+from llmrec.models.data import RecData, sequence_batches, sequence_windows
 
 
 class SequenceConfig(ModelConfig):

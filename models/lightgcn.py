@@ -18,8 +18,8 @@ import torch
 from pydantic import Field
 
 from llmrec.errors import MissingDependency
-from models.base import ModelConfig, Recommender, register_model
-from models.data import RecData, pairwise_batches
+from llmrec.models.base import ModelConfig, Recommender, register_model
+from llmrec.models.data import RecData, pairwise_batches
 
 
 class LightGCNConfig(ModelConfig):

@@ -12,8 +12,8 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from models.base import ModelConfig, Recommender, register_model
-from models.data import RecData
+from llmrec.models.base import ModelConfig, Recommender, register_model
+from llmrec.models.data import RecData
 
 
 class MostPopConfig(ModelConfig):

@@ -13,9 +13,9 @@ import torch
 from pydantic import Field, model_validator
 from torch import nn
 
-from models.base import Recommender, register_model
-from models.data import RecData
-from models.layers import SequenceConfig, WindowedTraining, last_position, next_item_loss
+from llmrec.models.base import Recommender, register_model
+from llmrec.models.data import RecData
+from llmrec.models.layers import SequenceConfig, WindowedTraining, last_position, next_item_loss
 
 
 class SASRecConfig(SequenceConfig):

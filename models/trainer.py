@@ -21,9 +21,9 @@ from pydantic import Field
 
 from llmrec.config import StrictModel
 from llmrec.errors import ConfigError
-from models.base import Recommender
-from models.data import RecData
-from models.evaluation import EvalConfig, evaluate
+from llmrec.models.base import Recommender
+from llmrec.models.data import RecData
+from llmrec.models.evaluation import EvalConfig, evaluate
 
 logger = logging.getLogger(__name__)
 CHECKPOINT = "best.pt"

@@ -23,13 +23,13 @@ def main() -> None:
     ap.add_argument("--set", dest="overrides", action="append", default=[], help="config override key=value")
     args = ap.parse_args()
 
-    from pipelines.api import run_evaluation
-    from pipelines.benchmark import get_benchmark
-    from pipelines.datasets import resolve_data_dir
-    from pipelines.ray_env import ensure_ray
-    from pipelines.run_config import load_run_config
-    from pipelines.worker import group_by_prefix, process_samples
-    from serving.engine import build_engine
+    from llmrec.pipelines.runner.api import run_evaluation
+    from llmrec.pipelines.registry import get_benchmark
+    from llmrec.pipelines.common.datasets import resolve_data_dir
+    from llmrec.pipelines.runner.ray_env import ensure_ray
+    from llmrec.pipelines.runner.run_config import load_run_config
+    from llmrec.pipelines.runner.worker import group_by_prefix, process_samples
+    from llmrec.serving.engine import build_engine
 
     tmp = Path(tempfile.mkdtemp(prefix="llmrec-perf-"))
     cfg = load_run_config(args.config, args.overrides + [

@@ -164,11 +164,11 @@ def run_llmrec(
     """Train llmrec's model on the split the RecBole worker dumped; return test metrics and timing."""
     import pandas as pd
 
-    from models.base import build_model, model_config
-    from models.data import encode
-    from models.evaluation import EvalConfig, evaluate
-    from models.trainer import TrainerConfig, fit, seed_everything
-    from pipelines.interactions import DataSpec, Split, load_interactions
+    from llmrec.models.base import build_model, model_config
+    from llmrec.models.data import encode
+    from llmrec.models.evaluation import EvalConfig, evaluate
+    from llmrec.models.trainer import TrainerConfig, fit, seed_everything
+    from llmrec.interactions import DataSpec, Split, load_interactions
 
     spec = SPECS[name]
     raw = load_interactions(DataSpec(format="recbole", path=recbole_dir)).interactions

@@ -1,5 +1,9 @@
-"""The Ray Data runner and one sub-package per benchmark.
+"""The LLM evaluation pipeline.
 
-A sub-package ``pipelines/<name>/`` whose ``__init__`` exports ``BENCHMARK`` is a
-benchmark named ``<name>``; the runner finds it by that name and knows nothing else of it.
+- ``protocol``: the Benchmark protocol (what a benchmark supplies); depends on nothing above it.
+- ``registry``: finds benchmarks by name (every sub-package of ``benchmarks/``).
+- ``benchmarks/<name>/``: one package per benchmark, plain functions, no Ray, no engine.
+- ``common/``: helpers below the benchmarks and the runner (templates, seeding, stats,
+  JSON-lines, data directories, the result store).
+- ``runner/``: the generic Ray Data runner; it knows the protocol, never a benchmark.
 """

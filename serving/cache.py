@@ -13,7 +13,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from serving.types import Request, Result
+from llmrec.types import Request, Result
 
 
 def cache_key(identity: dict, request: Request) -> str:

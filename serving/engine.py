@@ -19,13 +19,13 @@ from pydantic import Field
 from llmrec.config import StrictModel, validate
 from llmrec.errors import ConfigError
 from llmrec.registry import Registry
-from serving.types import Request, Result
+from llmrec.types import Request, Result
 
 
 class EngineConfig(StrictModel):
     """Fields every engine has. Subclasses add their own and fix ``type``."""
 
-    type: str = Field(description="engine name: " + "see `llmrec engines`")
+    type: str = Field(description="engine name (see `llmrec list`)")
     context_length: int | None = Field(
         None, ge=1, description="prompt+completion token limit; None = the engine's own"
     )
@@ -59,10 +59,11 @@ class EngineSpec:
 
 
 def _discover() -> None:
-    import serving.engines as pkg
+    import llmrec.serving.engines as pkg
 
     for mod in pkgutil.iter_modules(pkg.__path__):
-        importlib.import_module(f"serving.engines.{mod.name}")
+        importlib.import_module(f"llmrec.serving.engines.{mod.name}")
+    ENGINES.freeze()
 
 
 ENGINES: Registry[EngineSpec] = Registry("engine", _discover)

@@ -1,9 +1,13 @@
-"""Bounded retries with exponential backoff around any engine.
+"""Bounded retries with exponential backoff around any engine, per request.
 
-A batch that raises is retried; if it still fails, its requests are retried one by one so
-one bad request cannot fail its neighbours. A request that still fails becomes a
-``Result(finish_reason="error")`` carrying the error text; a prompt over the context
-becomes ``finish_reason="over_context"`` at once (retrying cannot help).
+Engines return one ``Result`` per request: a prompt over the context comes back as
+``finish_reason="over_context"`` and a request that failed on its own as ``"error"``,
+while the rest of the batch is generated normally. Here only the requests whose result
+is an error are sent again (together, after a doubling delay); an over-context result
+is final at once (retrying cannot help). An engine that raises failed as a whole: the
+batch is retried the same way, and what still fails becomes ``finish_reason="error"``
+carrying the error text. ``EngineDead`` is never retried here: it propagates so that
+Ray restarts the actor or replica holding the engine.
 """
 
 from __future__ import annotations
@@ -11,41 +15,45 @@ from __future__ import annotations
 import logging
 import time
 
-from llmrec.errors import ContextOverflow
-from serving.types import Request, Result
+from llmrec.errors import ContextOverflow, EngineDead
+from llmrec.types import Request, Result
 
 log = logging.getLogger(__name__)
 
 
-def _attempt(engine, requests: list[Request], retries: int, backoff_s: float) -> list[Result]:
-    delay = backoff_s
-    for attempt in range(retries + 1):
-        try:
-            return engine.generate(requests)
-        except ContextOverflow:
-            raise
-        except Exception as e:  # noqa: BLE001 - any engine failure is retried, then recorded
-            if attempt == retries:
-                raise
-            log.warning("engine call failed (%s); retry %d/%d in %.1fs", e, attempt + 1, retries, delay)
-            time.sleep(delay)
-            delay *= 2
-    raise AssertionError("unreachable")
+def _call(engine, requests: list[Request]) -> list[Result]:
+    try:
+        results = engine.generate(requests)
+    except EngineDead:
+        raise
+    except ContextOverflow as e:
+        # engines report over-context per request; a raise can only be attributed to a lone request
+        if len(requests) == 1:
+            return [Result.over_context(requests[0], e.prompt_tokens, str(e))]
+        return [Result.failure(r, f"ContextOverflow for the whole batch: {e}") for r in requests]
+    except Exception as e:  # noqa: BLE001 - any engine failure is retried, then recorded
+        return [Result.failure(r, f"{type(e).__name__}: {e}") for r in requests]
+    if len(results) != len(requests):
+        return [Result.failure(r, f"engine returned {len(results)} results for {len(requests)} requests")
+                for r in requests]
+    return results
 
 
 def generate_resilient(engine, requests: list[Request], retries: int = 3, backoff_s: float = 1.0) -> list[Result]:
     if not requests:
         return []
-    try:
-        return _attempt(engine, requests, retries if len(requests) == 1 else 0, backoff_s)
-    except ContextOverflow as e:
-        if len(requests) == 1:
-            return [Result(finish_reason="over_context", prompt_tokens=e.prompt_tokens, error=str(e),
-                           request_id=requests[0].request_id)]
-    except Exception as e:  # noqa: BLE001
-        if len(requests) == 1:
-            return [Result(finish_reason="error", error=f"{type(e).__name__}: {e}", request_id=requests[0].request_id)]
-    out: list[Result] = []
-    for req in requests:
-        out.extend(generate_resilient(engine, [req], retries, backoff_s))
+    out: list[Result] = _call(engine, requests)
+    todo = [i for i, r in enumerate(out) if r.finish_reason == "error"]
+    delay = backoff_s
+    for attempt in range(retries):
+        if not todo:
+            break
+        log.warning("%d of %d request(s) failed (%s); retry %d/%d in %.1fs", len(todo), len(requests),
+                    out[todo[0]].error, attempt + 1, retries, delay)
+        time.sleep(delay)
+        delay *= 2
+        again = _call(engine, [requests[i] for i in todo])
+        for i, res in zip(todo, again):
+            out[i] = res
+        todo = [i for i in todo if out[i].finish_reason == "error"]
     return out

@@ -14,6 +14,7 @@
 # No `from __future__ import annotations`: FastAPI must see the real `HTTPRequest` type.
 import asyncio
 import contextlib
+import re
 import json
 import logging
 import threading
@@ -27,8 +28,8 @@ from ray import serve
 from ray.serve.handle import DeploymentHandle
 
 from llmrec.errors import ConfigError, ContextOverflow, EngineError, LlmrecError
-from serving.engine import EngineConfig, build_engine, engine_config
-from serving.types import Constraint, Request, Result, SamplingParams
+from llmrec.serving.engine import EngineConfig, build_engine, engine_config
+from llmrec.types import Constraint, Request, Result, SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +188,14 @@ class OpenAIIngress:
                                    f"{req.sampling.max_tokens} in the completion).", code="context_length_exceeded")
             return _http_error(500, err["message"], kind="server_error")
         res = Result.model_validate(out["ok"])
+        if res.finish_reason == "over_context":
+            limit = re.search(r"context is (\d+)", res.error or "")
+            asked = res.prompt_tokens + req.sampling.max_tokens
+            return _http_error(400, f"This model's maximum context length is {limit.group(1) if limit else 0} tokens. "
+                               f"However, you requested {asked} tokens ({res.prompt_tokens} in the messages, "
+                               f"{req.sampling.max_tokens} in the completion).", code="context_length_exceeded")
+        if res.finish_reason == "error":
+            return _http_error(500, res.error or "engine error", kind="server_error")
         return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
                 "model": await self._model_name(),
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": res.text},

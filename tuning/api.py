@@ -17,9 +17,9 @@ import yaml
 
 from llmrec.config import dump_yaml, fingerprint, load_config, validate
 from llmrec.errors import ConfigError
-from models.export import export_embeddings, topk_frame
-from tuning.config import TrainConfig, TuneConfig, set_path
-from tuning.mlflow_logging import (
+from llmrec.models.export import export_embeddings, topk_frame
+from llmrec.tuning.config import TrainConfig, TuneConfig, set_path
+from llmrec.tuning.mlflow_logging import (
     MLflowTrialLogger,
     client_for,
     epoch_metrics,
@@ -28,7 +28,7 @@ from tuning.mlflow_logging import (
     start_run,
     tracking_uri,
 )
-from tuning.trainable import prepare_data, train_and_test, tune_trial
+from llmrec.tuning.trainable import prepare_data, train_and_test, tune_trial
 
 logger = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ def tune_from_config(path: str, overrides: list[str], resume: bool = False) -> d
     cfg = load_config(TuneConfig, path, overrides)
     sweep_dir = _run_dir(cfg, "tune")
     metric = f"valid/{cfg.tune.metric or cfg.train.metric}"
-    from models.trainer import metric_names
+    from llmrec.models.trainer import metric_names
 
     if metric.removeprefix("valid/") not in metric_names(cfg.train.eval):
         raise ConfigError(

@@ -16,9 +16,9 @@ from pydantic import Field, SerializeAsAny, model_validator
 from llmrec.config import StrictModel
 from llmrec.errors import ConfigError
 from llmrec.tracking import TrackingConfig as BaseTrackingConfig
-from models.base import ModelConfig, model_config
-from models.trainer import TrainerConfig
-from pipelines.interactions.config import DataSpec, FilterConfig, SplitConfig
+from llmrec.models.base import ModelConfig, model_config
+from llmrec.models.trainer import TrainerConfig
+from llmrec.interactions.config import DataSpec, FilterConfig, SplitConfig
 
 
 class TrackingConfig(BaseTrackingConfig):

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from llmrec.config import validate
-from models.base import build_model
-from models.data import RecData, encode
-from models.evaluation import EvalResult, evaluate
-from models.trainer import TrainResult, fit, resolve_device, seed_everything
-from pipelines.interactions import apply_filters, load_interactions, split_interactions
-from pipelines.interactions.schema import ITEM_ID, USER_ID
-from tuning.config import TrainConfig, set_path
+from llmrec.models.base import build_model
+from llmrec.models.data import RecData, encode
+from llmrec.models.evaluation import EvalResult, evaluate
+from llmrec.models.trainer import TrainResult, fit, resolve_device, seed_everything
+from llmrec.interactions import apply_filters, load_interactions, split_interactions
+from llmrec.interactions.schema import ITEM_ID, USER_ID
+from llmrec.tuning.config import TrainConfig, set_path
 
 logger = logging.getLogger(__name__)
 

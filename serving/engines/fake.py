@@ -14,8 +14,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmrec.errors import ContextOverflow, EngineError
-from serving.engine import EngineConfig, register_engine
-from serving.types import Request, Result
+from llmrec.serving.engine import EngineConfig, register_engine
+from llmrec.types import Request, Result
 
 
 class FakeRule(BaseModel):
@@ -71,7 +71,8 @@ class FakeEngine:
             t0 = time.perf_counter()
             n_prompt = self.count_tokens(req)
             if self.config.context_length and n_prompt > self.config.context_length:
-                raise ContextOverflow(n_prompt, self.config.context_length)
+                out.append(Result.over_context(req, n_prompt, str(ContextOverflow(n_prompt, self.config.context_length))))
+                continue
             if self.config.delay_s:
                 time.sleep(self.config.delay_s)
             words = self._reply(req).split(" ")

@@ -30,8 +30,8 @@ from pydantic import Field, model_validator
 
 from llmrec.errors import ConfigError, ContextOverflow, EngineError, MissingDependency
 from llmrec.settings import cache_root
-from serving.engine import EngineConfig, register_engine
-from serving.types import Constraint, Message, Request, Result
+from llmrec.serving.engine import EngineConfig, register_engine
+from llmrec.types import Constraint, Message, Request, Result
 
 log = logging.getLogger(__name__)
 
@@ -364,12 +364,13 @@ class LlamaCppEngine:
         with self._lock:
             self.start()
             tokens = [self._tokens(r) for r in requests]
-            for req, toks in zip(requests, tokens):
-                if len(toks) + req.sampling.max_tokens > self.context_limit:
-                    raise ContextOverflow(len(toks), self.context_limit, req.sampling.max_tokens)
-            # Neighbours in token order share the longest prefixes; results keep the input order.
-            order = sorted(range(len(requests)), key=lambda i: tokens[i])
             out: list[Result | None] = [None] * len(requests)
+            for i, (req, toks) in enumerate(zip(requests, tokens)):
+                if len(toks) + req.sampling.max_tokens > self.context_limit:
+                    e = ContextOverflow(len(toks), self.context_limit, req.sampling.max_tokens)
+                    out[i] = Result.over_context(req, len(toks), str(e))
+            # Neighbours in token order share the longest prefixes; results keep the input order.
+            order = sorted((i for i in range(len(requests)) if out[i] is None), key=lambda i: tokens[i])
             for i in order:
                 try:
                     out[i] = self._one(requests[i], tokens[i])

@@ -8,8 +8,9 @@ answer is unwrapped), or not at all (``none``: the prompt must ask for the forma
 Token counts come from the reply's ``usage`` (``prompt_tokens_details.cached_tokens`` gives the
 prefix-cache hits). ``count_tokens`` asks the server's ``/tokenize`` (vLLM serves it next to
 ``/v1``); where the server has none it estimates 4 characters per token and logs that once.
-Failures raise ``EngineError`` (the caller retries); a 400 naming the context length raises
-``ContextOverflow``.
+A failed request comes back as ``finish_reason="error"`` and a 400 naming the context length
+as ``"over_context"``, per request: the other answers of the batch are kept, and the caller
+retries only the failed ones.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from pydantic import Field
 
 from llmrec.errors import ConfigError, ContextOverflow, EngineError
 from llmrec.settings import read_secret
-from serving.engine import EngineConfig, register_engine
-from serving.types import Request, Result
+from llmrec.serving.engine import EngineConfig, register_engine
+from llmrec.types import Request, Result
 
 log = logging.getLogger(__name__)
 
@@ -133,13 +134,21 @@ class OpenAIEngine:
                       finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
                       latency_s=reply.elapsed.total_seconds(), request_id=request.request_id)
 
+    def _one_result(self, request: Request) -> Result:
+        """One request's result; its failure is its own (the batch's other answers are kept)."""
+        try:
+            return self._one(request)
+        except ContextOverflow as e:
+            return Result.over_context(request, e.prompt_tokens, str(e))
+        except EngineError as e:
+            return Result.failure(request, str(e))
+
     def generate(self, requests: list[Request]) -> list[Result]:
         self.start()
         if len(requests) <= 1 or self.config.max_concurrency == 1:
-            return [self._one(r) for r in requests]
+            return [self._one_result(r) for r in requests]
         with ThreadPoolExecutor(min(self.config.max_concurrency, len(requests))) as pool:
-            futures = [pool.submit(self._one, r) for r in requests]
-            return [f.result() for f in futures]  # the first failure is raised; the caller retries
+            return list(pool.map(self._one_result, requests))
 
     # -- tokens ---------------------------------------------------------------------------------
     def _tokenize_url(self) -> str:

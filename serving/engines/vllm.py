@@ -17,8 +17,8 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from llmrec.errors import ContextOverflow, EngineError, MissingDependency
-from serving.engine import EngineConfig, register_engine
-from serving.types import Request, Result
+from llmrec.serving.engine import EngineConfig, register_engine
+from llmrec.types import Request, Result
 
 log = logging.getLogger(__name__)
 
@@ -142,25 +142,30 @@ class VLLMEngine:
     def generate(self, requests: list[Request]) -> list[Result]:
         self.start()
         prompts = [self._tokens(r) for r in requests]
-        for req, ids in zip(requests, prompts):
+        results: list[Result | None] = [None] * len(requests)
+        for i, (req, ids) in enumerate(zip(requests, prompts)):
             if len(ids) + req.sampling.max_tokens > self.context_limit:
-                raise ContextOverflow(len(ids), self.context_limit, req.sampling.max_tokens)
+                e = ContextOverflow(len(ids), self.context_limit, req.sampling.max_tokens)
+                results[i] = Result.over_context(req, len(ids), str(e))
+        fit = [i for i in range(len(requests)) if results[i] is None]
+        if not fit:
+            return results  # type: ignore[return-value]
         t0 = time.perf_counter()
         try:
-            outs = self._llm.generate([{"prompt_token_ids": ids} for ids in prompts],
-                                      [self._sampling(r) for r in requests], use_tqdm=False)
+            outs = self._llm.generate([{"prompt_token_ids": prompts[i]} for i in fit],
+                                      [self._sampling(requests[i]) for i in fit], use_tqdm=False)
         except (RuntimeError, ValueError) as e:
             raise EngineError(f"vLLM failed: {e}") from e
         latency = time.perf_counter() - t0  # offline batches finish together
-        results = []
-        for req, ids, out in zip(requests, prompts, outs):
+        for i, out in zip(fit, outs):
+            req, ids = requests[i], prompts[i]
             comp = out.outputs[0]
-            results.append(Result(
+            results[i] = (Result(
                 text=comp.text, prompt_tokens=len(ids), completion_tokens=len(comp.token_ids),
                 cached_prompt_tokens=int(getattr(out, "num_cached_tokens", 0) or 0),
                 finish_reason="length" if comp.finish_reason == "length" else "stop",
                 latency_s=latency, request_id=req.request_id))
-        return results
+        return results  # type: ignore[return-value]
 
     def check_health(self) -> bool:
         return self._llm is not None

@@ -4,7 +4,7 @@ import pytest
 
 from llmrec.config import apply_overrides, parse_override
 from llmrec.errors import ConfigError
-from pipelines.run_config import load_run_config
+from llmrec.pipelines.runner.run_config import load_run_config
 
 BASE = """
 benchmark: {name: prefeval, topics: [travel_hotel], per_topic: 1}

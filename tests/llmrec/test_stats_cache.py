@@ -2,10 +2,10 @@
 
 import numpy as np
 
-from pipelines.common.stats import bootstrap_ci, mean_with_ci
-from serving.cache import CachedEngine, RequestCache, cache_key, cacheable
-from serving.engines.fake import FakeEngine, FakeEngineConfig
-from serving.types import Constraint, Message, Request, SamplingParams
+from llmrec.pipelines.common.stats import bootstrap_ci, mean_with_ci
+from llmrec.serving.cache import CachedEngine, RequestCache, cache_key, cacheable
+from llmrec.serving.engines.fake import FakeEngine, FakeEngineConfig
+from llmrec.types import Constraint, Message, Request, SamplingParams
 
 
 def test_bootstrap_ci_brackets_mean_and_is_seeded():

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 import torch
 
-from models.data import encode
-from pipelines.interactions import CandidateConfig, SplitConfig, split_interactions
-from pipelines.interactions.schema import canonical_interactions
+from llmrec.models.data import encode
+from llmrec.interactions import CandidateConfig, SplitConfig, split_interactions
+from llmrec.interactions.schema import canonical_interactions
 
 
 def clustered_interactions(n_users: int = 24, n_items: int = 30, per_user: int = 10, seed: int = 0) -> pd.DataFrame:

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from models.base import ModelConfig, Recommender
-from models.data import EvalSet, RecData
-from models.evaluation import EvalConfig, evaluate, metrics_from_hits
+from llmrec.models.base import ModelConfig, Recommender
+from llmrec.models.data import EvalSet, RecData
+from llmrec.models.evaluation import EvalConfig, evaluate, metrics_from_hits
 
 
 def test_single_positive_at_rank_3():

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from llmrec.errors import ConfigError
-from models.base import MODELS, build_model, model_config
-from models.data import pad_sequences
-from models.trainer import seed_everything, train_epoch
+from llmrec.models.base import MODELS, build_model, model_config
+from llmrec.models.data import pad_sequences
+from llmrec.models.trainer import seed_everything, train_epoch
 
 GRADIENT_MODELS = {
     "bprmf": {"embedding_size": 16},
@@ -103,7 +103,7 @@ def test_bm25_batched_scores_equal_bm25s_per_query_scores(tiny_data, method):
     """The sparse batched product gives exactly what bm25s.get_scores gives title by title."""
     import bm25s
 
-    from models.bm25 import tokenize
+    from llmrec.models.bm25 import tokenize
 
     data = tiny_data
     data.titles[1] = "space space odyssey"  # a repeated token counts twice in bm25s
@@ -124,7 +124,7 @@ def test_bm25_batched_scores_equal_bm25s_per_query_scores(tiny_data, method):
 
 
 def test_bm25_needs_titles(tiny_split):
-    from models.data import encode
+    from llmrec.models.data import encode
 
     with pytest.raises(ConfigError, match="bm25 needs item titles"):
         build_model(model_config({"name": "bm25"}), encode(tiny_split))
@@ -149,7 +149,7 @@ def test_batch_size_counts_training_examples(tiny_data):
 
 @pytest.mark.parametrize("stride", [None, 3, 2, 1])
 def test_sequence_windows_make_every_later_train_item_a_target_once(tiny_data, stride):
-    from models.data import sequence_windows
+    from llmrec.models.data import sequence_windows
 
     max_len = 3
     inputs, targets, users = sequence_windows(tiny_data, max_len, stride)

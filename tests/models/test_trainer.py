@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from llmrec.errors import ConfigError
-from models.base import build_model, model_config
-from models.evaluation import EvalConfig, evaluate
-from models.export import export_embeddings, export_topk
-from models.trainer import TrainerConfig, fit, load_checkpoint, seed_everything
+from llmrec.models.base import build_model, model_config
+from llmrec.models.evaluation import EvalConfig, evaluate
+from llmrec.models.export import export_embeddings, export_topk
+from llmrec.models.trainer import TrainerConfig, fit, load_checkpoint, seed_everything
 
 
 def cfg(**kw):

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from llmrec.errors import DataError
-from pipelines.benchmark import DataFile, DataManifest
-from pipelines.datasets import fetch, resolve_data_dir
+from llmrec.pipelines.protocol import DataFile, DataManifest
+from llmrec.pipelines.common.datasets import fetch, resolve_data_dir
 
 
 @pytest.fixture()
@@ -69,8 +69,8 @@ def test_checksum_mismatch_and_no_network(server, tmp_path):
 
 
 def test_prefeval_manifest_matches_shared_copy():
-    from pipelines.prefeval import BENCHMARK
-    from pipelines.datasets import sha256_file
+    from llmrec.pipelines.benchmarks.prefeval import BENCHMARK
+    from llmrec.pipelines.common.datasets import sha256_file
     from tests.conftest import require_data
 
     root = require_data("prefeval").parent

@@ -10,8 +10,8 @@ import time
 import pytest
 import requests
 
-from pipelines.api import run_evaluation
-from pipelines.run_config import load_run_config
+from llmrec.pipelines.runner.api import run_evaluation
+from llmrec.pipelines.runner.run_config import load_run_config
 from tests.pipelines.conftest import config
 
 pytestmark = pytest.mark.slow

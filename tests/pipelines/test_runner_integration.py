@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.api import run_evaluation
-from pipelines.run_config import load_run_config
-from pipelines.store import ResultStore
+from llmrec.pipelines.runner.api import run_evaluation
+from llmrec.pipelines.runner.run_config import load_run_config
+from llmrec.pipelines.common.store import ResultStore
 from tests.conftest import REPO
 from tests.pipelines.conftest import config
 
@@ -38,7 +38,7 @@ def test_run_resume_and_cached_rerun(tmp_path, data_root, local_ray):
     store = ResultStore(first.run_dir / "results")
     assert len(store.load()) == n
     # metrics equal a recomputation from the predictions file (the score contract)
-    from pipelines.scoring import score_file
+    from llmrec.pipelines.runner.scoring import score_file
 
     scored = score_file("prefeval-mcq", first.files["predictions"])
     assert scored["metrics"]["accuracy"] == pytest.approx(first.metrics["accuracy"])

@@ -8,11 +8,11 @@ import threading
 
 import pytest
 
-from llmrec.errors import ConfigError, ContextOverflow
-from serving.engine import build_engine, engine_config
-from serving.engines.llamacpp import (choice_grammar, embedded_model, eval_chunks, gbnf_literal, render_gemma,
+from llmrec.errors import ConfigError
+from llmrec.serving.engine import build_engine, engine_config
+from llmrec.serving.engines.llamacpp import (choice_grammar, embedded_model, eval_chunks, gbnf_literal, render_gemma,
                                       render_plain)
-from serving.types import Constraint, Message, Request, SamplingParams
+from llmrec.types import Constraint, Message, Request, SamplingParams
 
 M = Message
 
@@ -126,14 +126,15 @@ def test_json_schema_gives_parseable_json(engine):
 
 
 @pytest.mark.slow
-def test_over_context_raises_instead_of_truncating(engine):
+def test_over_context_is_reported_per_request_instead_of_truncating(engine):
     long = ask("tell me more " * 400)
-    with pytest.raises(ContextOverflow) as info:
-        engine.generate([long])
-    assert info.value.context_length == 1024 and info.value.prompt_tokens == engine.count_tokens(long)
     fits_alone = ask("Hello", sampling=SamplingParams(max_tokens=1000))  # prompt fits, prompt+max_tokens does not
-    with pytest.raises(ContextOverflow):
-        engine.generate([fits_alone])
+    short = ask("Hello", sampling=SamplingParams(max_tokens=4))
+    out = engine.generate([long, short, fits_alone])
+    assert out[0].finish_reason == "over_context" and out[0].prompt_tokens == engine.count_tokens(long)
+    assert "1024" in out[0].error
+    assert out[1].ok and out[1].completion_tokens >= 1  # the rest of the batch is generated normally
+    assert out[2].finish_reason == "over_context"
 
 
 @pytest.mark.slow

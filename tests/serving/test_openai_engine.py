@@ -9,10 +9,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from llmrec.errors import ConfigError, ContextOverflow, EngineError
-from serving.engine import build_engine
-from serving.resilience import generate_resilient
-from serving.types import Constraint, Message, Request, SamplingParams
+from llmrec.errors import ConfigError
+from llmrec.serving.engine import build_engine
+from llmrec.serving.resilience import generate_resilient
+from llmrec.types import Constraint, Message, Request, SamplingParams
 
 
 class FakeServer:
@@ -137,8 +137,8 @@ def test_constraint_styles(server):
 def test_http_500_is_engine_error_and_retries_recover(server):
     e = engine(server)
     server.fail_next = 1
-    with pytest.raises(EngineError, match="HTTP 500"):
-        e.generate([req("x")])
+    out = e.generate([req("x")])
+    assert out[0].finish_reason == "error" and "HTTP 500" in out[0].error
     server.fail_next = 2
     out = generate_resilient(e, [req("abc")], retries=3, backoff_s=0.01)
     assert out[0].ok and out[0].text == "cba"
@@ -151,19 +151,29 @@ def test_context_error_is_context_overflow(server):
     server.status_body = (400, json.dumps({"error": {"message": "This model's maximum context length is 2048 tokens. "
                                                      "However, you requested 2100 tokens (2000 in the messages, "
                                                      "100 in the completion)."}}))
-    with pytest.raises(ContextOverflow) as info:
-        engine(server).generate([req("x")])
-    assert (info.value.prompt_tokens, info.value.context_length) == (2000, 2048)
+    out = engine(server).generate([req("x")])
+    assert out[0].finish_reason == "over_context" and out[0].prompt_tokens == 2000 and "2048" in out[0].error
     server.status_body = (400, json.dumps({"error": {"message": "temperature must be >= 0"}}))
-    with pytest.raises(EngineError) as info:
-        engine(server).generate([req("x")])
-    assert not isinstance(info.value, ContextOverflow)
+    out = engine(server).generate([req("x")])
+    assert out[0].finish_reason == "error" and "temperature" in out[0].error
+
+
+def test_a_failed_request_keeps_the_batch_answers_and_only_it_is_resent(server):
+    """Failures are per request: the other answers of the batch are kept, and the retry
+    sends only the failed request again (not the whole batch, not one by one)."""
+    e = engine(server, max_concurrency=1)
+    server.fail_next = 1  # the first request of the batch gets a 500
+    n_before = len(server.seen)
+    out = generate_resilient(e, [req("abc"), req("def"), req("ghi")], retries=2, backoff_s=0.01)
+    assert [r.text for r in out] == ["cba", "fed", "ihg"] and all(r.ok for r in out)
+    sent = [s[2]["messages"][-1]["content"] for s in server.seen[n_before:] if s[0].endswith("/chat/completions")]
+    assert sent == ["abc", "def", "ghi", "abc"]
 
 
 def test_unreachable_server_is_engine_error():
     e = build_engine({"type": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m", "timeout_s": 2})
-    with pytest.raises(EngineError, match="127.0.0.1:9"):
-        e.generate([req("x")])
+    out = e.generate([req("x")])
+    assert out[0].finish_reason == "error" and "127.0.0.1:9" in out[0].error
     assert e.check_health() is False
 
 

@@ -9,9 +9,9 @@ import os
 import pytest
 
 from llmrec.errors import ConfigError, MissingDependency
-from serving.engine import build_engine, engine_config
-from serving.engines.vllm import conversation, llm_kwargs, sampling_kwargs
-from serving.types import Constraint, Message, Request, SamplingParams
+from llmrec.serving.engine import build_engine, engine_config
+from llmrec.serving.engines.vllm import conversation, llm_kwargs, sampling_kwargs
+from llmrec.types import Constraint, Message, Request, SamplingParams
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 

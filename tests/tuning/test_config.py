@@ -7,7 +7,7 @@ import pytest
 from llmrec.config import load_config, validate
 from llmrec.errors import ConfigError
 from tests.tuning.helpers import base_config, write_config
-from tuning.config import TrainConfig, TuneConfig, set_path
+from llmrec.tuning.config import TrainConfig, TuneConfig, set_path
 
 SPACE = {"train.learning_rate": {"type": "loguniform", "low": 0.001, "high": 0.1}}
 
@@ -66,7 +66,7 @@ def test_set_path_copies():
 
 
 def test_default_concurrency_fits_the_cluster():
-    from tuning.api import fit_concurrency
+    from llmrec.tuning.api import fit_concurrency
 
     assert fit_concurrency({"CPU": 2.0}, 1, 0) == 2
     assert fit_concurrency({"CPU": 16.0, "GPU": 2.0}, 2, 0.5) == 4  # GPUs bound it

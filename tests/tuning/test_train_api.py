@@ -9,7 +9,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.tuning.helpers import base_config, write_config
-from tuning.api import train_from_config
+from llmrec.tuning.api import train_from_config
 
 
 @pytest.mark.slow  # MLflow's sqlite schema migration alone takes ~15 s here

@@ -10,7 +10,7 @@ from mlflow.tracking import MlflowClient
 
 from llmrec.errors import ConfigError
 from tests.tuning.helpers import base_config, write_config
-from tuning.api import tune_from_config
+from llmrec.tuning.api import tune_from_config
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ from typing import Callable
 
 import pytest
 
-from serving.types import Request, Result
+from llmrec.types import Request, Result
 
 
 class ScriptedEngine:

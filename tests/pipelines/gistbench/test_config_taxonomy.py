@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from llmrec.errors import ConfigError, DataError
-from pipelines.benchmark import benchmark_config
-from pipelines.gistbench import taxonomy
+from llmrec.pipelines.registry import benchmark_config
+from llmrec.pipelines.benchmarks.gistbench import taxonomy
 from tests.conftest import require_data
 
 

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from llmrec.errors import DataError
-from pipelines.gistbench import schema as S
-from pipelines.gistbench.history import chunk_history, select_users, user_histories
-from pipelines.gistbench.mappers import load_published, map_play_counts, map_star_ratings, parse_timestamps
+from llmrec.pipelines.benchmarks.gistbench import schema as S
+from llmrec.pipelines.benchmarks.gistbench.history import chunk_history, select_users, user_histories
+from llmrec.pipelines.benchmarks.gistbench.mappers import load_published, map_play_counts, map_star_ratings, parse_timestamps
 from tests.conftest import require_data
 
 ROWS = [

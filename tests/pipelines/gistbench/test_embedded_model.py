@@ -8,10 +8,10 @@ import json
 import pytest
 import yaml
 
-from pipelines.api import run_evaluation
-from pipelines.run_config import load_run_config
-from pipelines.scoring import score_file
-from pipelines.store import ResultStore
+from llmrec.pipelines.runner.api import run_evaluation
+from llmrec.pipelines.runner.run_config import load_run_config
+from llmrec.pipelines.runner.scoring import score_file
+from llmrec.pipelines.common.store import ResultStore
 from tests.conftest import require_data
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
@@ -73,7 +73,7 @@ def test_movielens_users_with_the_embedded_model(tmp_path, root, local_ray):
 def test_embedded_model_judges_and_maps_scripted_interests(tmp_path, root, local_ray):
     """A scripted extractor cites the user's six most recent movies, so every judge step
     (IG filter, overlap filter, IS retrieval, taxonomy) runs on the embedded model."""
-    from pipelines.benchmark import benchmark_config, get_benchmark
+    from llmrec.pipelines.registry import benchmark_config, get_benchmark
 
     bench = {"user_ids": ["1"], "model_label": "scripted"}
     cfg = benchmark_config({"name": "gistbench", "dataset": "ml-100k", "taxonomy": {"mapper": "none"},

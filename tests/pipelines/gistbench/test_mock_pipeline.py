@@ -1,7 +1,7 @@
 """The reference's golden values, reproduced end to end on the bundled 3-user mock set.
 
 Two scripted subject models (A, B) and one scripted judge run through the real stages
-(``pipelines.worker.process_samples``, no Ray). The scenario (REFERENCE_NOTES §3.5; the
+(``llmrec.pipelines.runner.worker.process_samples``, no Ray). The scenario (REFERENCE_NOTES §3.5; the
 reference's ``test_smoke.py`` scoring cases, grounded in the mock users):
 
 * user 1, model A: "Music Instruments and Theory" (verified, IS 4/5), "Outdoor Adventure
@@ -19,10 +19,10 @@ import json
 
 import pytest
 
-from pipelines.benchmark import get_benchmark
-from pipelines.gistbench.config import GistbenchConfig
-from pipelines.scoring import score_file
-from pipelines.worker import process_samples
+from llmrec.pipelines.registry import get_benchmark
+from llmrec.pipelines.benchmarks.gistbench.config import GistbenchConfig
+from llmrec.pipelines.runner.scoring import score_file
+from llmrec.pipelines.runner.worker import process_samples
 from tests.conftest import require_data
 from tests.pipelines.gistbench.conftest import ScriptedEngine, interest_of, kind, last_user, pick
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pipelines.gistbench.parsing import (
+from llmrec.pipelines.benchmarks.gistbench.parsing import (
     extract_json, merge_interests, parse_extraction, parse_indices, parse_selection, parse_taxonomy,
 )
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.benchmark import get_benchmark
-from pipelines.gistbench import schema as S
-from pipelines.gistbench.config import GistbenchConfig
-from pipelines.gistbench.predictions import score_predictions
-from pipelines.worker import process_samples
+from llmrec.pipelines.registry import get_benchmark
+from llmrec.pipelines.benchmarks.gistbench import schema as S
+from llmrec.pipelines.benchmarks.gistbench.config import GistbenchConfig
+from llmrec.pipelines.benchmarks.gistbench.predictions import score_predictions
+from llmrec.pipelines.runner.worker import process_samples
 from tests.conftest import require_data
 from tests.pipelines.gistbench.conftest import ScriptedEngine, kind
 

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from llmrec.errors import ConfigError, DataError
-from pipelines.scoring import score_file
+from llmrec.pipelines.runner.scoring import score_file
 
 EP, IP, IN = "explicit_positive", "implicit_positive", "implicit_negative"
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from pipelines.gistbench import scoring
-from pipelines.gistbench.taxonomy import own_category
+from llmrec.pipelines.benchmarks.gistbench import scoring
+from llmrec.pipelines.benchmarks.gistbench.taxonomy import own_category
 
 
 def rec(name, cat, verified, correct=0, backing=0):

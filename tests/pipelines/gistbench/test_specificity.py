@@ -7,15 +7,15 @@ import os
 import subprocess
 import sys
 
-from pipelines.gistbench.config import SpecificityConfig
-from pipelines.gistbench.specificity import build_pool, build_test_set, overlap_candidates
+from llmrec.pipelines.benchmarks.gistbench.config import SpecificityConfig
+from llmrec.pipelines.benchmarks.gistbench.specificity import build_pool, build_test_set, overlap_candidates
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 SCRIPT = """
 import json
-from pipelines.gistbench.config import SpecificityConfig
-from pipelines.gistbench.specificity import build_pool, build_test_set, overlap_candidates
+from llmrec.pipelines.benchmarks.gistbench.config import SpecificityConfig
+from llmrec.pipelines.benchmarks.gistbench.specificity import build_pool, build_test_set, overlap_candidates
 objects = {f"o{i}": f"text {i}" for i in range(3000)}
 history = {f"o{i}": f"text {i}" for i in range(40)}
 cfg = SpecificityConfig()

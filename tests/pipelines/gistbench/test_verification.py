@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.gistbench import schema as S
-from pipelines.gistbench.config import Thresholds
-from pipelines.gistbench.prompts import extraction_instructions
-from pipelines.gistbench.verification import count_evidence, evidence_for, failure_modes, verify
+from llmrec.pipelines.benchmarks.gistbench import schema as S
+from llmrec.pipelines.benchmarks.gistbench.config import Thresholds
+from llmrec.pipelines.benchmarks.gistbench.prompts import extraction_instructions
+from llmrec.pipelines.benchmarks.gistbench.verification import count_evidence, evidence_for, failure_modes, verify
 
 SYN = S.DATASETS["synthetic"].signals      # exp+, imp+, imp−
 MUSIC = S.DATASETS["amazon_music"].signals  # exp+, imp+, exp−

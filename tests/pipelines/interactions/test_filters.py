@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from llmrec.errors import DataError
-from pipelines.interactions import FilterConfig, apply_filters, dedup, k_core, threshold
-from pipelines.interactions.schema import canonical_interactions
+from llmrec.interactions import FilterConfig, apply_filters, dedup, k_core, threshold
+from llmrec.interactions.schema import canonical_interactions
 
 
 def frame(rows):

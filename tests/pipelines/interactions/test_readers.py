@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from llmrec.errors import ConfigError, DataError
-from pipelines.interactions import DataSpec, FORMATS, load_interactions
+from llmrec.interactions import DataSpec, FORMATS, load_interactions
 from tests.conftest import require_data
 
 

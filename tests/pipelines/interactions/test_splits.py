@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from llmrec.errors import DataError
-from pipelines.interactions import SplitConfig, sample_negatives, split_interactions
-from pipelines.interactions.schema import canonical_interactions
-from pipelines.interactions.splits import Split, split_counts
+from llmrec.interactions import SplitConfig, sample_negatives, split_interactions
+from llmrec.interactions.schema import canonical_interactions
+from llmrec.interactions.splits import Split, split_counts
 
 
 def synthetic(n_users=20, per_user=12, n_items=50, seed=0, with_time=True):

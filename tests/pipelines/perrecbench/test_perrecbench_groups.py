@@ -6,10 +6,10 @@ import pandas as pd
 import pytest
 
 from llmrec.errors import DataError
-from pipelines.perrecbench.config import GroupConfig
-from pipelines.perrecbench.groups import (build_groups, greedy_spread, most_common, prepare, random_spread,
+from llmrec.pipelines.benchmarks.perrecbench.config import GroupConfig
+from llmrec.pipelines.benchmarks.perrecbench.groups import (build_groups, greedy_spread, most_common, prepare, random_spread,
                                           spread_ok)
-from pipelines.common.seeding import stable_rng
+from llmrec.pipelines.common.seeding import stable_rng
 
 DAY = 86400
 

@@ -9,10 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from llmrec.errors import DataError
-from pipelines.perrecbench import BENCHMARK
-from pipelines.perrecbench.metrics import (aggregate_rows, ordering_from_values, ptc, ptc_rank, ranks_from_ordering,
+from llmrec.pipelines.benchmarks.perrecbench import BENCHMARK
+from llmrec.pipelines.benchmarks.perrecbench.metrics import (aggregate_rows, ordering_from_values, ptc, ptc_rank, ranks_from_ordering,
                                            score_predictions)
-from pipelines.scoring import read_jsonl
+from llmrec.pipelines.common.jsonio import read_jsonl
 
 
 def test_orderings_put_the_higher_index_first_among_ties():

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pipelines.perrecbench.parsing import (MISSED, check_format, extract_braced, majority_vote, parse_list,
+from llmrec.pipelines.benchmarks.perrecbench.parsing import (MISSED, check_format, extract_braced, majority_vote, parse_list,
                                            parse_pair, parse_point, parse_reference_value)
 from tests.conftest import require_data
 

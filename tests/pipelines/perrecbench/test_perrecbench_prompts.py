@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from llmrec.errors import DataError
-from pipelines.perrecbench import prompts
-from pipelines.perrecbench.config import PromptConfig
+from llmrec.pipelines.benchmarks.perrecbench import prompts
+from llmrec.pipelines.benchmarks.perrecbench.config import PromptConfig
 from tests.conftest import require_data
 
 RUN = "abs_rating/deepseek-chat/0shot/all/exp0-profile/k4"

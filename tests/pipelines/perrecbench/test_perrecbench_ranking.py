@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from pipelines.perrecbench.parsing import parse_list, parse_pair, prefers_first
-from pipelines.perrecbench.ranking import heapsort_ordering, next_comparison, pair_key, point_ordering
+from llmrec.pipelines.benchmarks.perrecbench.parsing import parse_list, parse_pair, prefers_first
+from llmrec.pipelines.benchmarks.perrecbench.ranking import heapsort_ordering, next_comparison, pair_key, point_ordering
 
 
 class Scripted:

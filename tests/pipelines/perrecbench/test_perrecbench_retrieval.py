@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rank_bm25 import BM25Okapi
 
-from pipelines.perrecbench.prompts import encode_item, encode_query
-from pipelines.perrecbench.retrieval import top_k
+from llmrec.pipelines.benchmarks.perrecbench.prompts import encode_item, encode_query
+from llmrec.pipelines.benchmarks.perrecbench.retrieval import top_k
 
 
 def docs(titles: list[str]) -> list[str]:

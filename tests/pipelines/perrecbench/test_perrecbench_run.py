@@ -8,8 +8,8 @@ import mlflow
 import pytest
 import yaml
 
-from pipelines.api import run_evaluation
-from pipelines.run_config import load_run_config
+from llmrec.pipelines.runner.api import run_evaluation
+from llmrec.pipelines.runner.run_config import load_run_config
 from tests.conftest import require_data
 
 pytestmark = pytest.mark.slow
@@ -45,7 +45,7 @@ def test_movielens_perrecbench_end_to_end(tmp_path, local_ray):
     # the easy groups' list answer [2, 1, 3] has 3 entries for 2 users: the reference's check_format rejects it
     assert m["missed.easy.list"] == 2
     # the predictions file reproduces the run's metrics through the score contract
-    from pipelines.scoring import score_file
+    from llmrec.pipelines.runner.scoring import score_file
 
     scored = score_file("perrecbench", out.files["predictions"])["metrics"]
     assert scored["ptc"] == pytest.approx(m["ptc"]) and scored["missed"] == m["missed"]

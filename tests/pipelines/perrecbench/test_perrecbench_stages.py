@@ -8,13 +8,13 @@ import json
 import pandas as pd
 import pytest
 
-from pipelines.perrecbench import BENCHMARK
-from pipelines.perrecbench.config import PerRecBenchConfig
-from pipelines.perrecbench.profiles import profile_request
-from pipelines.perrecbench.samples import build_from_frames
-from pipelines.perrecbench.stages import slot_requests
-from pipelines.worker import process_samples
-from serving.engines.fake import FakeEngine, FakeEngineConfig
+from llmrec.pipelines.benchmarks.perrecbench import BENCHMARK
+from llmrec.pipelines.benchmarks.perrecbench.config import PerRecBenchConfig
+from llmrec.pipelines.benchmarks.perrecbench.profiles import profile_request
+from llmrec.pipelines.benchmarks.perrecbench.samples import build_from_frames
+from llmrec.pipelines.benchmarks.perrecbench.stages import slot_requests
+from llmrec.pipelines.runner.worker import process_samples
+from llmrec.serving.engines.fake import FakeEngine, FakeEngineConfig
 from tests.conftest import require_data
 
 DAY = 86400
@@ -173,7 +173,7 @@ def test_reference_mean_mode_leaks_the_query_rating():
 
 
 def test_movielens_100k_builds_through_the_interaction_layer():
-    from pipelines.perrecbench.groups import spread_ok
+    from llmrec.pipelines.benchmarks.perrecbench.groups import spread_ok
 
     data_dir = require_data("ml-100k", "u.data").parents[1]
     cfg = PerRecBenchConfig(groups={"groups_per_level": 20, "heldout_per_level": 5})
@@ -199,7 +199,7 @@ def test_movielens_100k_builds_through_the_interaction_layer():
 ])
 def test_bad_configs_fail_at_load_naming_the_key(bad, match):
     from llmrec.errors import ConfigError
-    from pipelines.benchmark import benchmark_config
+    from llmrec.pipelines.registry import benchmark_config
 
     with pytest.raises(ConfigError, match=match):
         benchmark_config({"name": "perrecbench", **bad})

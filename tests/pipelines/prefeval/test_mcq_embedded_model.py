@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.api import run_evaluation
-from pipelines.run_config import load_run_config
-from pipelines.store import ResultStore
+from llmrec.pipelines.runner.api import run_evaluation
+from llmrec.pipelines.runner.run_config import load_run_config
+from llmrec.pipelines.common.store import ResultStore
 from tests.pipelines.conftest import config
 
 pytestmark = pytest.mark.slow
@@ -36,10 +36,10 @@ def test_embedded_model_run_and_cached_rerun(tmp_path, data_root, local_ray):
 
 def test_prefix_reuse_does_not_change_answers(data_root):
     """Greedy answers are identical with the KV prefix reused (as the runner orders them) or not."""
-    from pipelines.prefeval import BENCHMARK
-    from pipelines.prefeval.config import PrefEvalConfig
-    from pipelines.worker import group_by_prefix, process_samples
-    from serving.engines.llamacpp import LlamaCppEngine, LlamaCppEngineConfig
+    from llmrec.pipelines.benchmarks.prefeval import BENCHMARK
+    from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
+    from llmrec.pipelines.runner.worker import group_by_prefix, process_samples
+    from llmrec.serving.engines.llamacpp import LlamaCppEngine, LlamaCppEngineConfig
 
     cfg = PrefEvalConfig(topics=["travel_restaurant"], per_topic=1, turns=[1, 4], forms=["explicit"],
                          pref_reply_max_tokens=12)

@@ -5,11 +5,11 @@ import json
 
 import pytest
 
-from pipelines.prefeval import BENCHMARK
-from pipelines.prefeval import conversation as conv
-from pipelines.prefeval.config import PrefEvalConfig
-from pipelines.prefeval.prompts import template
-from pipelines.prefeval.samples import build_layout, prefix_of
+from llmrec.pipelines.benchmarks.prefeval import BENCHMARK
+from llmrec.pipelines.benchmarks.prefeval import conversation as conv
+from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
+from llmrec.pipelines.benchmarks.prefeval.prompts import template
+from llmrec.pipelines.benchmarks.prefeval.samples import build_layout, prefix_of
 from tests.conftest import require_data
 
 TOPIC = "travel_restaurant"
@@ -111,7 +111,7 @@ def test_mcq_methods_and_self_critic(data):
 
 
 def _result(text):
-    from serving.types import Result
+    from llmrec.types import Result
 
     return Result(text=text, prompt_tokens=7)
 
@@ -167,7 +167,7 @@ def test_extras_are_nested_and_stable(data):
 
 def test_prefix_groups_share_growing_prefix(data):
     """Samples sharing a prefix_key share their conversation up to prefix_len inter-turn pairs."""
-    from pipelines.worker import group_by_prefix
+    from llmrec.pipelines.runner.worker import group_by_prefix
 
     cfg, ss = build(data, turns=[1, 5], methods=["zero-shot", "rag"], positions=["start", "end"])
     groups = group_by_prefix(list(ss.values()))

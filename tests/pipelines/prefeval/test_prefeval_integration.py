@@ -8,10 +8,10 @@ import json
 import pytest
 import yaml
 
-from pipelines.api import run_evaluation
-from pipelines.run_config import load_run_config
-from pipelines.scoring import score_file
-from pipelines.store import ResultStore
+from llmrec.pipelines.runner.api import run_evaluation
+from llmrec.pipelines.runner.run_config import load_run_config
+from llmrec.pipelines.runner.scoring import score_file
+from llmrec.pipelines.common.store import ResultStore
 from tests.pipelines.conftest import config
 
 METHODS = ["zero-shot", "reminder", "self-critic", "cot", "rag"]

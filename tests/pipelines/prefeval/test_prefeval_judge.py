@@ -7,12 +7,12 @@ import math
 import pytest
 
 from llmrec.errors import DataError
-from pipelines.prefeval import BENCHMARK
-from pipelines.prefeval.config import PrefEvalConfig
-from pipelines.prefeval.gen_metrics import gen_metrics
-from pipelines.prefeval.judge import clear_answer, derive, fill_prompt, parse_tag
-from pipelines.prefeval.stages import judge_request
-from pipelines.scoring import score_file
+from llmrec.pipelines.benchmarks.prefeval import BENCHMARK
+from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
+from llmrec.pipelines.benchmarks.prefeval.gen_metrics import gen_metrics
+from llmrec.pipelines.benchmarks.prefeval.judge import clear_answer, derive, fill_prompt, parse_tag
+from llmrec.pipelines.benchmarks.prefeval.stages import judge_request
+from llmrec.pipelines.runner.scoring import score_file
 from tests.conftest import require_data
 
 
@@ -152,7 +152,7 @@ def test_run_metrics_equal_score_of_predictions():
     cfg = PrefEvalConfig(task="gen")
     for r in rows:
         r.update(BENCHMARK.score(cfg, r))
-    from pipelines.prefeval.gen_metrics import score_predictions
+    from llmrec.pipelines.benchmarks.prefeval.gen_metrics import score_predictions
 
     preds = BENCHMARK.predictions(rows)
     assert score_predictions(preds)["accuracy"] == BENCHMARK.aggregate(cfg, rows)["accuracy"] == pytest.approx(2 / 3)

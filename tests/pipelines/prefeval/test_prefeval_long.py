@@ -3,13 +3,13 @@ over-context, or truncated oldest-first under `truncation: drop_oldest` (worker,
 
 import pytest
 
-from pipelines.prefeval import BENCHMARK
-from pipelines.prefeval import conversation as conv
-from pipelines.prefeval.config import PrefEvalConfig
-from pipelines.prefeval.truncation import pairs_to_drop
-from pipelines.worker import process_samples
-from serving.engine import build_engine
-from serving.types import Message, Request, Result, SamplingParams
+from llmrec.pipelines.benchmarks.prefeval import BENCHMARK
+from llmrec.pipelines.benchmarks.prefeval import conversation as conv
+from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
+from llmrec.pipelines.benchmarks.prefeval.truncation import pairs_to_drop
+from llmrec.pipelines.runner.worker import process_samples
+from llmrec.serving.engine import build_engine
+from llmrec.types import Message, Request, Result, SamplingParams
 from tests.conftest import require_data
 
 

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from pipelines.prefeval import BENCHMARK
-from pipelines.prefeval import conversation as conv
-from pipelines.prefeval.config import PrefEvalConfig
-from pipelines.prefeval.rag import retrieve, top_k
+from llmrec.pipelines.benchmarks.prefeval import BENCHMARK
+from llmrec.pipelines.benchmarks.prefeval import conversation as conv
+from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
+from llmrec.pipelines.benchmarks.prefeval.rag import retrieve, top_k
 from tests.conftest import require_data
 
 

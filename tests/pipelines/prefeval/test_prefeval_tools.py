@@ -8,13 +8,13 @@ from typer.testing import CliRunner
 
 from llmrec.config import validate
 from llmrec.errors import ConfigError, DataError
-from pipelines.prefeval import BENCHMARK
-from pipelines.prefeval.compare import compare
-from pipelines.prefeval.config import PrefEvalConfig
-from pipelines.prefeval.data import load_conflicting
-from pipelines.prefeval.plots import run_plots
-from pipelines.prefeval.sft import REFERENCE_TEST_TOPICS, export_sft
-from pipelines.store import ResultStore
+from llmrec.pipelines.benchmarks.prefeval import BENCHMARK
+from llmrec.pipelines.benchmarks.prefeval.compare import compare
+from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
+from llmrec.pipelines.benchmarks.prefeval.data import load_conflicting
+from llmrec.pipelines.benchmarks.prefeval.plots import run_plots
+from llmrec.pipelines.benchmarks.prefeval.sft import REFERENCE_TEST_TOPICS, export_sft
+from llmrec.pipelines.common.store import ResultStore
 from tests.conftest import require_data
 
 
@@ -117,7 +117,7 @@ def test_plots(tmp_path):
 def test_shipped_configs_validate():
     from pathlib import Path
 
-    from pipelines.run_config import load_run_config
+    from llmrec.pipelines.runner.run_config import load_run_config
 
     files = sorted((Path(__file__).resolve().parents[3] / "configs").glob("prefeval_*.yaml"))
     assert len(files) >= 5

@@ -6,13 +6,13 @@ import sys
 
 import pytest
 
-from pipelines.prefeval import BENCHMARK
-from pipelines.prefeval.config import PrefEvalConfig
-from pipelines.prefeval.metrics import mcq_metrics, score_predictions
-from pipelines.prefeval.parsing import parse_choice
-from pipelines.prefeval.conversation import conversation
-from pipelines.prefeval.prompts import mcq_question, shuffle_options
-from serving.types import Result
+from llmrec.pipelines.benchmarks.prefeval import BENCHMARK
+from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
+from llmrec.pipelines.benchmarks.prefeval.metrics import mcq_metrics, score_predictions
+from llmrec.pipelines.benchmarks.prefeval.parsing import parse_choice
+from llmrec.pipelines.benchmarks.prefeval.conversation import conversation
+from llmrec.pipelines.benchmarks.prefeval.prompts import mcq_question, shuffle_options
+from llmrec.types import Result
 from tests.conftest import require_data
 
 
@@ -36,7 +36,7 @@ def test_shuffle_keeps_gold_and_is_stable_across_processes():
     opts = ["right", "w1", "w2", "w3"]
     shuffled, gold = shuffle_options(opts, 41, "travel_hotel", 7)
     assert sorted(shuffled) == sorted(opts) and shuffled["ABCD".index(gold)] == "right"
-    code = ("from pipelines.prefeval.prompts import shuffle_options;"
+    code = ("from llmrec.pipelines.benchmarks.prefeval.prompts import shuffle_options;"
             "print(shuffle_options(['right','w1','w2','w3'], 41, 'travel_hotel', 7))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PYTHONHASHSEED": "123", "PATH": ""}).stdout

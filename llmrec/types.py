@@ -1,0 +1,86 @@
+"""Request / Result: what every engine takes and returns (plain, picklable, JSON-able).
+
+These types sit below both the benchmarks (which render requests and read results) and
+the engines (which serve them), so neither imports the other.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class SamplingParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    temperature: float = Field(0.0, ge=0.0, description="0 = greedy")
+    max_tokens: int = Field(256, ge=1, description="completion token cap")
+    stop: list[str] = Field(default_factory=list, description="stop strings")
+    seed: int | None = Field(0, description="sampling seed (None = engine default)")
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+
+
+class Constraint(BaseModel):
+    """Restrict the output: a JSON schema, or exactly one of a closed set of strings."""
+
+    model_config = ConfigDict(extra="forbid")
+    json_schema: dict[str, Any] | None = None
+    choices: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> "Constraint":
+        if (self.json_schema is None) == (self.choices is None):
+            raise ValueError("a Constraint needs exactly one of json_schema or choices")
+        if self.choices is not None and not self.choices:
+            raise ValueError("choices must not be empty")
+        return self
+
+
+class Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    messages: list[Message]
+    sampling: SamplingParams = Field(default_factory=SamplingParams)
+    constraint: Constraint | None = None
+    prefix_key: str | None = Field(None, description="requests sharing it share a prompt prefix")
+    request_id: str | None = None
+
+    def cache_payload(self) -> dict:
+        """What identifies the request's answer (not its id or routing hint)."""
+        return self.model_dump(mode="json", exclude={"request_id", "prefix_key"})
+
+
+FinishReason = Literal["stop", "length", "error", "over_context"]
+
+
+class Result(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int = Field(0, description="prompt tokens served from a prefix/KV cache")
+    finish_reason: FinishReason = "stop"
+    latency_s: float = 0.0
+    error: str | None = None
+    from_cache: bool = False
+    request_id: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.finish_reason in ("stop", "length")
+
+    @classmethod
+    def over_context(cls, request: Request, prompt_tokens: int, error: str) -> "Result":
+        """The request's prompt does not fit the engine's context (final: retrying cannot help)."""
+        return cls(finish_reason="over_context", prompt_tokens=prompt_tokens, error=error,
+                   request_id=request.request_id)
+
+    @classmethod
+    def failure(cls, request: Request, error: str) -> "Result":
+        """The request failed on its own; the caller may retry it."""
+        return cls(finish_reason="error", error=error, request_id=request.request_id)

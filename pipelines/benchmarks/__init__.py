@@ -1,0 +1,1 @@
+"""One package per benchmark; the registry scans this folder and nothing else."""

@@ -1,0 +1,69 @@
+"""GISTBench (Meta, 2026): LLM user understanding as Interest Groundedness and Interest Specificity.
+
+One sample per user (and chunk size). Stages: closed-loop interest extraction over history
+chunks (subject engine) → judge filter of each interest's cited objects (IG) → overlap
+filter and retrieval test per interest (IS) → taxonomy mapping. Per-sample scoring checks
+the verification predicate; the run's aggregation maps categories, builds the oracle and
+reports IG_P, IG_R, IG_F1, IS and HM (mean and median, bootstrap CIs). See README.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from llmrec.pipelines.protocol import DataFile, DataManifest, LoopStage, ScoreTask
+from llmrec.pipelines.benchmarks.gistbench import aggregate as agg
+from llmrec.pipelines.benchmarks.gistbench.config import GistbenchConfig
+from llmrec.pipelines.benchmarks.gistbench.predictions import REQUIRED, score_predictions
+from llmrec.pipelines.benchmarks.gistbench.samples import build_samples
+from llmrec.pipelines.benchmarks.gistbench.stages import build_stages, score_sample
+
+_REPO, _COMMIT = "facebookresearch/GISTBench", "0d7e033a09ebc298bb1d3e16e9a50eb513701af2"
+_FILES = {
+    "categories.csv": "6067fd464d39305ba443b2a2c6aa611158e267e75d1bec61ee20a1a50a834962",
+    "mock_dataset.json": "64661eb8d184b1c1baccd6fc0c3bc8001fd7a57c5400a30cc2f4af8f9569db70",
+    "mock_oracle.json": "86765b40c7e5ebd2cca5e4e6c815063bf3ad249097f374b944e7be674e427ecc",
+    "oracle_synthetic.json": "dd4ed69fec183f72698fbe3b66f90601d7cd373dced53a85dd111df803a92c6f",
+}
+
+
+def _manifest() -> DataManifest:
+    base = f"https://raw.githubusercontent.com/{_REPO}/{_COMMIT}"
+    files = tuple(DataFile(f"gistbench/gistbench/assets/{name}", f"{base}/gistbench/assets/{name}", sha)
+                  for name, sha in _FILES.items())
+    return DataManifest("gistbench", f"github.com/{_REPO}@{_COMMIT[:12]}", files,
+                        probe="gistbench/gistbench/assets/categories.csv")
+
+
+class GistBench:
+    name = "gistbench"
+    config_cls = GistbenchConfig
+    group_keys = ("chunk_size",)
+    protocol_keys = ("dataset", "users", "thresholds", "extraction", "specificity", "taxonomy")
+    data = _manifest()
+    score_tasks = (
+        ScoreTask("gistbench", REQUIRED, score_predictions,
+                  "GISTBench: IG_P/IG_R/IG_F1/IS/HM (mean, median) of one model; union oracle unless --oracle",
+                  options=("model", "oracle")),
+    )
+
+    def build_samples(self, cfg: GistbenchConfig, data_dir: Path) -> list[dict]:
+        return build_samples(cfg, data_dir)
+
+    def stages(self, cfg: GistbenchConfig) -> list[LoopStage]:
+        return build_stages(cfg)
+
+    def score(self, cfg: GistbenchConfig, sample: dict) -> dict:
+        return score_sample(cfg, sample)
+
+    def aggregate(self, cfg: GistbenchConfig, rows: list[dict]) -> dict[str, float]:
+        return agg.aggregate(cfg, rows)
+
+    def plots(self, cfg: GistbenchConfig, rows: list[dict], out_dir: Path) -> list[Path]:
+        return agg.plots(cfg, rows, out_dir)
+
+    def predictions(self, rows: list[dict]) -> list[dict]:
+        return agg.predictions(rows)
+
+
+BENCHMARK = GistBench()

@@ -1,0 +1,151 @@
+"""A run's stored samples → categories, oracle, metrics, plots and the predictions file.
+
+Per-user scores need the oracle, which depends on every model, so they are computed here
+(not per sample). The union oracle of a single run only holds this run's verified
+categories (then IG_R = IG_P); pass other models' predictions (``scoring.oracle_predictions``)
+or an oracle file (``scoring.oracle_path``) for a meaningful IG recall.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import defaultdict
+from pathlib import Path
+
+from llmrec.pipelines.benchmarks.gistbench import scoring, taxonomy
+from llmrec.pipelines.benchmarks.gistbench.config import GistbenchConfig
+from llmrec.pipelines.benchmarks.gistbench.predictions import lines_from_rows, read_lines, supplied_oracle
+from llmrec.pipelines.benchmarks.gistbench.samples import resolve_path
+from llmrec.pipelines.common.jsonio import read_jsonl
+
+log = logging.getLogger(__name__)
+
+
+def _is_ok(r: dict) -> bool:
+    return r.get("status", "ok") == "ok" and "interests_scored" in r
+
+
+def _ok(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if _is_ok(r)]
+
+
+def resolve_categories(rows: list[dict]) -> list[list[dict] | None]:
+    """Interest records per row (None for failed rows) with final categories: the shared cache's
+    entry wins (one mapping per name for every model); the embedding mapper maps what it lacks."""
+    ok = _ok(rows)
+    if not ok:
+        return [None] * len(rows)
+    ref = ok[0]["taxonomy_ref"]
+    names = sorted({rec["interest"] for r in ok for rec in r["interests_scored"]})
+    final: dict[str, int] = {}
+    if ref["mapper"] != "none":
+        cache = taxonomy.TaxonomyCache(ref["cache_path"], ref["namespace"]) if ref.get("cache_path") else None
+        final = cache.get_many(names) if cache is not None else {}
+        missing = [n for n in names if n not in final]
+        if ref["mapper"] == "embedding" and missing:
+            categories = taxonomy.load_categories(Path(ref["taxonomy_path"]))
+            model = Path(ref["embedding_model"]) if ref.get("embedding_model") else None
+            mapped = taxonomy.EmbeddingMapper(categories, model).map(missing)
+            final.update(cache.put_many(mapped) if cache is not None else mapped)
+    out = []
+    for r in rows:
+        if not _is_ok(r):
+            out.append(None)
+            continue
+        recs = []
+        for rec in r["interests_scored"]:
+            cat = final.get(rec["interest"], rec["category_id"])
+            recs.append({**rec, "category_id": taxonomy.OTHER if cat is None else cat})
+        out.append(recs)
+    return out
+
+
+def _per_user(rows: list[dict], recs: list[list[dict] | None]) -> dict[tuple, list[dict]]:
+    return {(r["dataset"], r["user_id"]): rr for r, rr in zip(rows, recs) if rr is not None}
+
+
+def build_oracle(cfg: GistbenchConfig, per_user: dict[tuple, list[dict]], data_dir: Path | None) -> tuple[dict, bool]:
+    sc = cfg.scoring
+    own = scoring.union_oracle(per_user.items())
+    if sc.oracle_path is not None:
+        oracle = supplied_oracle(str(resolve_path(sc.oracle_path, data_dir)), list(per_user))
+        if sc.oracle_merge:
+            oracle = {k: oracle.get(k, set()) | own.get(k, set()) for k in set(oracle) | set(own)}
+        return oracle, True
+    oracle = defaultdict(set, own)
+    for path in sc.oracle_predictions:
+        for users in read_lines(read_jsonl(resolve_path(path, data_dir))).values():
+            for key, recs in users.items():
+                oracle[key] |= scoring.verified_categories(recs)
+    if not sc.oracle_predictions:
+        log.info("gistbench: union oracle of this run only (IG_R equals IG_P); see scoring.oracle_predictions")
+    return dict(oracle), False
+
+
+def _extras(rows: list[dict], recs: list[list[dict]]) -> dict[str, float]:
+    ok = _ok(rows)
+    chunks = sum(r.get("n_chunks", 0) for r in ok)
+    flat = [x for rr in recs if rr for x in rr]
+    return {"users_failed": float(len(rows) - len(ok)), "failed_chunks": float(sum(r.get("failed_chunks", 0) for r in ok)),
+            "chunk_failure_rate": sum(r.get("failed_chunks", 0) for r in ok) / chunks if chunks else math.nan,
+            "taxonomy_other_rate": sum(1 for x in flat if x["category_id"] == taxonomy.OTHER) / len(flat) if flat else math.nan,
+            "interests_per_user": len(flat) / len(ok) if ok else math.nan}
+
+
+def _metrics_of(cfg: GistbenchConfig, rows: list[dict]) -> tuple[dict[str, float], list[dict]]:
+    recs = resolve_categories(rows)
+    per_user = _per_user(rows, recs)
+    data_dir = Path(rows[0]["data_dir"]) if rows and rows[0].get("data_dir") else None
+    oracle, supplied = build_oracle(cfg, per_user, data_dir)
+    sc = cfg.scoring
+    out = scoring.metrics(per_user, oracle, supplied, sc.category_specificity, sc.bootstrap, sc.confidence, sc.seed)
+    out.update(_extras(rows, recs))
+    scores, _ = scoring.score_users(per_user, oracle, supplied, sc.category_specificity)
+    return out, scores
+
+
+def aggregate(cfg: GistbenchConfig, rows: list[dict]) -> dict[str, float]:
+    """Metrics of one run; with several chunk sizes (UIH ablation), prefixed ``uih<n>/`` per size."""
+    by_size: dict[int, list[dict]] = defaultdict(list)
+    for r in rows:
+        by_size[r.get("chunk_size")].append(r)
+    if len(by_size) <= 1:
+        return _metrics_of(cfg, rows)[0]
+    out: dict[str, float] = {}
+    for size, rs in sorted(by_size.items()):
+        out.update({f"uih{size}/{k}": v for k, v in _metrics_of(cfg, rs)[0].items()})
+    return out
+
+
+def predictions(rows: list[dict]) -> list[dict]:
+    """The run as ``llmrec score gistbench`` lines (final categories; one model label per chunk size)."""
+    lines = lines_from_rows([r if rec is None else {**r, "interests_scored": rec}
+                             for r, rec in zip(rows, resolve_categories(rows))])
+    if len({line.get("chunk_size") for line in lines if line.get("chunk_size") is not None}) > 1:
+        for line in lines:
+            line["model"] = f"{line['model']}@uih{line['chunk_size']}"
+    return lines
+
+
+def plots(cfg: GistbenchConfig, rows: list[dict], out_dir: Path) -> list[Path]:
+    """Per-user IG_P vs IG_R, and the failure-mode shares among unverified interests."""
+    from matplotlib.figure import Figure
+
+    if not _ok(rows):
+        return []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    metrics, scores = _metrics_of(cfg, rows)
+    fig = Figure(figsize=(9, 4))
+    ax1, ax2 = fig.subplots(1, 2)
+    ax1.scatter([s["ig_r"] for s in scores], [s["ig_p"] for s in scores], s=12, alpha=0.6)
+    ax1.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--")
+    ax1.set(xlabel="IG recall", ylabel="IG precision", title="per user", xlim=(0, 1.05), ylim=(0, 1.05))
+    modes = list(scoring.FAILURE_MODES)
+    vals = [0.0 if math.isnan(metrics[f"fail_{m}"]) else 100 * metrics[f"fail_{m}"] for m in modes]
+    ax2.bar(["ins. imp+", "ins. exp+", "exc. neg"], vals)
+    ax2.set(ylabel="% of unverified interests", title="IG failure modes")
+    fig.tight_layout()
+    path = out_dir / "gistbench_scores.png"
+    fig.savefig(path, dpi=110)
+    return [path]

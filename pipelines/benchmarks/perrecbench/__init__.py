@@ -1,0 +1,68 @@
+"""PerRecBench (Tan et al., "Can Large Language Models Understand Preferences in Personalized
+Recommendation?", arXiv 2501.13391): rank the users of a group by how much each prefers a
+shared query item, relative to their own average rating.
+
+The benchmark is *built* from timestamped rating data (groups.py, paper §2.1), prompted
+with BM25-retrieved history and LLM profiles (retrieval.py, profiles.py, prompts.py), run
+pointwise / pairwise (heapsort) / listwise (stages.py, ranking.py), parsed and scored as
+the reference does (parsing.py, metrics.py). See README.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from llmrec.pipelines.protocol import ScoreTask
+from llmrec.pipelines.benchmarks.perrecbench import metrics, samples
+from llmrec.pipelines.benchmarks.perrecbench.config import PerRecBenchConfig
+from llmrec.pipelines.benchmarks.perrecbench.profiles import profile_stage
+from llmrec.pipelines.benchmarks.perrecbench.stages import build_stages, finalize
+
+CONTRACT_KEYS = ("group_id", "mode", "relative_ratings", "avg_ratings", "ratings", "prediction")
+
+
+class PerRecBench:
+    name = "perrecbench"
+    config_cls = PerRecBenchConfig
+    group_keys = ("level", "mode")
+    protocol_keys = ("data", "levels", "modes", "groups", "prompt")
+    data = None  # built from rating data read by pipelines/interactions (cfg.data)
+    score_tasks = (
+        ScoreTask("perrecbench", ("group_id", "mode", "relative_ratings", "avg_ratings", "prediction"),
+                  metrics.score_predictions,
+                  "PerRecBench: ptc (the reference's ordering-list Kendall tau), ptc_rank, exact_match, missed, "
+                  "per mode, and pooled MAE/RMSE of point lines carrying ratings"),
+    )
+
+    def build_samples(self, cfg: PerRecBenchConfig, data_dir: Path) -> list[dict]:
+        interactions, items = samples.load_frames(cfg, data_dir)
+        return samples.build_from_frames(cfg, interactions, items, data_dir)
+
+    def stages(self, cfg: PerRecBenchConfig) -> list:
+        profile = profile_stage(cfg)
+        return ([profile] if profile is not None else []) + build_stages(cfg)
+
+    def score(self, cfg: PerRecBenchConfig, sample: dict) -> dict:
+        prediction = sample.get("prediction")
+        if prediction is None and sample.get("answers"):
+            prediction = finalize(sample)
+        line = dict(sample, prediction=prediction)
+        s = metrics.score_line(line)
+        return {"prediction": prediction, "ptc": s["ptc"], "ptc_rank": s["ptc_rank"],
+                "exact_match": s["exact_match"], "missed": not s["usable"]}
+
+    def aggregate(self, cfg: PerRecBenchConfig, rows: list[dict]) -> dict[str, float]:
+        return metrics.aggregate_rows(rows, cfg.levels)
+
+    def predictions(self, rows: list[dict]) -> list[dict]:
+        """Lines of the ``llmrec score perrecbench`` contract (answered samples)."""
+        keep = CONTRACT_KEYS + ("level", "item_id", "user_ids", "item_avg_ratings")
+        return [{k: r.get(k) for k in keep} for r in rows if r.get("status", "ok") == "ok"]
+
+    def plots(self, cfg: PerRecBenchConfig, rows: list[dict], out_dir: Path) -> list[Path]:
+        from llmrec.pipelines.benchmarks.perrecbench.report import results_table
+
+        return results_table(metrics.aggregate_rows(rows, cfg.levels), cfg.levels, out_dir)
+
+
+BENCHMARK = PerRecBench()

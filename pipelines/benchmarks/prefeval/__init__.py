@@ -1,0 +1,93 @@
+"""PrefEval (Zhao et al., "Do LLMs Recognize Your Preferences?", ICLR 2025).
+
+Tasks: ``mcq`` (classification, scored by the reference's <choice> parsing) and ``gen``
+(generation, scored by an LLM judge's four checks and the reference's error types).
+Methods: zero-shot, reminder, self-critic, few-shot CoT, RAG. Samples: topic × form × pair ×
+turns × preference position × extra preferences × conflict × method (see samples.py);
+stages in stages.py; README.md documents every difference from the reference code.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from llmrec.pipelines.protocol import DataFile, DataManifest, ScoreTask
+from llmrec.pipelines.benchmarks.prefeval import gen_metrics, metrics
+from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
+from llmrec.pipelines.benchmarks.prefeval.judge import CHECKS, derive
+
+HERE = Path(__file__).parent
+
+
+def _manifest() -> DataManifest:
+    m = json.loads((HERE / "manifest.json").read_text())
+    base = f"https://raw.githubusercontent.com/{m['repository']}/{m['commit']}"
+    files = tuple(DataFile(f"prefeval/{f['path']}", f"{base}/{f['path']}", f["sha256"]) for f in m["files"])
+    return DataManifest("prefeval", f"github.com/{m['repository']}@{m['commit'][:12]}", files,
+                        probe="prefeval/benchmark_dataset/filtered_inter_turns.json")
+
+
+class PrefEval:
+    name = "prefeval"
+    config_cls = PrefEvalConfig
+    group_keys = ("task", "form", "turns", "method", "position", "extra_prefs", "conflict")
+    protocol_keys = ("task", "topics", "forms", "turns", "methods", "seed", "judge_mode", "truncation")
+    data = _manifest()
+    score_tasks = (
+        ScoreTask("prefeval-mcq", ("sample_id", "gold", "output"), metrics.score_predictions,
+                  "PrefEval classification: accuracy and missed_rate from raw outputs"),
+        ScoreTask("prefeval-gen", ("sample_id",) + CHECKS, gen_metrics.score_predictions,
+                  "PrefEval generation: accuracy, error-type rates and judge_failed from raw judge outputs"),
+    )
+
+    @property
+    def cli(self):
+        from llmrec.pipelines.benchmarks.prefeval.cli import app
+
+        return app
+
+    def build_samples(self, cfg: PrefEvalConfig, data_dir: Path) -> list[dict]:
+        from llmrec.pipelines.benchmarks.prefeval.samples import build_samples
+
+        return build_samples(cfg, data_dir)
+
+    def stages(self, cfg: PrefEvalConfig) -> list:
+        from llmrec.pipelines.benchmarks.prefeval.stages import build_stages
+
+        return build_stages(cfg)
+
+    def score(self, cfg: PrefEvalConfig, sample: dict) -> dict:
+        if cfg.task == "mcq":
+            return metrics.score_answer(sample.get("output"), sample["gold"])
+        if not cfg.evaluate:
+            return {}
+        return derive({c: sample.get(f"judge_{c}") for c in CHECKS}, cfg.judge_mode)
+
+    def aggregate(self, cfg: PrefEvalConfig, rows: list[dict]) -> dict[str, float]:
+        if cfg.task == "mcq":
+            return metrics.mcq_metrics(rows)
+        return gen_metrics.gen_metrics(rows, cfg.judge_mode)
+
+    def predictions(self, rows: list[dict]) -> list[dict]:
+        """Lines for `llmrec score prefeval-mcq` / `prefeval-gen` (answered samples)."""
+        groups = ("topic", "form", "turns", "method", "position", "extra_prefs", "conflict", "prompt_tokens")
+        out = []
+        for r in rows:
+            if r.get("status") != "ok":
+                continue
+            if r.get("task", "mcq") == "mcq":
+                keep = ("sample_id", "gold", "output") + groups
+                out.append({k: r.get(k) for k in keep})
+            elif "judge_acknowledge" in r:
+                line = {"sample_id": r["sample_id"], **{c: r.get(f"judge_{c}") for c in CHECKS}}
+                out.append({**line, "response": r.get("output"), **{k: r.get(k) for k in groups}})
+        return out
+
+    def plots(self, cfg: PrefEvalConfig, rows: list[dict], out_dir: Path) -> list[Path]:
+        from llmrec.pipelines.benchmarks.prefeval.plots import run_plots
+
+        return run_plots(cfg.task, rows, out_dir)
+
+
+BENCHMARK = PrefEval()

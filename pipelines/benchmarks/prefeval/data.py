@@ -1,0 +1,148 @@
+"""Read the PrefEval files exactly as the PrefEval repository publishes them."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+from llmrec.errors import DataError
+
+ROOT = "prefeval"
+FORM_DIRS = {
+    "explicit": "benchmark_dataset/explicit_preference",
+    "choice": "benchmark_dataset/implicit_preference/choice-based",
+    "persona": "benchmark_dataset/implicit_preference/persona-driven",
+    "mcq": "benchmark_dataset/mcq_options",
+}
+INTER_TURNS = "benchmark_dataset/filtered_inter_turns.json"
+
+
+def _load_json(path: Path) -> object:
+    if not path.is_file():
+        raise DataError(f"PrefEval file missing: {path}. Run `llmrec data fetch prefeval` or set LLMREC_DATA_DIR.")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from e
+
+
+def _records(path: Path, required: tuple[str, ...]) -> list[dict]:
+    data = _load_json(path)
+    if not isinstance(data, list):
+        raise DataError(f"{path}: expected a JSON list of records, got {type(data).__name__}")
+    for i, rec in enumerate(data):
+        missing = [k for k in required if not isinstance(rec, dict) or k not in rec]
+        if missing:
+            raise DataError(f"{path}: record {i} lacks {missing}")
+    return data
+
+
+REQUIRED = {
+    "explicit": ("preference", "question"),
+    "choice": ("preference", "question", "conversation"),
+    "persona": ("preference", "question", "conversation"),
+    "mcq": ("preference", "question", "classification_task_options"),
+}
+
+
+@lru_cache(maxsize=256)
+def load_topic(data_dir: Path, form: str, topic: str) -> tuple[dict, ...]:
+    path = Path(data_dir) / ROOT / FORM_DIRS[form] / f"{topic}.json"
+    recs = _records(path, REQUIRED[form])
+    if form == "mcq":
+        for i, r in enumerate(recs):
+            if len(r["classification_task_options"]) != 4:
+                raise DataError(f"{path}: record {i} has {len(r['classification_task_options'])} options, expected 4")
+    return tuple(recs)
+
+
+@lru_cache(maxsize=8)
+def load_inter_turn_chats(data_dir: Path) -> tuple[tuple[dict, ...], ...]:
+    """The inter-turn chats in file order, each a tuple of {role, content} messages."""
+    path = Path(data_dir) / ROOT / INTER_TURNS
+    chats = _load_json(path)
+    if not isinstance(chats, list):
+        raise DataError(f"{path}: expected a JSON list of chats")
+    out = []
+    for i, chat in enumerate(chats):
+        conv = chat.get("conversation") if isinstance(chat, dict) else None
+        if not isinstance(conv, list):
+            raise DataError(f"{path}: chat {i} has no 'conversation' list")
+        msgs = []
+        for j, m in enumerate(conv):
+            if not isinstance(m, dict) or m.get("role") not in ("user", "assistant") or "content" not in m:
+                raise DataError(f"{path}: chat {i} message {j} needs role user/assistant and content")
+            msgs.append({"role": m["role"], "content": m["content"]})
+        out.append(tuple(msgs))
+    return tuple(out)
+
+
+@lru_cache(maxsize=8)
+def load_inter_turn_messages(data_dir: Path) -> tuple[dict, ...]:
+    """All inter-turn chats' messages concatenated in file order (632 messages = 316 turns)."""
+    return tuple(m for chat in load_inter_turn_chats(Path(data_dir)) for m in chat)
+
+
+def inter_turns(data_dir: Path, n_turns: int) -> list[dict]:
+    """The first 2·N messages, as the reference builds them (must end with the assistant)."""
+    msgs = load_inter_turn_messages(Path(data_dir))
+    if 2 * n_turns > len(msgs):
+        raise DataError(f"{n_turns} inter-turns requested; the file holds {len(msgs) // 2}")
+    out = list(msgs[: 2 * n_turns])
+    if out and out[-1]["role"] != "assistant":
+        raise DataError(f"inter-turn message {2 * n_turns - 1} is from {out[-1]['role']}, expected assistant")
+    return out
+
+
+JUDGE_FILES = {
+    "acknowledge": "error_type/check_acknowledge.txt",
+    "violate": "error_type/check_violation.txt",
+    "hallucinate": "error_type/check_hallucination.txt",
+    "helpful": "error_type/check_helpful.txt",
+}
+
+
+@lru_cache(maxsize=32)
+def judge_prompt(data_dir: Path, check: str, override: Path | None = None) -> str:
+    """A judge prompt: ``override`` if given, else the reference's file in the data directory."""
+    path = Path(override) if override is not None else Path(data_dir) / ROOT / JUDGE_FILES[check]
+    if not path.is_file():
+        raise DataError(f"PrefEval judge prompt missing: {path}. Run `llmrec data fetch prefeval` or set "
+                        f"LLMREC_DATA_DIR (or point benchmark.templates.judge_{check} at a file).")
+    return path.read_text(encoding="utf-8")
+
+
+def worker_data_dir(hint: str | Path) -> Path:
+    """The data directory as seen by this process: the path the samples were built from if it
+    exists here, else the usual search ($LLMREC_DATA_DIR, the per-user cache). On a cluster the
+    data must be readable on every worker node (shared filesystem or `llmrec data fetch` there)."""
+    p = Path(hint)
+    if (p / ROOT / INTER_TURNS).is_file():
+        return p
+    from llmrec.pipelines.common.datasets import resolve_data_dir
+    from llmrec.pipelines.benchmarks.prefeval import BENCHMARK
+
+    return resolve_data_dir(None, BENCHMARK.data)
+
+
+def load_conflicting(path: Path) -> dict[tuple[str, int], str]:
+    """Conflicting preferences: a JSON list, or JSON lines, of
+    ``{"topic": str, "task_id": int, "conflicting_preference": str}`` → {(topic, task_id): text}."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8") if path.is_file() else None
+    if text is None:
+        raise DataError(f"conflicting-preference file not found: {path}")
+    try:
+        stripped = text.lstrip()
+        recs = json.loads(text) if stripped.startswith("[") else [json.loads(x) for x in text.splitlines() if x.strip()]
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}: malformed JSON at line {e.lineno}: {e.msg}") from e
+    out: dict[tuple[str, int], str] = {}
+    for i, r in enumerate(recs):
+        ok = isinstance(r, dict) and isinstance(r.get("topic"), str) and isinstance(r.get("task_id"), int) \
+            and isinstance(r.get("conflicting_preference"), str)
+        if not ok:
+            raise DataError(f"{path}: record {i} needs topic (str), task_id (int) and conflicting_preference (str)")
+        out[(r["topic"], r["task_id"])] = r["conflicting_preference"]
+    return out

@@ -1,0 +1,129 @@
+"""The Benchmark protocol: what a benchmark supplies to the generic runner.
+
+(a) ``build_samples`` — data → samples (JSON-able dicts with a stable ``sample_id``);
+(b)+(c) ``stages`` — ordered LLM stages, each rendering a request from a sample and
+folding the engine's result back into it (multi-stage tasks chain them);
+(d) ``score`` — per-sample score fields; (e) ``aggregate`` — rows → metrics.
+``score_tasks`` serve ``llmrec score``. All plain functions: they run without Ray.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Literal, Protocol, runtime_checkable
+
+from pydantic import Field
+
+from llmrec.config import StrictModel
+from llmrec.types import Request, Result
+
+Sample = dict[str, Any]
+
+
+class BenchmarkConfig(StrictModel):
+    """Fields every benchmark config has; each benchmark subclasses it."""
+
+    name: str = Field(description="benchmark (a package under pipelines/benchmarks/)")
+    limit: int | None = Field(None, ge=1, description="keep only the first N samples (smoke runs)")
+
+
+@dataclass(frozen=True)
+class LLMStage:
+    """One model call per sample.
+
+    ``render(sample) -> Request | None`` (None: this sample skips the stage);
+    ``accept(sample, result) -> dict`` returns the fields to merge into the sample.
+    ``engine`` picks the configured engine: ``"subject"`` or ``"judge"``.
+    ``shrink(sample, request, result) -> Request | None``: optional truncation policy,
+    called when a request is over the engine's context; return a smaller request to try
+    instead, or None to record the sample as ``over_context`` (the default: never truncate).
+    ``requires``: sample keys the stage reads (checked on entry; a sample lacking one fails
+    with the stage, its ``sample_id``, the missing keys and the keys present);
+    ``adds``: the keys ``accept`` may return (any other key fails the sample).
+    """
+
+    name: str
+    render: Callable[[Sample], Request | None]
+    accept: Callable[[Sample, Result], dict]
+    engine: Literal["subject", "judge"] = "subject"
+    shrink: Callable[[Sample, Request, Result], Request | None] | None = None
+    requires: tuple[str, ...] = ()
+    adds: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LoopStage:
+    """Several rounds of model calls per sample, each round depending on the last
+    (e.g. pairwise heapsort: which pair to compare next depends on earlier answers).
+
+    ``next_requests(sample) -> list[Request]`` returns the next round (empty: done);
+    ``accept(sample, requests, results) -> dict`` merges that round's results into the
+    sample (keep what later rounds need, e.g. a memo of answered comparisons, in it).
+    The runner loops until every sample returns an empty round or ``max_rounds`` is hit.
+    ``requires`` / ``adds``: as for ``LLMStage``.
+    """
+
+    name: str
+    next_requests: Callable[[Sample], list[Request]]
+    accept: Callable[[Sample, list[Request], list[Result]], dict]
+    engine: Literal["subject", "judge"] = "subject"
+    max_rounds: int = 64
+    requires: tuple[str, ...] = ()
+    adds: tuple[str, ...] = ()
+
+
+Stage = LLMStage | LoopStage
+
+
+@dataclass(frozen=True)
+class ScoreTask:
+    """``llmrec score NAME``: recompute metrics from a predictions file without a model.
+
+    ``required`` keys must be in every line; ``run(lines, options) -> metrics``.
+    """
+
+    name: str
+    required: tuple[str, ...]
+    run: Callable[[list[dict], dict], dict[str, Any]]
+    description: str = ""
+    options: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DataFile:
+    path: str  # relative to the data directory
+    url: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class DataManifest:
+    """Files a benchmark reads, with where ``llmrec data fetch`` gets them."""
+
+    name: str
+    source: str
+    files: tuple[DataFile, ...]
+    probe: str  # a relative path whose presence means "the data is here"
+
+
+@runtime_checkable
+class Benchmark(Protocol):
+    name: str
+    config_cls: type[BenchmarkConfig]
+    group_keys: tuple[str, ...]  # sample fields that split results (and MLflow child runs)
+    score_tasks: tuple[ScoreTask, ...]
+    data: DataManifest | None
+    # optional: ``cli`` — a typer.Typer mounted as ``llmrec <name> ...`` (benchmark-specific verbs);
+    # ``protocol_keys`` — config keys recorded in the MLflow ``protocol`` tag;
+    # ``predictions(rows)`` — the lines of ``predictions.jsonl`` for ``llmrec score``
+
+    def build_samples(self, cfg: BenchmarkConfig, data_dir: Path) -> list[Sample]: ...
+
+    def stages(self, cfg: BenchmarkConfig) -> list[Stage]: ...
+
+    def score(self, cfg: BenchmarkConfig, sample: Sample) -> dict: ...
+
+    def aggregate(self, cfg: BenchmarkConfig, rows: list[Sample]) -> dict[str, float]: ...
+
+    def plots(self, cfg: BenchmarkConfig, rows: list[Sample], out_dir: Path) -> list[Path]: ...

@@ -1,0 +1,1 @@
+"""The generic runner: plan → stream through Ray Data → aggregate → files → MLflow."""

@@ -1,0 +1,37 @@
+"""run_evaluation: plan → stream through Ray → aggregate → files → MLflow."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from llmrec.pipelines.runner.report import log_mlflow, write_outputs
+from llmrec.pipelines.runner.run_config import RunConfig
+from llmrec.pipelines.runner.execution import Progress, collect, invocation_stats, plan, stream
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    metrics: dict[str, float]
+    stats: dict[str, float]
+    mlflow_run_id: str | None
+    files: dict[str, Path] = field(default_factory=dict)
+
+
+def run_evaluation(cfg: RunConfig, data_dir: Path | None = None, progress: Progress | None = None) -> RunOutcome:
+    p = plan(cfg, data_dir)
+    log.info("%s: %d samples, %d already in the store, %d to run", p.run_dir, len(p.samples),
+             len(p.samples) - len(p.pending), len(p.pending))
+    fresh = stream(p, progress)
+    rows = collect(p)
+    metrics = p.bench.aggregate(cfg.benchmark, rows)
+    stats = {**invocation_stats(fresh), "samples_resumed": float(len(p.samples) - len(p.pending)),
+             "samples_new": float(len(fresh))}
+    files = write_outputs(p, rows, metrics)
+    plots = p.bench.plots(cfg.benchmark, rows, p.run_dir / "plots") if rows else []
+    run_id = log_mlflow(p, rows, metrics, files, plots, stats)
+    return RunOutcome(p.run_dir, metrics, stats, run_id, files)

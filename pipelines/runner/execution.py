@@ -1,0 +1,188 @@
+"""The generic Ray Data runner. It knows the Benchmark protocol, never a benchmark.
+
+prepare → samples (stable ids) and the run directory; the result store says which are
+finished; the rest stream through one Ray Data actor pool whose actors hold the
+engines (or clients of a Ray Serve deployment) and run every stage per batch; each
+finished batch is written to the store as it arrives; then metrics are aggregated.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from llmrec.config import dump_yaml, fingerprint
+from llmrec.errors import ConfigError, DataError
+from llmrec.pipelines.protocol import Benchmark, Sample
+from llmrec.pipelines.registry import benchmark_config, get_benchmark
+from llmrec.pipelines.common.datasets import resolve_data_dir
+from llmrec.pipelines.runner.run_config import RunConfig
+from llmrec.pipelines.common.store import ResultStore
+from llmrec.pipelines.runner.worker import decode, encode, group_by_prefix, process_samples
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[int, int], None]  # (done, total)
+
+
+class StageWorker:
+    """Ray Data actor: holds the engines for its lifetime and runs all stages per batch."""
+
+    def __init__(self, bench_cfg: dict, engines: dict, mode: str, cache_path: str | None,
+                 retries: int, backoff_s: float):
+        self.bench = get_benchmark(bench_cfg["name"])
+        self.cfg = benchmark_config(bench_cfg)
+        self._engine_cfgs, self._mode, self._cache_path = engines, mode, cache_path
+        self._retries, self._backoff = retries, backoff_s
+        self._engines: dict = {}
+
+    def _engine(self, role: str):
+        if role not in self._engines:
+            cfg = self._engine_cfgs.get(role)
+            if cfg is None:
+                raise ConfigError(f"benchmark stage needs a '{role}' engine; add a '{role}:' section to the config")
+            self._engines[role] = open_engine(cfg, self._mode, role, self._cache_path)
+        return self._engines[role]
+
+    def __call__(self, batch: dict) -> dict:
+        groups = decode(batch)
+        samples = [s for g in groups for s in g]
+        process_samples(self.bench, self.cfg, samples, self._engine, self._retries, self._backoff)
+        return encode(groups)
+
+
+def open_engine(cfg: dict, mode: str, role: str, cache_path: str | None):
+    """An engine (actors mode) or a Serve client (serve mode), wrapped by the request cache."""
+    from llmrec.serving.engine import build_engine
+
+    if mode == "serve":
+        from llmrec.serving.serve_app import ServeEngine
+
+        engine = ServeEngine(app_name(role), cfg)
+    else:
+        engine = build_engine(cfg)
+        engine.start()
+    if cache_path:
+        from llmrec.serving.cache import CachedEngine, RequestCache
+
+        engine = CachedEngine(engine, RequestCache(cache_path))
+    return engine
+
+
+def app_name(role: str) -> str:
+    return f"llmrec-{role}"
+
+
+@dataclass
+class RunPlan:
+    config: RunConfig
+    bench: Benchmark
+    samples: list[Sample]
+    run_dir: Path
+    store: ResultStore
+    pending: list[Sample] = field(default_factory=list)
+
+
+def run_dir_for(cfg: RunConfig) -> Path:
+    name = cfg.output.run_name or f"{cfg.benchmark.name}-{fingerprint(cfg.semantic())}"
+    return Path(cfg.output.dir) / name
+
+
+def plan(cfg: RunConfig, data_dir: Path | None = None) -> RunPlan:
+    bench = get_benchmark(cfg.benchmark.name)
+    root = resolve_data_dir(data_dir or cfg.data.dir, bench.data)
+    samples = bench.build_samples(cfg.benchmark, root)
+    ids = [str(s["sample_id"]) for s in samples]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise DataError(f"benchmark '{bench.name}' built duplicate sample_id {dup!r}")
+    run_dir = run_dir_for(cfg)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "resolved.yaml").write_text(dump_yaml(cfg))
+    store = ResultStore(run_dir / "results")
+    if not cfg.output.resume:
+        store.clear()
+    done = store.finished_ids()
+    pending = [s for s in samples if str(s["sample_id"]) not in done]
+    return RunPlan(cfg, bench, samples, run_dir, store, pending)
+
+
+def _engine_cfgs(cfg: RunConfig) -> dict:
+    out = {"subject": cfg.engine.model_dump(mode="json")}
+    if cfg.judge is not None:
+        out["judge"] = cfg.judge.model_dump(mode="json")
+    return out
+
+
+def cache_path_for(cfg: RunConfig) -> str | None:
+    if not cfg.output.cache:
+        return None
+    return str(cfg.output.cache_path or (Path(cfg.output.dir) / "request_cache.sqlite"))
+
+
+def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
+    """Send pending samples through Ray Data; write each finished batch; return them."""
+    import ray
+
+    from llmrec.pipelines.runner.ray_env import ensure_ray, start_serve_apps, stop_serve_apps
+
+    if not p.pending:
+        return []
+    cfg, ex = p.config, p.config.execution
+    ensure_ray(cfg.ray)
+    engines = _engine_cfgs(cfg)
+    if ex.mode == "serve":
+        start_serve_apps(engines, ex)
+    # Ray Data's own progress output would interleave with the CLI's bar; its switch lives in
+    # the process-global DataContext, so it is set here, once per run.
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    # one row per prefix group: samples sharing a prompt prefix run back to back on one replica
+    groups = group_by_prefix(p.pending) if ex.order_by_prefix else [[s] for s in p.pending]
+    items = [{"group": json.dumps(g)} for g in groups]
+    ds = ray.data.from_items(items, override_num_blocks=max(1, min(len(items), 4 * ex.concurrency)))
+    actor_cpus = ex.num_cpus_per_worker if ex.mode == "actors" else 0.1
+    ds = ds.map_batches(
+        StageWorker,
+        fn_constructor_kwargs=dict(bench_cfg=cfg.benchmark.model_dump(mode="json"), engines=engines,
+                                   mode=ex.mode, cache_path=cache_path_for(cfg), retries=ex.retries,
+                                   backoff_s=ex.backoff_s),
+        batch_size=ex.batch_size, udf_modifying_row_count=False, compute=ray.data.ActorPoolStrategy(size=ex.concurrency),
+        num_cpus=actor_cpus, num_gpus=ex.num_gpus_per_worker if ex.mode == "actors" else 0,
+        batch_format="numpy")
+    written: list[Sample] = []
+    try:
+        for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
+            samples = [s for g in decode(batch) for s in g]
+            p.store.write(samples)
+            written.extend(samples)
+            if progress:
+                progress(len(written), len(p.pending))
+    finally:
+        if ex.mode == "serve":
+            stop_serve_apps(engines)
+    return written
+
+
+def collect(p: RunPlan) -> list[Sample]:
+    """The newest record of each sample of this plan, in sample order."""
+    records = p.store.load()
+    return [records[str(s["sample_id"])] for s in p.samples if str(s["sample_id"]) in records]
+
+
+def invocation_stats(rows: list[Sample]) -> dict[str, float]:
+    """Engine calls, cache hits and prefill tokens of the given (freshly processed) rows."""
+    hits = calls = prompt = cached = 0
+    for r in rows:
+        for out in (r.get("outputs") or {}).values():
+            for o in out if isinstance(out, list) else [out]:
+                prompt += o.get("prompt_tokens", 0)
+                cached += o.get("cached_prompt_tokens", 0)
+                if o.get("from_cache"):
+                    hits += 1
+                else:
+                    calls += 1
+    return {"cache_hits": hits, "engine_calls": calls, "prompt_tokens": prompt,
+            "prefill_tokens": prompt - cached, "prefix_cache_hit_rate": (cached / prompt) if prompt else 0.0}

@@ -1,0 +1,45 @@
+"""Ray start-up and Serve app lifecycle for a run (the only module touching ray.init)."""
+
+from __future__ import annotations
+
+import logging
+
+from llmrec.pipelines.runner.run_config import ExecutionConfig, RayConfig
+
+log = logging.getLogger(__name__)
+
+
+def ensure_ray(cfg: RayConfig) -> None:
+    import ray
+
+    if ray.is_initialized():
+        return
+    kwargs: dict = {"ignore_reinit_error": True, "log_to_driver": False, "include_dashboard": False,
+                    "logging_level": logging.WARNING}
+    if cfg.address:
+        kwargs["address"] = cfg.address
+        kwargs.pop("include_dashboard")
+    elif cfg.num_cpus:
+        kwargs["num_cpus"] = cfg.num_cpus
+    ray.init(**kwargs)
+    log.info("Ray ready: %s", ray.cluster_resources())
+
+
+def start_serve_apps(engines: dict, ex: ExecutionConfig) -> None:
+    from llmrec.pipelines.runner.execution import app_name
+    from llmrec.serving.serve_app import deploy
+
+    for role, cfg in engines.items():
+        deploy(cfg, app_name=app_name(role), replicas=ex.concurrency, num_cpus=ex.num_cpus_per_worker,
+               num_gpus=ex.num_gpus_per_worker, http=False)
+
+
+def stop_serve_apps(engines: dict) -> None:
+    from llmrec.pipelines.runner.execution import app_name
+    from llmrec.serving.serve_app import shutdown
+
+    for role in engines:
+        try:
+            shutdown(app_name(role))
+        except Exception as e:  # noqa: BLE001 - shutting down must not hide the run's own error
+            log.warning("could not shut down Serve app %s: %s", app_name(role), e)

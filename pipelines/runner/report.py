@@ -1,0 +1,102 @@
+"""After a run: metrics, per-sample files, plots, and the MLflow record."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import defaultdict
+from pathlib import Path
+
+import pandas as pd
+
+from llmrec import tracking
+from llmrec.config import fingerprint
+from llmrec.pipelines.runner.execution import RunPlan
+
+log = logging.getLogger(__name__)
+
+
+def write_outputs(p: RunPlan, rows: list[dict], metrics: dict) -> dict[str, Path]:
+    d = p.run_dir
+    (d / "metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True))
+    flat = pd.json_normalize(rows, max_level=0)
+    for col in flat.columns:  # nested values as JSON text so the parquet schema stays flat
+        if flat[col].map(lambda v: isinstance(v, (dict, list))).any():
+            flat[col] = flat[col].map(lambda v: json.dumps(v) if isinstance(v, (dict, list)) else v)
+    samples = d / "samples.parquet"
+    flat.to_parquet(samples, index=False)
+    files = {"metrics": d / "metrics.json", "samples": samples, "config": d / "resolved.yaml"}
+    preds = getattr(p.bench, "predictions", None)
+    if preds is not None:
+        files["predictions"] = d / "predictions.jsonl"
+        with open(files["predictions"], "w") as fh:
+            for line in preds(rows):
+                fh.write(json.dumps(line) + "\n")
+    return files
+
+
+def data_fingerprint(p: RunPlan) -> str:
+    return fingerprint([[s["sample_id"] for s in p.samples]], 16)
+
+
+def group_rows(rows: list[dict], keys: tuple[str, ...]) -> dict[tuple, list[dict]]:
+    out: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        out[tuple(r.get(k) for k in keys)].append(r)
+    return dict(out)
+
+
+def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Path], plots: list[Path],
+               run_stats: dict) -> str | None:
+    cfg = p.config
+    if not cfg.tracking.enabled:
+        return None
+    import mlflow
+
+    exp_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment or p.bench.name, cfg.tracking.artifact_root)
+    run_id_file = p.run_dir / "mlflow_run_id"
+    run_id = run_id_file.read_text().strip() if run_id_file.exists() else None
+    engine = cfg.engine
+    model = getattr(engine, "model", None) or getattr(engine, "model_path", None) or engine.type
+    tags = {"git_commit": tracking.git_commit(), "data_fingerprint": data_fingerprint(p),
+            "benchmark": p.bench.name, "engine": engine.type, "model": str(model),
+            "protocol": json.dumps({k: v for k, v in cfg.benchmark.model_dump(mode="json").items()
+                                    if k in getattr(p.bench, "protocol_keys", ())}, sort_keys=True)}
+    try:
+        active = mlflow.start_run(run_id=run_id, experiment_id=None if run_id else exp_id,
+                                  run_name=p.run_dir.name)
+    except mlflow.exceptions.MlflowException:
+        active = mlflow.start_run(experiment_id=exp_id, run_name=p.run_dir.name)
+    with active as run:
+        run_id_file.write_text(run.info.run_id)
+        mlflow.set_tags(tags)
+        params = tracking.safe_params(cfg.model_dump(mode="json"))
+        existing = mlflow.get_run(run.info.run_id).data.params
+        mlflow.log_params({k: v for k, v in params.items() if k not in existing})
+        mlflow.log_metrics(tracking.finite_metrics({**metrics, **run_stats}))
+        for f in list(files.values()) + plots:
+            mlflow.log_artifact(str(f))
+        _log_children(p, rows, exp_id, run.info.run_id, tags)
+        return run.info.run_id
+
+
+def _log_children(p: RunPlan, rows: list[dict], exp_id: str, parent_id: str, tags: dict) -> None:
+    """One child run per setting (the benchmark's group keys), for side-by-side comparison."""
+    import mlflow
+
+    keys = p.bench.group_keys
+    groups = group_rows(rows, keys)
+    if len(groups) <= 1:
+        return
+    client = mlflow.MlflowClient()
+    done = {r.data.tags.get("llmrec.setting") for r in client.search_runs(
+        [exp_id], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'")}
+    for values, rs in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        setting = ",".join(f"{k}={v}" for k, v in zip(keys, values))
+        m = tracking.finite_metrics(p.bench.aggregate(p.config.benchmark, rs))
+        if setting in done:
+            continue
+        with mlflow.start_run(experiment_id=exp_id, run_name=f"{p.run_dir.name}[{setting}]", nested=True):
+            mlflow.set_tags({**tags, "llmrec.setting": setting, "mlflow.parentRunId": parent_id})
+            mlflow.log_params({k: str(v) for k, v in zip(keys, values)})
+            mlflow.log_metrics(m)

@@ -1,0 +1,93 @@
+"""RunConfig: everything one ``llmrec run`` needs, validated before any work starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SerializeAsAny, field_validator, model_validator
+
+from llmrec.config import StrictModel, apply_overrides, read_yaml, validate
+from llmrec.errors import ConfigError
+from llmrec.tracking import TrackingConfig
+from llmrec.pipelines.protocol import BenchmarkConfig
+from llmrec.pipelines.registry import benchmark_config
+from llmrec.serving.engine import EngineConfig, engine_config
+
+
+class DataConfig(StrictModel):
+    dir: Path | None = Field(
+        None, description="data directory; else $LLMREC_DATA_DIR, else the per-user cache (see `llmrec data`)"
+    )
+
+
+class ExecutionConfig(StrictModel):
+    mode: Literal["actors", "serve"] = Field(
+        "actors",
+        description="actors: each Ray Data actor holds an engine; serve: actors call a Ray Serve deployment",
+    )
+    concurrency: int = Field(1, ge=1, description="engine actors (or Serve replicas)")
+    batch_size: int = Field(4, ge=1, description="prefix groups (samples sharing a prompt prefix) per Ray Data batch")
+    num_cpus_per_worker: float = Field(1.0, gt=0, description="CPUs reserved per engine actor/replica")
+    num_gpus_per_worker: float = Field(0.0, ge=0, description="GPUs reserved per engine actor/replica")
+    retries: int = Field(3, ge=0, description="engine retries per request before it is recorded as failed")
+    backoff_s: float = Field(1.0, ge=0, description="first retry delay; doubles each retry")
+    order_by_prefix: bool = Field(True, description="keep samples sharing a prompt prefix together on one replica, longest first")
+
+
+class RayConfig(StrictModel):
+    address: str | None = Field(None, description="Ray cluster address ('auto' = running cluster); None = local")
+    num_cpus: int | None = Field(None, ge=1, description="CPUs of a local Ray instance")
+
+
+class OutputConfig(StrictModel):
+    dir: Path = Field(Path("runs"), description="where run directories (result store, metrics) go")
+    run_name: str | None = Field(None, description="run directory name; default: derived from the config hash")
+    resume: bool = Field(True, description="skip samples already in the result store")
+    cache: bool = Field(True, description="answer repeated requests from the request cache")
+    cache_path: Path | None = Field(None, description="request cache file; default <output.dir>/request_cache.sqlite")
+
+
+class RunConfig(StrictModel):
+    """One evaluation: a benchmark, a subject engine, an optional judge engine, and how to run."""
+
+    benchmark: SerializeAsAny[BenchmarkConfig] = Field(description="benchmark settings; `name` picks the benchmark")
+    engine: SerializeAsAny[EngineConfig] = Field(description="the subject model's engine; `type` picks it")
+    judge: SerializeAsAny[EngineConfig] | None = Field(None, description="judge engine for judged benchmarks")
+    data: DataConfig = Field(default_factory=DataConfig)
+    execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
+    ray: RayConfig = Field(default_factory=RayConfig)
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+    output: OutputConfig = Field(default_factory=OutputConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _registered(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if "benchmark" in data:
+            data["benchmark"] = benchmark_config(data["benchmark"])
+        if "engine" in data:
+            data["engine"] = engine_config(data["engine"], "engine")
+        if data.get("judge") is not None:
+            data["judge"] = engine_config(data["judge"], "judge")
+        return data
+
+    @field_validator("benchmark", "engine", "judge", mode="before")
+    @classmethod
+    def _keep(cls, v: Any) -> Any:
+        return v
+
+    def semantic(self) -> dict:
+        """What determines the results (not where/how fast they are computed)."""
+        d = self.model_dump(mode="json", exclude={"execution", "ray", "tracking", "output", "data"})
+        return d
+
+
+def load_run_config(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
+    raw = apply_overrides(read_yaml(path), overrides)
+    for key in ("benchmark", "engine"):
+        if key not in raw:
+            raise ConfigError(f"{path}: missing required section '{key}'")
+    return validate(RunConfig, raw)

@@ -1,0 +1,203 @@
+"""Run a benchmark's stages over a batch of samples (plain Python; Ray calls it per batch).
+
+Per stage, the requests of all still-healthy samples of the batch go to the engine
+together (engines batch them), results are folded back with the stage's ``accept``.
+Failures stay with their sample: a failed or over-context request, a missing required
+key, or an exception raised by the benchmark's ``render`` / ``accept`` / ``score`` for one
+sample marks that sample (``status``, ``error``, ``failed_stage``) and skips its later
+stages; the other samples of the batch go on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Callable
+
+from llmrec.pipelines.protocol import Benchmark, BenchmarkConfig, LLMStage, LoopStage, Sample, Stage
+from llmrec.serving.resilience import generate_resilient
+from llmrec.types import Request, Result
+
+log = logging.getLogger(__name__)
+
+EngineGetter = Callable[[str], object]  # role ("subject" | "judge") → engine
+
+
+def _ok(sample: Sample) -> bool:
+    return sample.get("status", "ok") == "ok"
+
+
+def _record(sample: Sample, stage: str, result: Result) -> None:
+    outs = sample.setdefault("outputs", {})
+    entry = result.model_dump(exclude={"request_id"})
+    prev = outs.get(stage)
+    outs[stage] = entry if prev is None else (prev if isinstance(prev, list) else [prev]) + [entry]
+
+
+def _fail(sample: Sample, stage: str, result: Result) -> None:
+    sample["status"] = "over_context" if result.finish_reason == "over_context" else "failed"
+    sample["error"] = result.error
+    sample["failed_stage"] = stage
+    if result.finish_reason == "over_context":
+        sample["prompt_tokens"] = result.prompt_tokens
+
+
+def _fail_with(sample: Sample, stage: str, message: str) -> None:
+    sample["status"], sample["error"], sample["failed_stage"] = "failed", message, stage
+    log.warning("sample %s failed in %s: %s", sample.get("sample_id"), stage, message)
+
+
+def _guard(sample: Sample, stage: str, what: str, fn: Callable, *args):
+    """Call a benchmark function for one sample; an exception fails that sample only.
+    Returns (ok, value)."""
+    try:
+        return True, fn(*args)
+    except Exception as e:  # noqa: BLE001 - a benchmark bug or bad record stays with its sample
+        _fail_with(sample, stage, f"{what} raised {type(e).__name__}: {e}")
+        return False, None
+
+
+def _entry_ok(stage: Stage, sample: Sample) -> bool:
+    missing = [k for k in stage.requires if k not in sample]
+    if missing:
+        _fail_with(sample, stage.name, f"stage '{stage.name}' needs key(s) {missing} missing from sample "
+                                       f"'{sample.get('sample_id')}'; keys present: {sorted(sample)}")
+        return False
+    return True
+
+
+def _merge(stage: Stage, sample: Sample, fields: dict) -> None:
+    extra = sorted(set(fields) - set(stage.adds))
+    if extra:
+        _fail_with(sample, stage.name, f"stage '{stage.name}' returned undeclared key(s) {extra} for sample "
+                                       f"'{sample.get('sample_id')}' (declared: {list(stage.adds)})")
+        return
+    sample.update(fields)
+
+
+def _llm_stage(stage: LLMStage, samples: list[Sample], engine, retries: int, backoff_s: float) -> None:
+    calls = []
+    for i, s in enumerate(samples):
+        if not _ok(s) or not _entry_ok(stage, s):
+            continue
+        ok, req = _guard(s, stage.name, "render", stage.render, s)
+        if ok and req is not None:
+            calls.append((i, req.model_copy(update={"request_id": f"{s['sample_id']}:{stage.name}"})))
+    results = generate_resilient(engine, [r for _, r in calls], retries=retries, backoff_s=backoff_s)
+    if stage.shrink is not None:
+        results = [_shrink_until_fits(stage, samples[i], req, res, engine, retries, backoff_s)
+                   for (i, req), res in zip(calls, results)]
+    for (i, _), res in zip(calls, results):
+        s = samples[i]
+        _record(s, stage.name, res)
+        if not res.ok:
+            _fail(s, stage.name, res)
+            continue
+        ok, fields = _guard(s, stage.name, "accept", stage.accept, s, res)
+        if ok:
+            _merge(stage, s, fields)
+
+
+def _shrink_until_fits(stage: LLMStage, sample: Sample, req: Request, res: Result, engine,
+                       retries: int, backoff_s: float) -> Result:
+    """Apply the stage's truncation policy while the request is over the context."""
+    steps = 0
+    while res.finish_reason == "over_context" and steps < 10_000:
+        ok, smaller = _guard(sample, stage.name, "shrink", stage.shrink, sample, req, res)
+        if not ok:
+            return Result(finish_reason="error", error=sample["error"], request_id=req.request_id)
+        if smaller is None:
+            return res
+        req, steps = smaller.model_copy(update={"request_id": req.request_id}), steps + 1
+        res = generate_resilient(engine, [req], retries=retries, backoff_s=backoff_s)[0]
+    sample.setdefault("truncation_steps", {})[stage.name] = steps
+    return res
+
+
+def _next_round(stage: LoopStage, samples: list[Sample], rnd: int):
+    calls, owners = [], []
+    for i, s in enumerate(samples):
+        if not _ok(s):
+            continue
+        ok, reqs = _guard(s, stage.name, "next_requests", stage.next_requests, s)
+        if not ok or not reqs:
+            continue
+        for j, req in enumerate(reqs):
+            calls.append(req.model_copy(update={"request_id": f"{s['sample_id']}:{stage.name}:{rnd}:{j}"}))
+        owners.append((i, len(reqs)))
+    return calls, owners
+
+
+def _loop_stage(stage: LoopStage, samples: list[Sample], engine, retries: int, backoff_s: float) -> None:
+    for s in samples:
+        if _ok(s):
+            _entry_ok(stage, s)
+    for rnd in range(stage.max_rounds):
+        calls, owners = _next_round(stage, samples, rnd)
+        if not calls:
+            return
+        results = generate_resilient(engine, calls, retries=retries, backoff_s=backoff_s)
+        pos = 0
+        for i, n in owners:
+            s, reqs, mine = samples[i], calls[pos: pos + n], results[pos: pos + n]
+            pos += n
+            for res in mine:
+                _record(s, stage.name, res)
+            bad = next((r for r in mine if not r.ok), None)
+            if bad is not None:
+                _fail(s, stage.name, bad)
+                continue
+            ok, fields = _guard(s, stage.name, "accept", stage.accept, s, reqs, mine)
+            if ok:
+                _merge(stage, s, fields)
+    for s in samples:
+        if _ok(s):
+            ok, more = _guard(s, stage.name, "next_requests", stage.next_requests, s)
+            if ok and more:
+                _fail_with(s, stage.name, f"stage {stage.name} did not finish in {stage.max_rounds} rounds")
+
+
+def process_samples(bench: Benchmark, cfg: BenchmarkConfig, samples: list[Sample], engines: EngineGetter,
+                    retries: int = 3, backoff_s: float = 1.0) -> list[Sample]:
+    """Run every stage, then per-sample scoring. Mutates and returns ``samples``.
+
+    Fields whose name starts with ``_`` are inputs for rendering only; they are dropped
+    before the samples leave the worker.
+    """
+    for s in samples:
+        s.setdefault("status", "ok")
+        s.setdefault("error", None)
+    for stage in bench.stages(cfg):
+        if not any(_ok(s) for s in samples):
+            break
+        engine = engines(stage.engine)
+        if isinstance(stage, LoopStage):
+            _loop_stage(stage, samples, engine, retries, backoff_s)
+        else:
+            _llm_stage(stage, samples, engine, retries, backoff_s)
+    for s in samples:
+        if s["status"] == "ok":
+            ok, fields = _guard(s, "score", "score", bench.score, cfg, s)
+            if ok:
+                s.update(fields)
+        for key in [k for k in s if k.startswith("_")]:
+            del s[key]  # transient inputs (e.g. long conversations) are not stored
+    return samples
+
+
+def group_by_prefix(samples: list[Sample]) -> list[list[Sample]]:
+    """Groups of samples sharing a ``prefix_key`` (first-seen order), each longest
+    (``prefix_len``) first. A sample without a key is its own group. One group is one
+    Ray Data row, so it always reaches one engine replica, back to back."""
+    groups: dict[str, list[Sample]] = {}
+    for s in samples:
+        groups.setdefault(str(s.get("prefix_key") or "\x00" + str(s["sample_id"])), []).append(s)
+    return [sorted(g, key=lambda s: -int(s.get("prefix_len") or 0)) for g in groups.values()]
+
+
+def encode(groups: list[list[Sample]]) -> dict[str, list]:
+    return {"group": [json.dumps(g) for g in groups]}
+
+
+def decode(batch: dict) -> list[list[Sample]]:
+    return [json.loads(x) for x in batch["group"]]
