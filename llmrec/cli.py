@@ -284,7 +284,19 @@ def _mount_benchmark_clis() -> None:
             app.add_typer(sub, name=name)
 
 
+# Verbs that live beside the code they drive: each module has ``register(app)`` adding its commands.
+EXTRA_VERBS: tuple[str, ...] = ()
+
+
+def _mount_extra_verbs() -> None:
+    import importlib
+
+    for module in EXTRA_VERBS:
+        importlib.import_module(module).register(app)
+
+
 def main() -> None:
+    _mount_extra_verbs()
     _mount_benchmark_clis()
     app()
 

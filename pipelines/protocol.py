@@ -116,7 +116,8 @@ class Benchmark(Protocol):
     data: DataManifest | None
     # optional: ``cli`` — a typer.Typer mounted as ``llmrec <name> ...`` (benchmark-specific verbs);
     # ``protocol_keys`` — config keys recorded in the MLflow ``protocol`` tag;
-    # ``predictions(rows)`` — the lines of ``predictions.jsonl`` for ``llmrec score``
+    # ``predictions(rows)`` — the lines of ``predictions.jsonl`` for ``llmrec score``;
+    # ``headline_metrics`` — tuple of metric keys shown by ``llmrec runs`` and pinned in the MLflow UI
 
     def build_samples(self, cfg: BenchmarkConfig, data_dir: Path) -> list[Sample]: ...
 
