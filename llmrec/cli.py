@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
 import sys
 from pathlib import Path
 from typing import Optional
@@ -129,7 +128,7 @@ def serve(
 
 @app.command()
 def score(
-    task: str = typer.Argument(..., help="Score task, e.g. prefeval-mcq (see `llmrec score --list x`)."),
+    task: str = typer.Argument(..., help="Score task, e.g. prefeval-mcq (`llmrec list` shows them all)."),
     predictions: Path = typer.Option(..., "--predictions", help="Per-sample predictions, one JSON object per line."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write {\"metrics\": {...}} here (default: print)."),
     model: Optional[str] = typer.Option(None, "--model", help="Model to score (tasks that hold several)."),
@@ -172,16 +171,29 @@ def runs(
 
 @app.command()
 def ui(
-    uri: Optional[str] = typer.Option(None, "--tracking-uri", help="MLflow store (default sqlite:///mlruns.db)."),
-    port: int = typer.Option(5000, help="Port."),
+    uri: Optional[str] = typer.Option(None, "--tracking-uri", help="MLflow store (default $MLFLOW_TRACKING_URI or sqlite:///mlruns.db). An http(s):// server is already a UI: its links are printed."),
+    port: int = typer.Option(5000, help="Port of the local UI."),
 ) -> None:
-    """Start the MLflow UI on 127.0.0.1 against the tracking store."""
+    """Open the MLflow UI on 127.0.0.1 against the tracking store, printing a link per experiment
+    that opens its runs table with the headline metrics as columns. The UI process replaces this
+    one, so stopping `llmrec ui` (Ctrl-C, SIGTERM) stops the UI."""
+    import os
+
     from llmrec import tracking
 
     store = tracking.tracking_uri(uri)
-    console.print(f"MLflow UI: http://127.0.0.1:{port}  (store {store})")
-    raise typer.Exit(subprocess.call([sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", store,
-                                      "--host", "127.0.0.1", "--port", str(port)]))
+    base = store if store.startswith(("http://", "https://")) else f"http://127.0.0.1:{port}"
+    try:
+        for exp in tracking.client(store).search_experiments():
+            console.print(f"{exp.name}: {tracking.ui_url(base, exp.experiment_id)}", highlight=False)
+    except Exception as e:  # noqa: BLE001 - listing is a convenience; the UI still starts
+        err.print(f"could not list experiments in {store}: {e}")
+    if base == store:
+        return
+    console.print(f"MLflow UI: {base}  (store {store})")
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", store,
+                              "--host", "127.0.0.1", "--port", str(port)])
 
 
 @data_app.command("fetch")

@@ -47,7 +47,7 @@ def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str]:
 def format_validation_error(err: ValidationError, model: type[BaseModel], prefix: str = "") -> str:
     lines = []
     for e in err.errors():
-        loc = tuple(p for p in e["loc"] if not isinstance(p, int) or True)
+        loc = tuple(e["loc"])
         path = ".".join(str(p) for p in ((prefix,) if prefix else ()) + loc)
         if e["type"] == "extra_forbidden":
             allowed = _allowed_keys(model, loc)

@@ -1,17 +1,29 @@
-"""MLflow logging conventions shared by runs, training and sweeps.
+"""MLflow conventions shared by every llmrec run: evaluations, training, sweeps, SFT.
 
-Default store: sqlite ``./mlruns.db`` with artifacts in ``./mlartifacts`` (a server URI
-works too). One experiment per benchmark. Params are the flattened config minus
-secrets; tags carry the git commit, data fingerprint and protocol.
+One module, one set of rules:
+- store: ``tracking.uri``, else ``$MLFLOW_TRACKING_URI``, else sqlite ``./mlruns.db``;
+- experiments are created with an artifact location that is a URI as given (``s3://…``,
+  ``gs://…``, ``http(s)://…``, ``mlflow-artifacts:…``) or a local path resolved to a ``file://``
+  URI; they are tagged as model-development experiments (the MLflow 3 UI then opens on the
+  runs table, not the GenAI overview) and carry a shared view that shows the headline
+  metrics as columns (``ui_url`` opens it);
+- run tags: ``git_commit``, ``data_fingerprint``, ``protocol`` (JSON of the settings that
+  define the numbers), ``llmrec.kind`` (run | train | tune | trial | sft), ``llmrec.headline``
+  (the metric keys ``llmrec runs`` shows), ``llmrec.setting`` on child runs;
+- metric keys: ``metric_key`` (``ndcg@10`` → ``ndcg_at_10``; other characters MLflow refuses
+  become ``_``); params: the flattened config minus secret-looking keys.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import re
 import subprocess
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from pydantic import Field
 
@@ -23,13 +35,30 @@ log = logging.getLogger(__name__)
 SECRET_WORDS = ("key", "token", "secret", "password")
 MAX_PARAM_LEN = 6000
 
+TAG_GIT = "git_commit"
+TAG_DATA = "data_fingerprint"
+TAG_PROTOCOL = "protocol"
+TAG_KIND = "llmrec.kind"
+TAG_HEADLINE = "llmrec.headline"
+TAG_SETTING = "llmrec.setting"
+TAG_PARENT = "mlflow.parentRunId"
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+VIEW_KEY = "llmrec-headline"
+VIEW_TAG = f"mlflow.sharedViewState.{VIEW_KEY}"
+VIEW_PARAMS = ("engine.type", "engine.model", "model.name")
+
+_URI = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+_BAD_KEY_CHARS = re.compile(r"[^\w\-. /:]")
+
 
 class TrackingConfig(StrictModel):
-    """MLflow tracking section shared by run, train and tune configs."""
+    """MLflow tracking section shared by run, train, tune and sft configs."""
 
     enabled: bool = Field(True, description="log to MLflow")
     uri: str | None = Field(None, description="MLflow tracking URI; default $MLFLOW_TRACKING_URI or sqlite:///mlruns.db")
-    artifact_root: str = Field(settings.DEFAULT_ARTIFACT_ROOT, description="artifact location of new experiments")
+    artifact_root: str = Field(settings.DEFAULT_ARTIFACT_ROOT,
+                               description="artifact location of new experiments: a local path or a URI (s3://…)")
     experiment: str | None = Field(None, description="experiment name; default: the benchmark name")
 
 
@@ -37,18 +66,19 @@ def tracking_uri(configured: str | None = None) -> str:
     return configured or settings.env_tracking_uri() or settings.DEFAULT_TRACKING_URI
 
 
-def setup(uri: str | None, experiment: str, artifact_root: str = settings.DEFAULT_ARTIFACT_ROOT) -> str:
-    """Point MLflow at the store and make sure the experiment exists; returns its id."""
-    import mlflow
+def is_uri(location: str) -> bool:
+    """``s3://b/k``, ``file:///x``, ``mlflow-artifacts:/x``: yes; ``./x``, ``/x``, ``C:\\x``: no."""
+    return bool(_URI.match(location)) and not re.match(r"^[a-zA-Z]:[\\/]", location)
 
-    mlflow.set_tracking_uri(tracking_uri(uri))
-    exp = mlflow.get_experiment_by_name(experiment)
-    if exp is None:
-        location = artifact_root
-        if "://" not in location:
-            location = Path(location).resolve().as_uri()
-        return mlflow.create_experiment(experiment, artifact_location=location)
-    return exp.experiment_id
+
+def artifact_location(root: str) -> str:
+    """A URI stays as given; a local path becomes an absolute ``file://`` URI."""
+    return root if is_uri(root) else Path(root).expanduser().resolve().as_uri()
+
+
+def metric_key(name: str) -> str:
+    """The one metric/param key rule: MLflow-valid, readable (``hr@10`` → ``hr_at_10``)."""
+    return _BAD_KEY_CHARS.sub("_", str(name).replace("@", "_at_"))
 
 
 def safe_params(config: dict) -> dict[str, str]:
@@ -58,19 +88,22 @@ def safe_params(config: dict) -> dict[str, str]:
         leaf = k.rsplit(".", 1)[-1].lower()
         if any(w in leaf for w in SECRET_WORDS) and not leaf.endswith("_env"):
             continue
-        out[k] = str(v)[:MAX_PARAM_LEN]
+        out[metric_key(k)] = str(v)[:MAX_PARAM_LEN]
     return out
 
 
 def finite_metrics(metrics: dict[str, Any]) -> dict[str, float]:
+    """Numeric, finite entries under MLflow-valid keys (NaN, strings and bools are dropped)."""
     out = {}
     for k, v in metrics.items():
+        if isinstance(v, bool):
+            continue
         try:
             f = float(v)
         except (TypeError, ValueError):
             continue
         if math.isfinite(f):
-            out[k.replace("=", "_")] = f
+            out[metric_key(k)] = f
     return out
 
 
@@ -80,3 +113,97 @@ def git_commit(cwd: Path | None = None) -> str:
                               cwd=cwd or Path(__file__).resolve().parent).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+def run_tags(kind: str, protocol: dict | None = None, data_fingerprint: str | None = None,
+             headline: Iterable[str] = (), **extra: str) -> dict[str, str]:
+    """The tags every llmrec run carries (same names for evaluations, training and sweeps)."""
+    tags = {TAG_GIT: git_commit(), TAG_KIND: kind,
+            TAG_PROTOCOL: json.dumps(protocol or {}, sort_keys=True, default=str),
+            TAG_DATA: data_fingerprint or "unknown"}
+    heads = [metric_key(h) for h in headline]
+    if heads:
+        tags[TAG_HEADLINE] = ",".join(heads)
+    tags.update({k: str(v) for k, v in extra.items()})
+    return tags
+
+
+def client(uri: str | None = None):
+    """An ``MlflowClient`` bound to the store (no process-global tracking state is touched)."""
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=tracking_uri(uri))
+
+
+def view_state(headline: Iterable[str]) -> str:
+    """The runs-table view shared through the experiment tag: headline metrics as columns,
+    sorted by the first one (MLflow's shared-view format: column ids ``metrics.`key```)."""
+    heads = [metric_key(h) for h in headline]
+    cols = [f"metrics.`{h}`" for h in heads] + [f"params.`{p}`" for p in VIEW_PARAMS]
+    state: dict[str, Any] = {"selectedColumns": ["attributes.`Run Name`", "attributes.`Created`", *cols]}
+    if heads:
+        state.update(orderByKey=f"metrics.`{heads[0]}`", orderByAsc=False)
+    return json.dumps(state)
+
+
+def ensure_experiment(mlflow_client, name: str, artifact_root: str = settings.DEFAULT_ARTIFACT_ROOT,
+                      headline: Iterable[str] = ()) -> str:
+    """Id of experiment ``name``; created if new (artifact location, kind tag). The shared
+    view lists the union of the headline metrics of every run kind logged to it."""
+    exp = mlflow_client.get_experiment_by_name(name)
+    if exp is None:
+        exp_id = mlflow_client.create_experiment(name, artifact_location=artifact_location(artifact_root),
+                                                 tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+        known: list[str] = []
+    else:
+        exp_id = exp.experiment_id
+        known = json.loads(exp.tags.get(f"{VIEW_TAG}.metrics", "[]")) if exp.tags else []
+        if EXPERIMENT_KIND_TAG not in (exp.tags or {}):
+            mlflow_client.set_experiment_tag(exp_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    merged = known + [metric_key(h) for h in headline if metric_key(h) not in known]
+    if merged != known or exp is None:
+        mlflow_client.set_experiment_tag(exp_id, f"{VIEW_TAG}.metrics", json.dumps(merged))
+        mlflow_client.set_experiment_tag(exp_id, VIEW_TAG, view_state(merged))
+    return exp_id
+
+
+def setup(uri: str | None, experiment: str, artifact_root: str = settings.DEFAULT_ARTIFACT_ROOT,
+          headline: Iterable[str] = ()) -> str:
+    """Point the fluent MLflow API at the store and make sure the experiment exists; returns its id."""
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri(uri))
+    return ensure_experiment(client(uri), experiment, artifact_root, headline)
+
+
+def ui_url(base: str, experiment_id: str) -> str:
+    """The runs table of an experiment with llmrec's headline-metric columns."""
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}?viewStateShareKey={VIEW_KEY}"
+
+
+def start_run(mlflow_client, exp_id: str, name: str, params: dict[str, Any], tags: dict[str, str]) -> str:
+    """Create a run with ``tags`` and ``params`` (flattened, values as strings); returns its id."""
+    run = mlflow_client.create_run(exp_id, run_name=name, tags=tags)
+    log_params(mlflow_client, run.info.run_id, params)
+    return run.info.run_id
+
+
+def log_params(mlflow_client, run_id: str, params: dict[str, Any]) -> None:
+    """Log flattened params (secret-looking keys dropped, long values truncated) in batches;
+    keys the run already has are skipped (MLflow params are write-once)."""
+    from mlflow.entities import Param
+
+    have = mlflow_client.get_run(run_id).data.params
+    batch = [Param(k, v) for k, v in sorted(safe_params(params).items()) if k not in have]
+    for start in range(0, len(batch), 100):
+        mlflow_client.log_batch(run_id, params=batch[start: start + 100])
+
+
+def log_metrics(mlflow_client, run_id: str, metrics: dict[str, Any], step: int = 0) -> None:
+    """Log the finite numeric entries of ``metrics`` at ``step`` under MLflow-valid keys."""
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    batch = [Metric(k, v, now, step) for k, v in finite_metrics(metrics).items()]
+    for start in range(0, len(batch), 500):
+        mlflow_client.log_batch(run_id, metrics=batch[start: start + 500])

@@ -19,15 +19,9 @@ from llmrec.config import dump_yaml, fingerprint, load_config, validate
 from llmrec.errors import ConfigError
 from llmrec.models.export import export_embeddings, topk_frame
 from llmrec.tuning.config import TrainConfig, TuneConfig, set_path
-from llmrec.tuning.mlflow_logging import (
-    MLflowTrialLogger,
-    client_for,
-    epoch_metrics,
-    experiment_id,
-    log_metrics,
-    start_run,
-    tracking_uri,
-)
+from llmrec import tracking
+from llmrec.tracking import log_metrics, tracking_uri
+from llmrec.tuning.mlflow_logging import HEADLINE, MLflowTrialLogger, epoch_metrics
 from llmrec.tuning.trainable import prepare_data, train_and_test, tune_trial
 
 logger = logging.getLogger(__name__)
@@ -53,13 +47,15 @@ def train_from_config(path: str, overrides: list[str]) -> dict:
     (run_dir / "protocol.json").write_text(json.dumps(data.protocol, indent=2, default=str), encoding="utf-8")
     client = run_id = None
     if cfg.tracking.enabled:
-        client = client_for(tracking_uri(cfg.tracking.uri))
-        exp = experiment_id(client, cfg.tracking.experiment, cfg.tracking.artifact_root)
+        client = tracking.client(cfg.tracking.uri)
+        exp = tracking.ensure_experiment(client, cfg.tracking.experiment, cfg.tracking.artifact_root, HEADLINE)
         params = {
             **cfg.model_dump(mode="json", exclude={"tracking", "output"}),
             "protocol": _protocol_params(data.protocol),
         }
-        run_id = start_run(client, exp, run_dir.name, params, {"llmrec.kind": "train", "llmrec.run_dir": str(run_dir)})
+        tags = tracking.run_tags("train", data.protocol, _data_fingerprint(data.protocol), HEADLINE,
+                                 **{"llmrec.run_dir": str(run_dir)})
+        run_id = tracking.start_run(client, exp, run_dir.name, params, tags)
 
     def on_epoch(row: dict, ckpt: Path | None) -> None:
         if client is not None:
@@ -101,6 +97,11 @@ def train_from_config(path: str, overrides: list[str]) -> dict:
         {k: round(v, 4) for k, v in test_metrics.items() if k.endswith("@10")},
     )
     return out
+
+
+def _data_fingerprint(protocol: dict) -> str:
+    """What identifies the evaluation data of a baseline run: the data spec, filters and split."""
+    return fingerprint({k: protocol.get(k) for k in sorted(protocol) if k != "model"}, 16)
 
 
 def _protocol_params(protocol: dict) -> dict:
@@ -225,15 +226,17 @@ def _parent_run(cfg: TuneConfig, sweep_dir: Path, protocol: dict, resume: bool) 
         return json.loads(state.read_text(encoding="utf-8")).get("parent")
     if not cfg.tracking.enabled:
         return None
-    client = client_for(tracking_uri(cfg.tracking.uri))
-    exp = experiment_id(client, cfg.tracking.experiment, cfg.tracking.artifact_root)
+    client = tracking.client(cfg.tracking.uri)
+    exp = tracking.ensure_experiment(client, cfg.tracking.experiment, cfg.tracking.artifact_root, HEADLINE)
     params = {
         **cfg.model_dump(mode="json", exclude={"tracking", "output", "tune"}),
         "protocol": _protocol_params(protocol),
         "tune": cfg.tune.model_dump(mode="json", exclude={"search_space"}),
         "search_space": json.dumps(cfg.tune.model_dump(mode="json")["search_space"]),
     }
-    run_id = start_run(client, exp, sweep_dir.name, params, {"llmrec.kind": "tune", "llmrec.run_dir": str(sweep_dir)})
+    tags = tracking.run_tags("tune", protocol, _data_fingerprint(protocol), HEADLINE,
+                             **{"llmrec.run_dir": str(sweep_dir)})
+    run_id = tracking.start_run(client, exp, sweep_dir.name, params, tags)
     parent = {"experiment_id": exp, "run_id": run_id}
     state.write_text(json.dumps({"parent": parent}, indent=2), encoding="utf-8")
     return parent
@@ -271,7 +274,7 @@ def _finish_sweep(cfg: TuneConfig, grid, metric: str, sweep_dir: Path, base: dic
     }
     (sweep_dir / "best.json").write_text(json.dumps(out, indent=2, default=str), encoding="utf-8")
     if parent:
-        client = client_for(tracking_uri(cfg.tracking.uri))
+        client = tracking.client(cfg.tracking.uri)
         log_metrics(
             client,
             parent["run_id"],

@@ -1,77 +1,26 @@
-"""MLflow logging for training runs and sweeps.
+"""MLflow logging for training runs and sweeps (through ``llmrec.tracking``'s conventions).
 
 A sweep is one parent run with one child run per trial (params = the trial's sampled
 values and its full config; metrics = per-epoch validation metrics at ``step = epoch`` and
 the final ``test/...`` metrics). Logging happens in the Tune driver through ``MLflowTrialLogger``
 (a ``tune.Callback``), so a sqlite store has a single writer. Metric names are made
-MLflow-safe by ``mlflow_key`` (``valid/ndcg@10`` -> ``valid/ndcg_at_10``).
-Params go through ``llmrec.tracking.safe_params`` (secret-looking keys dropped) and metrics
-through ``finite_metrics``; runs are tagged with the git commit, as every llmrec run is.
+MLflow-safe by ``tracking.metric_key`` (``valid/ndcg@10`` -> ``valid/ndcg_at_10``), params go
+through ``tracking.safe_params`` and runs carry ``tracking.run_tags`` — the same rules as
+evaluation runs.
 """
 
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
-from llmrec.tracking import finite_metrics, git_commit, safe_params, tracking_uri
+from llmrec import tracking
+from llmrec.tracking import TAG_PARENT as PARENT_TAG
 
 logger = logging.getLogger(__name__)
 TRIAL_TAG = "llmrec.trial_id"
-PARENT_TAG = "mlflow.parentRunId"
-
-
-__all__ = ["MLflowTrialLogger", "client_for", "experiment_id", "log_metrics", "log_params", "start_run", "tracking_uri"]
-
-
-def mlflow_key(name: str) -> str:
-    """An MLflow-valid metric/param key (``@`` is not allowed)."""
-    return name.replace("@", "_at_")
-
-
-def client_for(uri: str):
-    """An ``MlflowClient`` bound to ``uri`` (no process-global tracking state is touched)."""
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri=uri)
-
-
-def experiment_id(client, name: str, artifact_root: str) -> str:
-    """Id of experiment ``name``, created with ``artifact_root`` as its artifact location if new."""
-    exp = client.get_experiment_by_name(name)
-    if exp is not None:
-        return exp.experiment_id
-    return client.create_experiment(name, artifact_location=Path(artifact_root).expanduser().resolve().as_uri())
-
-
-def start_run(client, exp_id: str, name: str, params: dict[str, Any], tags: dict[str, str] | None = None) -> str:
-    """Create a run with ``params`` (flattened, values as strings) and return its id."""
-    run = client.create_run(exp_id, run_name=name, tags={"llmrec.git_commit": git_commit(), **(tags or {})})
-    log_params(client, run.info.run_id, params)
-    return run.info.run_id
-
-
-def log_params(client, run_id: str, params: dict[str, Any]) -> None:
-    """Log flattened params (secret-looking keys dropped, long values truncated) in batches."""
-    from mlflow.entities import Param
-
-    batch = [Param(mlflow_key(k), v) for k, v in sorted(safe_params(params).items())]
-    for start in range(0, len(batch), 100):
-        client.log_batch(run_id, params=batch[start : start + 100])
-
-
-def log_metrics(client, run_id: str, metrics: dict[str, Any], step: int = 0) -> None:
-    """Log the numeric entries of ``metrics`` at ``step``."""
-    import time
-
-    from mlflow.entities import Metric
-
-    now = int(time.time() * 1000)
-    numeric = {k: v for k, v in metrics.items() if not isinstance(v, bool)}
-    batch = [Metric(mlflow_key(k), v, now, step) for k, v in finite_metrics(numeric).items()]
-    for start in range(0, len(batch), 500):
-        client.log_batch(run_id, metrics=batch[start : start + 500])
+# what `llmrec runs` and the MLflow view show for baseline runs (test metrics of the trainer)
+HEADLINE = ("test/ndcg@10", "test/hr@10", "test/mrr@10")
 
 
 def epoch_metrics(result: dict[str, Any]) -> dict[str, float]:
@@ -115,7 +64,7 @@ class MLflowTrialLogger(_TuneCallback):
     @property
     def client(self):
         if self._client is None:
-            self._client = client_for(self.uri)
+            self._client = tracking.client(self.uri)
         return self._client
 
     def run_for(self, trial) -> str:
@@ -129,9 +78,10 @@ class MLflowTrialLogger(_TuneCallback):
         if found:
             run_id = found[0].info.run_id
         else:
-            tags = {PARENT_TAG: self.parent_run_id, TRIAL_TAG: trial.trial_id}
-            run_id = start_run(self.client, self.exp_id, f"trial-{trial.trial_id}", {}, tags)
-            log_params(self.client, run_id, dict(trial.config or {}))
+            tags = tracking.run_tags("trial", headline=HEADLINE, **{PARENT_TAG: self.parent_run_id,
+                                                                    TRIAL_TAG: trial.trial_id})
+            run_id = tracking.start_run(self.client, self.exp_id, f"trial-{trial.trial_id}",
+                                        dict(trial.config or {}), tags)
         self._runs[trial.trial_id] = run_id
         return run_id
 
@@ -142,9 +92,9 @@ class MLflowTrialLogger(_TuneCallback):
         run_id = self.run_for(trial)
         step = int(result.get("epoch", result.get("training_iteration", 0)))
         if any(k.startswith("test/") for k in result):
-            log_metrics(self.client, run_id, test_metrics(result), step)
+            tracking.log_metrics(self.client, run_id, test_metrics(result), step)
         else:
-            log_metrics(self.client, run_id, epoch_metrics(result), step)
+            tracking.log_metrics(self.client, run_id, epoch_metrics(result), step)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         self.client.set_terminated(self.run_for(trial), "FINISHED")

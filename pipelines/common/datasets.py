@@ -55,11 +55,8 @@ def resolve_data_dir(explicit: Path | None, manifest: DataManifest | None) -> Pa
 
 
 def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def fetch(manifest: DataManifest, dest: Path | None = None, base_url: str | None = None,

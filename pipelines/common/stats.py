@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 
-def bootstrap_ci(values, confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean. Constant or single-value data → (v, v); empty → (nan, nan)."""
+def bootstrap_ci(values, confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0,
+                 statistic=np.mean) -> tuple[float, float]:
+    """Percentile bootstrap CI of ``statistic`` (the mean by default; ``np.median`` for medians).
+    Constant or single-value data → (v, v); empty → (nan, nan)."""
     x = np.asarray(list(values), dtype=float)
     if x.size == 0:
         return float("nan"), float("nan")
@@ -14,7 +16,7 @@ def bootstrap_ci(values, confidence: float = 0.95, n_resamples: int = 2000, seed
         return float(x[0]), float(x[0])
     from scipy import stats  # imported here: ~1 s that Ray workers need not pay
 
-    res = stats.bootstrap((x,), np.mean, confidence_level=confidence, n_resamples=n_resamples,
+    res = stats.bootstrap((x,), statistic, confidence_level=confidence, n_resamples=n_resamples,
                           method="percentile", random_state=np.random.default_rng(seed))
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 

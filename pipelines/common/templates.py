@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from pathlib import Path
 
 from llmrec.errors import ConfigError
 
 
-@lru_cache(maxsize=128)
 def _read(path: str) -> str:
     p = Path(path)
     if not p.is_file():

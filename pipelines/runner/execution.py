@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -87,7 +88,8 @@ class RunPlan:
 
 
 def run_dir_for(cfg: RunConfig) -> Path:
-    name = cfg.output.run_name or f"{cfg.benchmark.name}-{fingerprint(cfg.semantic())}"
+    bench = re.sub(r"[^\w.-]+", "_", cfg.benchmark.name)  # a "module:ATTR" plugin name is not a folder name
+    name = cfg.output.run_name or f"{bench}-{fingerprint(cfg.semantic())}"
     return Path(cfg.output.dir) / name
 
 

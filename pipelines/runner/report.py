@@ -46,6 +46,10 @@ def group_rows(rows: list[dict], keys: tuple[str, ...]) -> dict[tuple, list[dict
     return dict(out)
 
 
+def _headline(p: RunPlan) -> tuple[str, ...]:
+    return tuple(getattr(p.bench, "headline_metrics", ()) or ())
+
+
 def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Path], plots: list[Path],
                run_stats: dict) -> str | None:
     cfg = p.config
@@ -53,15 +57,16 @@ def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Pat
         return None
     import mlflow
 
-    exp_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment or p.bench.name, cfg.tracking.artifact_root)
+    headline = _headline(p)
+    exp_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment or p.bench.name, cfg.tracking.artifact_root,
+                            headline)
     run_id_file = p.run_dir / "mlflow_run_id"
     run_id = run_id_file.read_text().strip() if run_id_file.exists() else None
     engine = cfg.engine
     model = getattr(engine, "model", None) or getattr(engine, "model_path", None) or engine.type
-    tags = {"git_commit": tracking.git_commit(), "data_fingerprint": data_fingerprint(p),
-            "benchmark": p.bench.name, "engine": engine.type, "model": str(model),
-            "protocol": json.dumps({k: v for k, v in cfg.benchmark.model_dump(mode="json").items()
-                                    if k in getattr(p.bench, "protocol_keys", ())}, sort_keys=True)}
+    protocol = {k: v for k, v in cfg.benchmark.model_dump(mode="json").items() if k in getattr(p.bench, "protocol_keys", ())}
+    tags = tracking.run_tags("run", protocol, data_fingerprint(p), headline, benchmark=p.bench.name,
+                             engine=engine.type, model=str(model))
     try:
         active = mlflow.start_run(run_id=run_id, experiment_id=None if run_id else exp_id,
                                   run_name=p.run_dir.name)
@@ -69,11 +74,10 @@ def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Pat
         active = mlflow.start_run(experiment_id=exp_id, run_name=p.run_dir.name)
     with active as run:
         run_id_file.write_text(run.info.run_id)
+        client = tracking.client(cfg.tracking.uri)
         mlflow.set_tags(tags)
-        params = tracking.safe_params(cfg.model_dump(mode="json"))
-        existing = mlflow.get_run(run.info.run_id).data.params
-        mlflow.log_params({k: v for k, v in params.items() if k not in existing})
-        mlflow.log_metrics(tracking.finite_metrics({**metrics, **run_stats}))
+        tracking.log_params(client, run.info.run_id, cfg.model_dump(mode="json"))
+        tracking.log_metrics(client, run.info.run_id, {**metrics, **run_stats})
         for f in list(files.values()) + plots:
             mlflow.log_artifact(str(f))
         _log_children(p, rows, exp_id, run.info.run_id, tags)
@@ -81,22 +85,33 @@ def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Pat
 
 
 def _log_children(p: RunPlan, rows: list[dict], exp_id: str, parent_id: str, tags: dict) -> None:
-    """One child run per setting (the benchmark's group keys), for side-by-side comparison."""
-    import mlflow
+    """One child run per setting (the benchmark's group keys), for side-by-side comparison.
 
+    On resume the children already logged are found by their setting tag and their metrics
+    are logged again (at the next step) when the samples behind them changed, so a child
+    never keeps the numbers of samples that were since retried."""
     keys = p.bench.group_keys
     groups = group_rows(rows, keys)
     if len(groups) <= 1:
         return
-    client = mlflow.MlflowClient()
-    done = {r.data.tags.get("llmrec.setting") for r in client.search_runs(
-        [exp_id], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'")}
+    client = tracking.client(p.config.tracking.uri)
+    existing = {r.data.tags.get(tracking.TAG_SETTING): r for r in client.search_runs(
+        [exp_id], filter_string=f"tags.`{tracking.TAG_PARENT}` = '{parent_id}'")}
     for values, rs in sorted(groups.items(), key=lambda kv: str(kv[0])):
         setting = ",".join(f"{k}={v}" for k, v in zip(keys, values))
         m = tracking.finite_metrics(p.bench.aggregate(p.config.benchmark, rs))
-        if setting in done:
+        digest = fingerprint([[r.get("sample_id"), r.get("status"), r.get("error")] for r in rs], 16)
+        run = existing.get(setting)
+        if run is None:
+            child = client.create_run(exp_id, run_name=f"{p.run_dir.name}[{setting}]",
+                                      tags={**tags, tracking.TAG_SETTING: setting, tracking.TAG_PARENT: parent_id})
+            child_id, step = child.info.run_id, 0
+            tracking.log_params(client, child_id, {k: str(v) for k, v in zip(keys, values)})
+        elif run.data.tags.get("llmrec.samples_digest") == digest:
             continue
-        with mlflow.start_run(experiment_id=exp_id, run_name=f"{p.run_dir.name}[{setting}]", nested=True):
-            mlflow.set_tags({**tags, "llmrec.setting": setting, "mlflow.parentRunId": parent_id})
-            mlflow.log_params({k: str(v) for k, v in zip(keys, values)})
-            mlflow.log_metrics(m)
+        else:
+            child_id, step = run.info.run_id, int(run.data.tags.get("llmrec.samples_step", "0")) + 1
+        client.set_tag(child_id, "llmrec.samples_digest", digest)
+        client.set_tag(child_id, "llmrec.samples_step", str(step))
+        tracking.log_metrics(client, child_id, m, step)
+        client.set_terminated(child_id, "FINISHED")

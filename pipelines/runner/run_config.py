@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SerializeAsAny, field_validator, model_validator
+from pydantic import Field, SerializeAsAny, model_validator
 
 from llmrec.config import StrictModel, apply_overrides, read_yaml, validate
 from llmrec.errors import ConfigError
@@ -74,15 +74,9 @@ class RunConfig(StrictModel):
             data["judge"] = engine_config(data["judge"], "judge")
         return data
 
-    @field_validator("benchmark", "engine", "judge", mode="before")
-    @classmethod
-    def _keep(cls, v: Any) -> Any:
-        return v
-
     def semantic(self) -> dict:
         """What determines the results (not where/how fast they are computed)."""
-        d = self.model_dump(mode="json", exclude={"execution", "ray", "tracking", "output", "data"})
-        return d
+        return self.model_dump(mode="json", exclude={"execution", "ray", "tracking", "output", "data"})
 
 
 def load_run_config(path: str | Path, overrides: list[str] | None = None) -> RunConfig:

@@ -40,6 +40,7 @@ class GistBench:
     config_cls = GistbenchConfig
     group_keys = ("chunk_size",)
     protocol_keys = ("dataset", "users", "thresholds", "extraction", "specificity", "taxonomy")
+    headline_metrics = ("ig_f1_median", "is_median", "hm_median", "failed")
     data = _manifest()
     score_tasks = (
         ScoreTask("gistbench", REQUIRED, score_predictions,

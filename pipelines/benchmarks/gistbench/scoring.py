@@ -86,18 +86,6 @@ def load_oracle(path: str | Path) -> tuple[str | None, dict[str, set[int]]]:
     return data.get("dataset"), oracle
 
 
-def _median_ci(x: np.ndarray, confidence: float, n: int, seed: int) -> tuple[float, float]:
-    if x.size == 0:
-        return math.nan, math.nan
-    if x.size == 1 or np.all(x == x[0]):
-        return float(x[0]), float(x[0])
-    from scipy import stats  # imported here: ~1 s that Ray workers need not pay
-
-    res = stats.bootstrap((x,), np.median, confidence_level=confidence, n_resamples=n, method="percentile",
-                          random_state=np.random.default_rng(seed))
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
-
-
 def summarize(per_user: list[dict], n_boot: int = 1000, confidence: float = 0.95, seed: int = 0) -> dict[str, float]:
     """``<metric>_mean``/``_median`` (the CLI reports means, the paper medians) with bootstrap CIs."""
     out: dict[str, float] = {"n_users": float(len(per_user))}
@@ -107,7 +95,7 @@ def summarize(per_user: list[dict], n_boot: int = 1000, confidence: float = 0.95
         out[f"{m}_median"] = float(np.median(x)) if x.size else math.nan
         lo, hi = bootstrap_ci(x, confidence=confidence, n_resamples=n_boot, seed=seed)
         out[f"{m}_mean_ci_low"], out[f"{m}_mean_ci_high"] = lo, hi
-        lo, hi = _median_ci(x, confidence, n_boot, seed)
+        lo, hi = bootstrap_ci(x, confidence=confidence, n_resamples=n_boot, seed=seed, statistic=np.median)
         out[f"{m}_median_ci_low"], out[f"{m}_median_ci_high"] = lo, hi
     return out
 

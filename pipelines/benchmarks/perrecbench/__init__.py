@@ -26,6 +26,7 @@ class PerRecBench:
     config_cls = PerRecBenchConfig
     group_keys = ("level", "mode")
     protocol_keys = ("data", "levels", "modes", "groups", "prompt")
+    headline_metrics = ("ptc", "ptc_rank", "exact_match", "failed")
     data = None  # built from rating data read by pipelines/interactions (cfg.data)
     score_tasks = (
         ScoreTask("perrecbench", ("group_id", "mode", "relative_ratings", "avg_ratings", "prediction"),

@@ -33,6 +33,7 @@ class PrefEval:
     config_cls = PrefEvalConfig
     group_keys = ("task", "form", "turns", "method", "position", "extra_prefs", "conflict")
     protocol_keys = ("task", "topics", "forms", "turns", "methods", "seed", "judge_mode", "truncation")
+    headline_metrics = ("accuracy", "missed_rate", "failed", "over_context")
     data = _manifest()
     score_tasks = (
         ScoreTask("prefeval-mcq", ("sample_id", "gold", "output"), metrics.score_predictions,

@@ -42,10 +42,6 @@ def build_layout(n: int, pref_at: float = 0.0, extras: int = 0, conflict: bool =
     return out
 
 
-def inter_pairs(layout: list[list]) -> int:
-    return sum(b[2] - b[1] for b in layout if b[0] == "inter")
-
-
 def prefix_of(layout: list[list], topic: str, form: str, task_id: int, conflict: bool) -> tuple[str, int]:
     """(prefix_key, prefix_len). A layout opening with inter-turns shares the LMSYS chats with every
     such sample of the topic/form (key ``corpus/...``); otherwise the conversation opens with this

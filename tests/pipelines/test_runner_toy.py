@@ -1,0 +1,108 @@
+"""The real runner (plan → Ray Data → store → aggregate → MLflow) on the fake engine and a
+toy benchmark written in tests: per-sample failures, missing keys, over-context, truncation,
+loop stages, resume. No data files, fast tier."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmrec.pipelines.common.store import ResultStore
+from llmrec.pipelines.runner.api import run_evaluation
+from llmrec.pipelines.runner.run_config import RunConfig
+from llmrec.pipelines.runner.worker import process_samples
+from llmrec.pipelines.registry import benchmark_config, get_benchmark
+from llmrec.serving.engine import build_engine
+from tests.pipelines.toy.benchmark import NAME
+
+
+def run_config(tmp_path, engine=None, **bench) -> RunConfig:
+    return RunConfig.model_validate({
+        "benchmark": {"name": NAME, **bench},
+        "engine": engine or {"type": "fake", "context_length": 60, "default": "yes"},
+        "execution": {"batch_size": 2, "backoff_s": 0.01, "retries": 1},
+        "ray": {"num_cpus": 2},
+        "output": {"dir": str(tmp_path / "runs")},
+        "tracking": {"uri": f"sqlite:///{tmp_path}/mlruns.db", "artifact_root": str(tmp_path / "art")},
+    })
+
+
+def direct(cfg_data: dict, engine: dict | None = None) -> dict[str, dict]:
+    """The worker without Ray: every stage over one batch of samples."""
+    bench = get_benchmark(NAME)
+    cfg = benchmark_config({"name": NAME, **cfg_data})
+    eng = build_engine(engine or {"type": "fake", "context_length": 60, "default": "yes"})
+    samples = bench.build_samples(cfg, None)
+    out = process_samples(bench, cfg, samples, lambda role: eng, retries=1, backoff_s=0.0)
+    return {s["sample_id"]: s for s in out}
+
+
+def test_failures_stay_with_their_sample():
+    got = direct({"n": 6, "long": [1], "bad_render": [2], "bad_score": [3], "no_text": [4]})
+    assert got["toy-0"]["status"] == "ok" and got["toy-0"]["follow_ups"] == ["yes", "yes"]
+    assert got["toy-5"]["status"] == "ok" and got["toy-5"]["correct"] is True
+    long = got["toy-1"]
+    assert long["status"] == "over_context" and long["failed_stage"] == "ask" and long["prompt_tokens"] > 60
+    assert "follow_ups" not in long  # later stages skipped
+    bad = got["toy-2"]
+    assert bad["status"] == "failed" and bad["failed_stage"] == "ask"
+    assert "render raised ValueError: cannot render sample 2" in bad["error"]
+    assert got["toy-3"]["status"] == "failed" and got["toy-3"]["failed_stage"] == "score"
+    assert "KeyError" in got["toy-3"]["error"]
+    miss = got["toy-4"]
+    assert miss["status"] == "failed" and miss["failed_stage"] == "ask"
+    assert "needs key(s) ['text'] missing from sample 'toy-4'" in miss["error"] and "'index'" in miss["error"]
+
+
+def test_truncation_policy_shrinks_until_it_fits():
+    got = direct({"n": 2, "long": [1], "truncate": True})
+    s = got["toy-1"]
+    assert s["status"] == "ok" and s["truncation_steps"]["ask"] >= 1
+    assert s["outputs"]["ask"]["prompt_tokens"] <= 60
+
+
+def test_undeclared_output_key_fails_the_sample():
+    bench = get_benchmark(NAME)
+    cfg = benchmark_config({"name": NAME, "n": 1, "rounds": 0})
+    stages = bench.stages(cfg)
+    sneaky = type(stages[0])(**{**stages[0].__dict__, "accept": lambda s, r: {"answer": r.text, "extra": 1}})
+    fake = type("B", (), {"stages": lambda self, c: [sneaky], "score": bench.score})()
+    eng = build_engine({"type": "fake", "default": "yes"})
+    [s] = process_samples(fake, cfg, bench.build_samples(cfg, None), lambda r: eng)
+    assert s["status"] == "failed" and "undeclared key(s) ['extra']" in s["error"]
+
+
+def test_runner_end_to_end_with_failures_and_resume(tmp_path, local_ray):
+    cfg = run_config(tmp_path, n=8, long=[1], bad_render=[2], no_text=[4])
+    first = run_evaluation(cfg)
+    assert first.metrics["n_samples"] == 8 and first.metrics["failed"] == 2 and first.metrics["over_context"] == 1
+    assert first.metrics["accuracy"] == 1.0
+    recs = ResultStore(first.run_dir / "results").load()
+    assert sorted(recs) == [f"toy-{i}" for i in range(8)]
+    assert recs["toy-6"]["follow_ups"] == ["yes", "yes"]
+    # 5 ok samples x (1 ask + 2 rounds) + the over-long prompt (counted, over_context) = engine calls
+    assert first.stats["samples_new"] == 8
+    # resume: ok and over_context are final; the two failed samples are retried (and fail again)
+    again = run_evaluation(cfg)
+    assert again.stats["samples_resumed"] == 6 and again.stats["samples_new"] == 2
+    assert again.metrics == first.metrics
+    # MLflow: the experiment opens on the runs table with the headline metrics as columns
+    import mlflow
+
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlruns.db")
+    exp = client.get_experiment_by_name("toy")
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
+    assert "metrics.`accuracy`" in exp.tags["mlflow.sharedViewState.llmrec-headline"]
+    runs = client.search_runs([exp.experiment_id])
+    parent = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parent) == 1 and len(children) == 2
+    assert parent[0].data.tags["llmrec.headline"] == "accuracy,failed"
+    assert parent[0].data.metrics["accuracy"] == 1.0
+
+
+@pytest.mark.parametrize("bad", [{"n": 0}, {"rounds": -1}])
+def test_toy_config_is_validated(bad):
+    from llmrec.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="benchmark"):
+        benchmark_config({"name": NAME, **bad})

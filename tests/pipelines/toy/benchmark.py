@@ -1,0 +1,99 @@
+"""A toy benchmark that exists only to drive the real runner in tests (no data files).
+
+Each sample asks the fake engine one question (an ``LLMStage`` with a truncation policy),
+then asks ``rounds`` follow-ups one round at a time (a ``LoopStage``). Samples can be made
+to misbehave on purpose: ``long`` (a prompt over the engine's context), ``bad_render``
+(render raises), ``bad_score`` (score raises), ``no_text`` (a required key is missing).
+Referenced in run configs as ``benchmark.name: "tests.pipelines.toy.benchmark:BENCHMARK"``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from llmrec.pipelines.protocol import BenchmarkConfig, LLMStage, LoopStage, Sample, ScoreTask
+from llmrec.types import Message, Request, Result, SamplingParams
+
+NAME = "tests.pipelines.toy.benchmark:BENCHMARK"
+
+
+class ToyConfig(BenchmarkConfig):
+    n: int = Field(6, ge=1, description="samples")
+    long: list[int] = Field(default_factory=list, description="sample indices whose prompt is over the context")
+    bad_render: list[int] = Field(default_factory=list, description="indices whose render raises")
+    bad_score: list[int] = Field(default_factory=list, description="indices whose score raises")
+    no_text: list[int] = Field(default_factory=list, description="indices built without the 'text' key")
+    truncate: bool = Field(False, description="shrink over-long prompts word by word until they fit")
+    rounds: int = Field(2, ge=0, description="follow-up rounds of the loop stage")
+
+
+def _ask(text: str) -> Request:
+    return Request(messages=[Message(role="user", content=text)], sampling=SamplingParams(max_tokens=4))
+
+
+def render(cfg: ToyConfig, s: Sample) -> Request:
+    if s["index"] in cfg.bad_render:
+        raise ValueError(f"cannot render sample {s['index']}")
+    return _ask(s["text"])
+
+
+def shrink(s: Sample, req: Request, res: Result) -> Request | None:
+    words = req.messages[-1].content.split()
+    return _ask(" ".join(words[: max(1, len(words) // 2)])) if len(words) > 1 else None
+
+
+def next_round(cfg: ToyConfig, s: Sample) -> list[Request]:
+    done = len(s.get("follow_ups", []))
+    return [_ask(f"follow-up {done} of {s['sample_id']}")] if done < cfg.rounds else []
+
+
+def accept_round(s: Sample, reqs: list[Request], results: list[Result]) -> dict:
+    return {"follow_ups": s.get("follow_ups", []) + [r.text for r in results]}
+
+
+class Toy:
+    name = "toy"
+    config_cls = ToyConfig
+    group_keys = ("kind",)
+    data = None
+    protocol_keys = ("n", "truncate", "rounds")
+    headline_metrics = ("accuracy", "failed")
+    score_tasks = (ScoreTask("toy", ("sample_id", "answer"), lambda lines, opts: {"n": float(len(lines))}),)
+
+    def build_samples(self, cfg: ToyConfig, data_dir: Path) -> list[Sample]:
+        out = []
+        for i in range(cfg.n):
+            s = {"sample_id": f"toy-{i}", "index": i, "kind": "even" if i % 2 == 0 else "odd"}
+            if i not in cfg.no_text:
+                s["text"] = ("word " * 200 if i in cfg.long else f"question {i}").strip()
+            out.append(s)
+        return out
+
+    def stages(self, cfg: ToyConfig):
+        ask = LLMStage("ask", lambda s: render(cfg, s), lambda s, r: {"answer": r.text},
+                       shrink=shrink if cfg.truncate else None, requires=("text",), adds=("answer",))
+        loop = LoopStage("follow", lambda s: next_round(cfg, s), accept_round, requires=("answer",),
+                         adds=("follow_ups",))
+        return [ask, loop]
+
+    def score(self, cfg: ToyConfig, s: Sample) -> dict:
+        if s["index"] in cfg.bad_score:
+            raise KeyError("no gold answer")
+        return {"correct": s["answer"] == "yes"}
+
+    def aggregate(self, cfg: ToyConfig, rows: list[dict]) -> dict[str, float]:
+        ok = [r for r in rows if r["status"] == "ok"]
+        return {"n_samples": float(len(rows)), "failed": float(sum(r["status"] == "failed" for r in rows)),
+                "over_context": float(sum(r["status"] == "over_context" for r in rows)),
+                "accuracy": sum(r["correct"] for r in ok) / len(ok) if ok else float("nan")}
+
+    def plots(self, cfg, rows, out_dir):
+        return []
+
+    def predictions(self, rows: list[dict]) -> list[dict]:
+        return [{"sample_id": r["sample_id"], "answer": r.get("answer")} for r in rows]
+
+
+BENCHMARK = Toy()

@@ -1,0 +1,104 @@
+"""One namespace and the layer rules, checked on the wheel as users install it.
+
+- ``pip wheel .`` holds one top-level package, ``llmrec`` (the checkout's folders map onto
+  ``llmrec.pipelines``, ``llmrec.serving``, …); installed into a fresh venv it runs
+  ``llmrec --help`` and ``llmrec list`` from a directory outside the checkout.
+- The import contracts in pyproject.toml (``[tool.importlinter]``) hold; a module that breaks
+  one makes ``lint-imports`` fail naming the offending import.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out),
+                    str(REPO)], check=True, cwd=out, capture_output=True)
+    for leftover in (REPO / "build",):
+        shutil.rmtree(leftover, ignore_errors=True)
+    [whl] = out.glob("llmrec-*.whl")
+    return whl
+
+
+@pytest.fixture(scope="module")
+def site(wheel, tmp_path_factory) -> Path:
+    target = tmp_path_factory.mktemp("site")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+                   check=True, capture_output=True)
+    return target
+
+
+def test_wheel_holds_one_top_level_package(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert tops == {"llmrec"}
+    for sub in ("pipelines/runner", "pipelines/benchmarks/prefeval/templates", "serving/engines", "models", "tuning",
+                "cluster"):
+        assert any(n.startswith(f"llmrec/{sub}/") for n in names), sub
+
+
+def test_fresh_venv_runs_the_cli_outside_the_checkout(wheel, tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    site_dir = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                   check=True, capture_output=True, text=True).stdout.strip())
+    # dependencies come from the test's own environment (a .pth adds its site-packages as a plain path,
+    # so its editable-install hook does not run); llmrec itself only from the wheel
+    (site_dir / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", str(wheel)],
+                   check=True, capture_output=True)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    where = subprocess.run([str(py), "-c", "import llmrec.pipelines as p; print(p.__file__)"], cwd=outside,
+                           env=env, capture_output=True, text=True, check=True).stdout
+    assert where.startswith(str(site_dir)), where
+    helped = subprocess.run([str(venv / "bin" / "llmrec"), "--help"], cwd=outside, env=env, capture_output=True,
+                            text=True)
+    assert helped.returncode == 0 and "run" in helped.stdout and "score" in helped.stdout, helped.stderr
+    listed = subprocess.run([str(venv / "bin" / "llmrec"), "list"], cwd=outside, env=env, capture_output=True,
+                            text=True)
+    assert listed.returncode == 0, listed.stderr
+    assert "prefeval" in listed.stdout and "llamacpp" in listed.stdout
+
+
+def lint(site: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(Path(sys.executable).parent / "lint-imports"), str(REPO / "pyproject.toml"),
+                           "--no-cache"], cwd=site, env={**os.environ, "PYTHONPATH": str(site)},
+                          capture_output=True, text=True)
+
+
+def test_layer_contracts_hold(site):
+    res = lint(site)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    assert "0 broken" in res.stdout
+
+
+def test_a_broken_contract_fails_naming_the_import(site, tmp_path):
+    bad = tmp_path / "site"
+    shutil.copytree(site, bad)
+    (bad / "llmrec" / "pipelines" / "benchmarks" / "prefeval" / "sneaky.py").write_text(
+        "from llmrec.pipelines.runner.store_like import x\nimport ray\n")
+    (bad / "llmrec" / "pipelines" / "runner" / "store_like.py").write_text("x = 1\n")
+    res = lint(bad)
+    assert res.returncode != 0
+    assert "BROKEN" in res.stdout and "llmrec.pipelines.benchmarks.prefeval.sneaky -> ray" in res.stdout
+    flat = " ".join(res.stdout.split())  # long import lines wrap in the report
+    assert "not allowed to import llmrec.pipelines.runner" in flat
+    assert "sneaky -> llmrec.pipelines.runner.store_like" in flat, res.stdout[-3000:]
