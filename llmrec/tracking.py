@@ -46,6 +46,7 @@ EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 VIEW_KEY = "llmrec-headline"
 VIEW_TAG = f"mlflow.sharedViewState.{VIEW_KEY}"
+HEADLINE_LIST_TAG = "llmrec.headline_metrics"  # the union the view was built from
 VIEW_PARAMS = ("engine.type", "engine.model", "model.name")
 
 _URI = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
@@ -157,12 +158,12 @@ def ensure_experiment(mlflow_client, name: str, artifact_root: str = settings.DE
         known: list[str] = []
     else:
         exp_id = exp.experiment_id
-        known = json.loads(exp.tags.get(f"{VIEW_TAG}.metrics", "[]")) if exp.tags else []
+        known = json.loads(exp.tags.get(HEADLINE_LIST_TAG, "[]")) if exp.tags else []
         if EXPERIMENT_KIND_TAG not in (exp.tags or {}):
             mlflow_client.set_experiment_tag(exp_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
     merged = known + [metric_key(h) for h in headline if metric_key(h) not in known]
     if merged != known or exp is None:
-        mlflow_client.set_experiment_tag(exp_id, f"{VIEW_TAG}.metrics", json.dumps(merged))
+        mlflow_client.set_experiment_tag(exp_id, HEADLINE_LIST_TAG, json.dumps(merged))
         mlflow_client.set_experiment_tag(exp_id, VIEW_TAG, view_state(merged))
     return exp_id
 
@@ -177,8 +178,10 @@ def setup(uri: str | None, experiment: str, artifact_root: str = settings.DEFAUL
 
 
 def ui_url(base: str, experiment_id: str) -> str:
-    """The runs table of an experiment with llmrec's headline-metric columns."""
-    return f"{base.rstrip('/')}/#/experiments/{experiment_id}?viewStateShareKey={VIEW_KEY}"
+    """The runs table of an experiment with llmrec's headline-metric columns (the MLflow 3 UI
+    otherwise opens on its GenAI overview, whatever the experiment's kind tag says)."""
+    return (f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs"
+            f"?workflowType=machine_learning&viewStateShareKey={VIEW_KEY}")
 
 
 def start_run(mlflow_client, exp_id: str, name: str, params: dict[str, Any], tags: dict[str, str]) -> str:

@@ -1,0 +1,53 @@
+"""The one Registry type: clear errors for duplicates and unknown names, freezing, plugins."""
+
+import pytest
+
+from llmrec.errors import ConfigError
+from llmrec.registry import Registry, RegistryError
+
+
+class A:
+    pass
+
+
+class B:
+    pass
+
+
+def test_duplicate_name_names_both_owners():
+    r = Registry("widget")
+    r.register("a", A)
+    r.register("a", A)  # the same object again is harmless (a module imported twice)
+    with pytest.raises(RegistryError, match=r"widget 'a' is registered twice: .*test_registry.A and .*test_registry.B"):
+        r.register("a", B)
+
+
+def test_frozen_registry_refuses_new_names_and_lists_on_unknown():
+    r = Registry("widget")
+    r.register("a", A)
+    r.freeze()
+    assert r.frozen
+    with pytest.raises(RegistryError, match="frozen; cannot add 'b'"):
+        r.register("b", B)
+    with pytest.raises(ConfigError, match=r"Unknown widget 'nope'. Available: a"):
+        r.get("nope")
+
+
+def test_discovery_runs_once_and_plugins_import_by_path():
+    calls = []
+    r = Registry("widget", lambda: calls.append(1) or r.register("a", A))
+    assert r.names() == ["a"] and "a" in r and r.get("a") is A
+    assert calls == [1]
+    assert r.get("tests.llmrec.test_registry:B") is B
+    with pytest.raises(ConfigError, match="cannot import 'C'"):
+        r.get("tests.llmrec.test_registry:C")
+
+
+def test_builtin_registries_are_frozen_after_discovery():
+    from llmrec.models.base import MODELS
+    from llmrec.pipelines.registry import BENCHMARKS, SCORE_TASKS
+    from llmrec.serving.engine import ENGINES
+
+    for reg in (BENCHMARKS, SCORE_TASKS, ENGINES, MODELS):
+        reg.names()
+        assert reg.frozen, reg.kind
