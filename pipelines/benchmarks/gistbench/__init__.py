@@ -39,7 +39,7 @@ class GistBench:
     name = "gistbench"
     config_cls = GistbenchConfig
     group_keys = ("chunk_size",)
-    protocol_keys = ("dataset", "users", "thresholds", "extraction", "specificity", "taxonomy")
+    protocol_keys = ("dataset", "users", "thresholds", "extraction", "judge", "specificity", "taxonomy")
     data = _manifest()
     score_tasks = (
         ScoreTask("gistbench", REQUIRED, score_predictions,

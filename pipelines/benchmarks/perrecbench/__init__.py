@@ -25,7 +25,7 @@ class PerRecBench:
     name = "perrecbench"
     config_cls = PerRecBenchConfig
     group_keys = ("level", "mode")
-    protocol_keys = ("data", "levels", "modes", "groups", "prompt")
+    protocol_keys = ("data", "levels", "modes", "groups", "prompt", "sampling")
     data = None  # built from rating data read by pipelines/interactions (cfg.data)
     score_tasks = (
         ScoreTask("perrecbench", ("group_id", "mode", "relative_ratings", "avg_ratings", "prediction"),
