@@ -48,6 +48,10 @@ class ExtractionConfig(StrictModel):
         "(0 = faithful; 1 keeps small base models from answering '[]')",
     )
     max_tokens: int = Field(4096, ge=16, description="completion cap of an extraction call")
+    template: Path | None = Field(
+        None, description="a whole extraction prompt file replacing the package's wording; placeholders "
+        "{history} (the engagement lines), {object_name}, {instructions} (the generated rules); e.g. the "
+        "reference's text from build_extraction_prompt")
     retries: int = Field(0, ge=0, description="re-asks (with a parse-error note) before a chunk is recorded as failed")
 
     @field_validator("chunk_sizes")
