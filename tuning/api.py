@@ -65,7 +65,8 @@ def train_from_config(path: str, overrides: list[str], resume: bool = False) -> 
             **cfg.model_dump(mode="json", exclude={"tracking", "output"}),
             "protocol": _protocol_params(data.protocol),
         }
-        tags = {"llmrec.kind": "train", "llmrec.run_dir": str(run_dir), **({"llmrec.resumed": "true"} if resume else {})}
+        tags = {"llmrec.kind": "train", "llmrec.run_dir": str(run_dir)}
+        tags.update({"llmrec.resumed": "true"} if resume else {})
         run_id = start_run(client, exp, run_dir.name, params, tags)
 
     def on_epoch(row: dict, ckpt: Path | None) -> None:

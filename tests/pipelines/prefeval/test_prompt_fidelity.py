@@ -56,7 +56,8 @@ def reference_messages(data: Path, cfg: PrefEvalConfig, topic: str, task_id: int
             {"role": "user", "content": task["preference"]}, {"role": "assistant", "content": REPLY}]
     msgs += [{"role": m["role"], "content": m["content"]} for m in flat[: 2 * n]]
     formatted = "\n".join(f"{'ABCD'[i]}. {o}" for i, o in enumerate(options))
-    question = task["question"] + (REMINDER if remind else "") + (suffix.replace("{options}", formatted) if suffix is not None else "")
+    block = suffix.replace("{options}", formatted) if suffix is not None else ""
+    question = task["question"] + (REMINDER if remind else "") + block
     return msgs + [{"role": "user", "content": question}]
 
 
