@@ -115,7 +115,7 @@ def evaluate(
         sl = slice(start, start + cfg.batch_size)
         users = torch.tensor(es.users[sl], device=device)
         seq, seq_len = pad_sequences(es.history[sl], model.max_seq_len) if model.uses_sequence else (None, None)
-        scores = model.full_scores(users, _to(seq, device), _to(seq_len, device)).float()
+        scores = model.full_scores(users, _to(seq, device), _to(seq_len, device)).float().to(device)
         scores[:, 0] = -torch.inf
         if sampled:
             cand, is_pos = _candidates(es.positives[sl], es.negatives[sl], gen)
