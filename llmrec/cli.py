@@ -245,12 +245,14 @@ def data_where(
 def train(
     config: Path = typer.Argument(..., help="Train config YAML (see configs/train_*.yaml)."),
     set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+    resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run of the same config after its "
+                                "last validated epoch (optimizer, early-stopping counters and RNG restored)."),
 ) -> None:
     """Train one traditional recommender configuration and log it to MLflow."""
     from llmrec.tuning.api import train_from_config
 
     try:
-        result = train_from_config(str(config), list(set_))
+        result = train_from_config(str(config), list(set_), resume=resume)
     except LlmrecError as e:
         _fail(e)
         return

@@ -108,7 +108,7 @@ def encode(split: Split, titles: dict[str, str] | None = None, candidates: Candi
     test_set = _eval_set(split.test, uix, iix, test_hist)
     if candidates is not None and candidates.mode == "sampled":
         for name, es in (("valid", valid_set), ("test", test_set)):
-            neg = sample_negatives(split, name, candidates.num_negatives, candidates.seed)
+            neg = sample_negatives(split, name, candidates.num_negatives, candidates.seed, candidates.sampler)
             neg_map = dict(zip(neg[USER_ID], neg["negatives"]))
             es.negatives = np.array([[iix[i] for i in neg_map[user_ids[u]]] for u in es.users], dtype=np.int64).reshape(
                 len(es.users), candidates.num_negatives

@@ -5,7 +5,11 @@ Definitions per user with positives P (|P| = n) and ranked list R (1-based rank 
 - ``hr@K`` = 1 if any of the top K is in P;   ``precision@K`` = |R_K ∩ P| / K;
 - ``recall@K`` = |R_K ∩ P| / n;   ``mrr@K`` = 1 / r of the first hit within K, else 0;
 - ``ndcg@K`` = Σ_{r≤K, R_r∈P} 1/log2(r+1)  /  Σ_{r≤min(n,K)} 1/log2(r+1);
-- ``mrr`` (no K) = 1 / rank of the best-scored positive over all candidates (ties optimistic).
+- ``mrr`` (no K) = 1 / rank of the first positive over all candidates.
+
+Ties: candidates are shuffled (seeded) before a stable sort on score, so tied items are
+ordered at random for every metric and the per-user ``rank`` (RecBole's full sort breaks
+ties by item index instead; see docs/baselines.md).
 
 Aggregates are means over evaluated users; the per-user frame keeps every value so later
 issues can compute beyond-utility metrics. Metric keys look like ``ndcg@10``.
@@ -32,10 +36,12 @@ class EvalConfig(StrictModel):
 
     topk: list[int] = Field(default_factory=lambda: [5, 10, 20], description="cut-offs K of every metric")
     batch_size: int = Field(256, ge=1, description="users scored per batch")
-    exclude_history: bool = Field(
-        True, description="full ranking: never rank items the user already has (train, or train+valid)"
+    exclude_history: bool | None = Field(
+        None, description="full ranking: never rank items the user already has (train, or train+valid); "
+        "None = the family default, as RecBole: general models mask, sequential models (SASRec, GRU4Rec) do not"
     )
-    seed: int = Field(2020, description="sampled mode: seed of the candidate shuffle (breaks score ties fairly)")
+    seed: int = Field(2020, description="seed of the candidate shuffle that breaks score ties at random "
+                      "(full and sampled ranking)")
 
     @field_validator("topk")
     @classmethod
@@ -74,6 +80,13 @@ class EvalResult:
     topk_scores: np.ndarray | None = None
 
 
+def history_masked(cfg: EvalConfig, model_cls: type[Recommender] | Recommender) -> bool:
+    """``exclude_history`` as set, else the family default: general models mask, sequential ones don't (RecBole)."""
+    if cfg.exclude_history is not None:
+        return cfg.exclude_history
+    return not model_cls.uses_sequence
+
+
 @torch.no_grad()
 def evaluate(
     model: Recommender,
@@ -83,42 +96,57 @@ def evaluate(
     device: torch.device | str = "cpu",
     keep_topk: int = 0,
 ) -> EvalResult:
-    """Rank every evaluated user's candidates (all items, or positives + sampled negatives)."""
+    """Rank every evaluated user's candidates (all items, or positives + sampled negatives).
+
+    Ties never favour a model: candidates are put in a seeded random order first, and the
+    ranking is a stable sort on score, so equal scores are ordered at random (reproducibly);
+    top-K, ``rank`` and the un-cut ``mrr`` all follow that one order. Scores, the tie-break
+    and the sort stay on ``device``."""
     es = data.phase(phase)
+    device = torch.device(device)
     model.eval()
     model.prepare_eval(data.histories(phase))
     kmax = max(max(cfg.topk), keep_topk)
     sampled = es.negatives is not None
-    gen = torch.Generator().manual_seed(cfg.seed)
+    exclude = history_masked(cfg, model)
+    gen = torch.Generator(device=device).manual_seed(cfg.seed)
     hits, ranks, n_pos, keep_i, keep_s = [], [], [], [], []
     for start in range(0, len(es.users), cfg.batch_size):
         sl = slice(start, start + cfg.batch_size)
-        users = torch.tensor(es.users[sl])
+        users = torch.tensor(es.users[sl], device=device)
         seq, seq_len = pad_sequences(es.history[sl], model.max_seq_len) if model.uses_sequence else (None, None)
-        scores = model.full_scores(users.to(device), _to(seq, device), _to(seq_len, device)).float().cpu()
-        pos_mask = _mask(es.positives[sl], data.n_items)
+        scores = model.full_scores(users, _to(seq, device), _to(seq_len, device)).float().to(device)
         scores[:, 0] = -torch.inf
         if sampled:
             cand, is_pos = _candidates(es.positives[sl], es.negatives[sl], gen)
             cand_scores = scores.gather(1, cand.clamp(min=0)).masked_fill(cand < 0, -torch.inf)
         else:
-            if cfg.exclude_history:
-                scores = scores.masked_fill(_mask(es.history[sl], data.n_items) & ~pos_mask, -torch.inf)
-            cand, is_pos, cand_scores = None, pos_mask, scores
+            pos_mask = _mask(es.positives[sl], data.n_items).to(device)
+            if exclude:
+                scores = scores.masked_fill(_mask(es.history[sl], data.n_items).to(device) & ~pos_mask, -torch.inf)
+            cand = torch.argsort(torch.rand(scores.shape, generator=gen, device=device), dim=1)
+            is_pos, cand_scores = pos_mask.gather(1, cand), scores.gather(1, cand)
         k = min(kmax, cand_scores.shape[1])
-        top_s, top = torch.topk(cand_scores, k, dim=1)
+        top = torch.sort(cand_scores, dim=1, descending=True, stable=True).indices[:, :k]
         hit = is_pos.gather(1, top)
         if k < kmax:
             hit = torch.nn.functional.pad(hit, (0, kmax - k))
-        best = cand_scores.masked_fill(~is_pos, -torch.inf).max(dim=1).values
-        ranks.append(((cand_scores > best[:, None]).sum(dim=1) + 1).numpy())
-        hits.append(hit.numpy())
-        n_pos.append(is_pos.sum(dim=1).numpy())
+        ranks.append(_first_positive_rank(cand_scores, is_pos).cpu().numpy())
+        hits.append(hit.cpu().numpy())
+        n_pos.append(is_pos.sum(dim=1).cpu().numpy())
         if keep_topk:
-            items = top if cand is None else cand.gather(1, top)
-            keep_i.append(items[:, :keep_topk].numpy())
-            keep_s.append(top_s[:, :keep_topk].numpy())
+            keep_i.append(cand.gather(1, top)[:, :keep_topk].cpu().numpy())
+            keep_s.append(cand_scores.gather(1, top)[:, :keep_topk].cpu().numpy())
     return _result(data, es, cfg, hits, ranks, n_pos, keep_i, keep_s)
+
+
+def _first_positive_rank(scores: torch.Tensor, is_pos: torch.Tensor) -> torch.Tensor:
+    """1-based rank of the first positive in the (score desc, column asc) order the top-K uses."""
+    best = scores.masked_fill(~is_pos, -torch.inf).max(dim=1).values[:, None]
+    tied = scores == best
+    first = (is_pos & tied).int().argmax(dim=1, keepdim=True)
+    earlier = torch.arange(scores.shape[1], device=scores.device)[None, :] < first
+    return (scores > best).sum(dim=1) + (tied & earlier).sum(dim=1) + 1
 
 
 def _result(data, es, cfg, hits, ranks, n_pos, keep_i, keep_s) -> EvalResult:
@@ -148,7 +176,7 @@ def _mask(rows: list[np.ndarray], n_items: int) -> torch.Tensor:
 
 
 def _candidates(pos: list[np.ndarray], neg: np.ndarray, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Positives + negatives per user, padded with -1, columns shuffled per user (fair ties)."""
+    """Positives + negatives per user, padded with -1, columns shuffled per user (fair ties), on ``gen``'s device."""
     width = max(len(p) for p in pos) + neg.shape[1]
     cand = torch.full((len(pos), width), -1, dtype=torch.long)
     is_pos = torch.zeros((len(pos), width), dtype=torch.bool)
@@ -156,7 +184,8 @@ def _candidates(pos: list[np.ndarray], neg: np.ndarray, gen: torch.Generator) ->
         cand[r, : len(p)] = torch.tensor(p)
         is_pos[r, : len(p)] = True
         cand[r, len(p) : len(p) + neg.shape[1]] = torch.tensor(neg[r])
-    perm = torch.argsort(torch.rand(cand.shape, generator=gen), dim=1)
+    cand, is_pos = cand.to(gen.device), is_pos.to(gen.device)
+    perm = torch.argsort(torch.rand(cand.shape, generator=gen, device=gen.device), dim=1)
     return cand.gather(1, perm), is_pos.gather(1, perm)
 
 

@@ -61,3 +61,19 @@ def export_embeddings(model: Recommender, data: RecData, directory: Path) -> dic
         out["item_embeddings"], index=False
     )
     return out
+
+
+def candidate_lists(data: RecData, phase: str) -> pd.DataFrame | None:
+    """The sampled-mode candidates of ``phase``: ``user_id, positives, negatives`` (lists of item ids),
+    exactly the items the evaluator ranks, so an LLM re-ranker can be fed the same ones; None in full mode.
+    File format (``candidates_<phase>.parquet``): one row per evaluated user, users in index order."""
+    es = data.phase(phase)
+    if es.negatives is None:
+        return None
+    return pd.DataFrame(
+        {
+            "user_id": data.user_ids[es.users],
+            "positives": [list(data.item_ids[p]) for p in es.positives],
+            "negatives": [list(data.item_ids[n]) for n in es.negatives],
+        }
+    )

@@ -38,7 +38,10 @@ class GRU4Rec(WindowedTraining, Recommender):
         self.drop = nn.Dropout(cfg.dropout)
         self.gru = nn.GRU(cfg.embedding_size, cfg.hidden_size, cfg.num_layers, batch_first=True, bias=False)
         self.out = nn.Linear(cfg.hidden_size, cfg.embedding_size)
+        # RecBole's GRU4Rec._init_weights: Xavier-normal embeddings, Xavier-uniform first-layer GRU weights
         nn.init.xavier_normal_(self.item_emb.weight)
+        nn.init.xavier_uniform_(self.gru.weight_hh_l0)
+        nn.init.xavier_uniform_(self.gru.weight_ih_l0)
 
     def _encode(self, seq: torch.Tensor) -> torch.Tensor:
         hidden, _ = self.gru(self.drop(self.item_emb(seq)))

@@ -71,7 +71,9 @@ class LightGCN(Recommender):
         except ImportError as e:  # pragma: no cover - torch-geometric is a core dependency
             raise MissingDependency("the LightGCN baseline", "torch-geometric", "core") from e
         self.gcn = PygLightGCN(data.n_users + data.n_items, cfg.embedding_size, cfg.n_layers, normalize=False)
-        torch.nn.init.xavier_uniform_(self.gcn.embedding.weight)
+        with torch.no_grad():  # two tables, as RecBole: each gets its own Xavier bound
+            torch.nn.init.xavier_uniform_(self.gcn.embedding.weight[: data.n_users])
+            torch.nn.init.xavier_uniform_(self.gcn.embedding.weight[data.n_users :])
         self.register_buffer("adj", normalized_adjacency(data), persistent=False)
         self._cache: torch.Tensor | None = None
 

@@ -16,6 +16,8 @@ from torch import nn
 from llmrec.models.base import ModelConfig, Recommender, register_model
 from llmrec.models.data import RecData, pairwise_batches
 
+SCORE_ELEMENTS = 1 << 24  # full scoring: at most this many MLP input values per item chunk (64 MiB of float32)
+
 
 class NeuMFConfig(ModelConfig):
     name: Literal["neumf"] = Field("neumf", description="model name")
@@ -67,8 +69,13 @@ class NeuMF(Recommender):
         return nn.functional.binary_cross_entropy_with_logits(self._logits(batch["users"], items), labels)
 
     def full_scores(self, users, seq, seq_len) -> torch.Tensor:
-        items = torch.arange(self.n_items, device=users.device).unsqueeze(0).expand(len(users), -1)
-        return self._logits(users, items)
+        """Scores in item chunks: the MLP input of one chunk is ``[B, chunk, 2d]``, never ``[B, n_items, 2d]``."""
+        out = torch.empty(len(users), self.n_items, device=users.device)
+        chunk = max(1, SCORE_ELEMENTS // max(1, len(users) * 2 * self.cfg.mlp_embedding_size))
+        for start in range(0, self.n_items, chunk):
+            items = torch.arange(start, min(start + chunk, self.n_items), device=users.device)
+            out[:, start : start + len(items)] = self._logits(users, items.unsqueeze(0).expand(len(users), -1))
+        return out
 
     def embeddings(self):
         """Concatenated [GMF ; MLP] embeddings of users and items."""

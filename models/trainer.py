@@ -1,5 +1,7 @@
 """The shared trainer: seeded epochs, validation each ``eval_every`` epochs, early stopping on
-``metric`` (default ``ndcg@10``), a checkpoint of the best epoch, CPU or GPU.
+``metric`` (default ``ndcg@10``; a tie counts as an improvement, as RecBole), a checkpoint of
+the best epoch (``best.pt``) and of the last validated epoch (``last.pt``: weights, optimizer,
+early-stopping counters and RNG states, so a resumed run continues exactly), CPU or GPU.
 
 ``fit`` returns the best validation metrics and leaves the model holding the best weights.
 A progress bar is shown only when ``TrainerConfig.progress`` is set (the CLI sets it).
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import random
+import shutil
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -27,6 +30,7 @@ from llmrec.models.evaluation import EvalConfig, evaluate
 
 logger = logging.getLogger(__name__)
 CHECKPOINT = "best.pt"
+LAST = "last.pt"
 
 
 class TrainerConfig(StrictModel):
@@ -91,7 +95,8 @@ def fit(
 ) -> TrainResult:
     """Train ``model`` on ``data``; ``on_epoch(metrics, checkpoint_or_None)`` is called after each
     validation (``checkpoint`` set when this epoch is the new best). ``resume`` is a checkpoint
-    directory to continue from (its best epoch). ``fit`` seeds its own sampling from
+    directory to continue from: its ``last.pt`` (the last validated epoch, with optimizer,
+    early-stopping counters and RNG states), else its ``best.pt``. ``fit`` seeds its own sampling from
     ``cfg.seed``; call ``seed_everything`` before building the model to seed its initial weights."""
     rng = seed_everything(cfg.seed)
     if cfg.num_threads:
@@ -115,15 +120,17 @@ def fit(
         return TrainResult(0, valid, [row], ckpt)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.l2)
     state = {"epoch": -1, "best": -np.inf, "bad": 0, "valid": {}}
+    done = -1  # last finished epoch
     if resume is not None:
-        state = _load(model, opt, resume, device)
-        rng = np.random.default_rng([cfg.seed, state["epoch"] + 1])
-        logger.info("resuming from epoch %d (best %s=%.4f)", state["epoch"], cfg.metric, state["best"])
+        state, rng, done = _resume(model, opt, Path(resume), checkpoint_dir, device, cfg.seed)
+        logger.info("resuming after epoch %d (best epoch %d, %s=%.4f, %d evaluation(s) without improvement)",
+                    done, state["epoch"], cfg.metric, state["best"], state["bad"])
     history: list[dict[str, float]] = []
     best_epoch, best_valid, best_state = state["epoch"], dict(state["valid"]), None
     train_times: list[float] = []
-    with _progress(cfg.progress, cfg.epochs - state["epoch"] - 1) as advance:
-        for epoch in range(state["epoch"] + 1, cfg.epochs):
+    stopped = resume is not None and state["bad"] >= cfg.patience
+    with _progress(cfg.progress, cfg.epochs - done - 1) as advance:
+        for epoch in range(done + 1, cfg.epochs if not stopped else done + 1):
             loss, seconds = train_epoch(model, data, cfg.batch_size, rng, opt, device)
             train_times.append(seconds)
             advance()
@@ -134,13 +141,14 @@ def fit(
             history.append(row)
             score = valid[f"valid/{cfg.metric}"]
             ckpt = None
-            if score > state["best"]:
+            if score >= state["best"]:  # a tie is an improvement (RecBole's early stopping)
                 state.update(epoch=epoch, best=score, bad=0, valid=valid)
                 best_epoch, best_valid = epoch, valid
                 ckpt = _save(model, opt, checkpoint_dir, state)
                 best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
             else:
                 state["bad"] += 1
+            _save(model, opt, checkpoint_dir, {**state, "last_epoch": epoch}, LAST, rng)
             logger.info("epoch %d loss %.4f %s %.4f (%.1fs)", epoch, loss, cfg.metric, score, seconds)
             if on_epoch:
                 on_epoch(row, ckpt)
@@ -149,8 +157,8 @@ def fit(
                 break
     if best_state is not None:
         model.load_state_dict(best_state)
-    elif resume is not None:
-        _load(model, None, resume, device)
+    elif resume is not None and checkpoint_dir is not None and (checkpoint_dir / CHECKPOINT).is_file():
+        _load(model, None, checkpoint_dir, device)
     final = checkpoint_dir / CHECKPOINT if checkpoint_dir is not None else None
     return TrainResult(best_epoch, best_valid, history, final, float(np.mean(train_times)) if train_times else 0.0)
 
@@ -182,7 +190,8 @@ def metric_names(cfg: EvalConfig) -> list[str]:
     return ["mrr"] + [f"{m}@{k}" for m in ("hr", "ndcg", "mrr", "recall", "precision") for k in cfg.topk]
 
 
-def _save(model: Recommender, opt, directory: Path | None, state: dict) -> Path | None:
+def _save(model: Recommender, opt, directory: Path | None, state: dict, name: str = CHECKPOINT,
+          rng: np.random.Generator | None = None) -> Path | None:
     if directory is None:
         return None
     directory.mkdir(parents=True, exist_ok=True)
@@ -192,21 +201,49 @@ def _save(model: Recommender, opt, directory: Path | None, state: dict) -> Path 
         "state": dict(state),
         "config": model.cfg.model_dump(mode="json"),
     }
-    tmp = directory / (CHECKPOINT + ".tmp")
+    if rng is not None:
+        payload["rng"] = {"numpy": rng.bit_generator.state, "torch": torch.get_rng_state(), "python": random.getstate(),
+                          "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+    tmp = directory / (name + ".tmp")
     torch.save(payload, tmp)
-    tmp.replace(directory / CHECKPOINT)
-    return directory / CHECKPOINT
+    tmp.replace(directory / name)
+    return directory / name
 
 
-def _load(model: Recommender, opt, directory: Path, device: torch.device) -> dict:
-    path = Path(directory) / CHECKPOINT
+def _load(model: Recommender, opt, directory: Path, device: torch.device, name: str = CHECKPOINT) -> dict:
+    path = Path(directory) / name
     if not path.is_file():
         raise ConfigError(f"no checkpoint at {path}")
     payload = torch.load(path, map_location=device, weights_only=False)
     model.load_state_dict(payload["model"])
     if opt is not None and payload.get("optimizer"):
         opt.load_state_dict(payload["optimizer"])
-    return dict(payload["state"])
+    return {**payload["state"], "_rng": payload.get("rng")}
+
+
+def _resume(model: Recommender, opt, directory: Path, checkpoint_dir: Path | None, device: torch.device,
+            seed: int) -> tuple[dict, np.random.Generator, int]:
+    """Continue from ``last.pt`` (weights, optimizer, counters, RNG) or, for older checkpoints, ``best.pt``."""
+    if checkpoint_dir is not None and checkpoint_dir.resolve() != directory.resolve() \
+            and (directory / CHECKPOINT).is_file():
+        checkpoint_dir.mkdir(parents=True, exist_ok=True)  # the best epoch so far stays the answer if none beats it
+        shutil.copyfile(directory / CHECKPOINT, checkpoint_dir / CHECKPOINT)
+    if not (directory / LAST).is_file():
+        logger.warning("no %s in %s: resuming from the best epoch with fresh RNG", LAST, directory)
+        state = _load(model, opt, directory, device)
+        state.pop("_rng", None)
+        return state, np.random.default_rng([seed, state["epoch"] + 1]), state["epoch"]
+    state = _load(model, opt, directory, device, LAST)
+    saved = state.pop("_rng") or {}
+    done = state.pop("last_epoch", state["epoch"])
+    rng = np.random.default_rng(seed)
+    if saved:
+        rng.bit_generator.state = saved["numpy"]
+        torch.set_rng_state(saved["torch"].cpu())
+        random.setstate(saved["python"])
+        if saved.get("cuda") is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(saved["cuda"])
+    return state, rng, done
 
 
 def load_checkpoint(model: Recommender, directory: Path, device: str | torch.device = "cpu") -> dict:

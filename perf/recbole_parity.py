@@ -1,29 +1,42 @@
-"""Parity and speed of llmrec's baselines against RecBole on MovieLens-100K.
+"""Parity and speed of llmrec's baselines against RecBole on MovieLens-100K, over seeds.
 
-For BPR(MF), NeuMF, LightGCN and SASRec this trains RecBole (in its own virtual
-environment, ``.venv-recbole``; recipe in ``../shared/reference/RECBOLE_SETUP.md``) and
-llmrec on *the same split*: the RecBole worker dumps the valid/test interactions its
-splitter produced, and llmrec trains on exactly those (train = every other interaction).
-Both sides use the same embedding size, learning rate, epoch budget, validation schedule
-(best validation NDCG@10 checkpoint) and CPU thread count, and report test NDCG@10 /
-Recall@10 (full ranking) and training seconds per epoch (evaluation excluded).
+For BPR(MF), NeuMF, LightGCN, SASRec and GRU4Rec, each seed trains RecBole 1.2.1 (in its own
+virtual environment ``.venv-recbole``, recipe in ``../shared/reference/RECBOLE_SETUP.md``; the
+worker is ``perf/recbole_worker.py``) and then llmrec on *the split that RecBole seed produced*
+(the worker dumps its valid/test rows; llmrec trains on every other row), with the same seed,
+model sizes, learning rate (1e-3), batch size (2048 examples) and CPU threads. Reported: mean ±
+sample std over seeds of test NDCG@10 and Recall@10 per side, the relative difference of the
+means, Welch's t-test p-value (is the difference within seed noise?), and the ratio of mean
+training seconds per epoch (evaluation excluded), both sides timed in this same invocation.
 
-Split: RecBole's default ``RS`` 8:1:1 per user, random order, full ranking. SASRec, a
-sequential model, cannot use a random order in RecBole (it requires ``TO``); it is compared
-under leave-one-out by time (``LS valid_and_test``), RecBole's sequential protocol, with no
-history masking on either side (RecBole does not mask it for sequential models).
+Two operating points (``--points``):
 
-Usage (from the repository root, llmrec's venv)::
+- ``budget``: a fixed epoch budget per model (``SPECS``; ``--epochs`` overrides), validation
+  every epoch on NDCG@10, the best validation epoch restored for test, no early stopping;
+- ``recbole``: RecBole's own defaults — at most 300 epochs, early stopping on validation
+  MRR@10 after ``stopping_step: 10`` evaluations without improvement (RecBole stops when its
+  counter *exceeds* 10, so llmrec's ``patience`` is 11), ties counting as improvement on both
+  sides (``--max-epochs`` lowers the 300 for a smoke run).
 
-    python perf/recbole_parity.py --data-dir ../shared/data [--models bpr neumf] [--epochs-scale 0.5]
+Splits: RecBole's default ``RS`` 8:1:1 per user in random order, full ranking, history masked
+(general models); SASRec and GRU4Rec use RecBole's sequential protocol (``LS valid_and_test``,
+time order, no history masking — RecBole refuses a random order for sequential models).
 
-The worker role (``--worker``) runs inside ``.venv-recbole`` and is started by the driver.
+RecBole results are re-measured by default. ``--reuse-recbole`` takes a stored result only
+when its key (a hash of the model, the complete RecBole config, the seed and the thread count)
+matches, and the table then says when that RecBole run was measured.
+
+Usage (repository root, llmrec's venv; the full table takes hours on 2 cores — RecBole's
+SASRec alone needs ~5 min per epoch)::
+
+    nice python perf/recbole_parity.py --models bpr neumf lightgcn sasrec gru4rec --seeds 5
+    nice python perf/recbole_parity.py --models bpr --seeds 2 --epochs 2 --points budget   # smoke
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
+import hashlib
 import json
 import os
 import statistics
@@ -33,144 +46,62 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+WORKER = Path(__file__).resolve().parent / "recbole_worker.py"
+COMMON = {"learning_rate": 1e-3, "train_batch_size": 2048, "metrics": ["Recall", "NDCG", "MRR"], "topk": [10],
+          "use_gpu": False, "reproducibility": True, "show_progress": False, "save_dataset": False,
+          "save_dataloaders": False, "eval_step": 1}
 SPECS = {
-    # name: RecBole model, llmrec model config, epoch budget, RecBole extra config, sequential.
-    # Both sides: batch 2048 training examples, Adam lr 1e-3, embedding size 64, model defaults.
+    # name: RecBole model, llmrec model config, epoch budget, extra RecBole config, sequential
     "bpr": dict(recbole="BPR", llmrec={"name": "bprmf", "embedding_size": 64}, epochs=60, extra={}, seq=False),
     "neumf": dict(recbole="NeuMF", llmrec={"name": "neumf"}, epochs=20, extra={}, seq=False),
-    "lightgcn": dict(
-        recbole="LightGCN",
-        llmrec={"name": "lightgcn", "embedding_size": 64, "n_layers": 2},
-        epochs=30,
-        extra={},
-        seq=False,
-    ),
-    "sasrec": dict(
-        recbole="SASRec", llmrec={"name": "sasrec"}, epochs=20, extra={"train_neg_sample_args": None}, seq=True
-    ),
+    "lightgcn": dict(recbole="LightGCN", llmrec={"name": "lightgcn", "embedding_size": 64, "n_layers": 2},
+                     epochs=30, extra={}, seq=False),
+    "sasrec": dict(recbole="SASRec", llmrec={"name": "sasrec"}, epochs=20,
+                   extra={"train_neg_sample_args": None}, seq=True),
+    "gru4rec": dict(recbole="GRU4Rec", llmrec={"name": "gru4rec"}, epochs=20,
+                    extra={"train_neg_sample_args": None}, seq=True),
 }
 
 
-# --- worker: runs in .venv-recbole ---------------------------------------------------------
-
-
-def run_recbole(args: argparse.Namespace) -> None:
-    """Train one RecBole model; write metrics, per-epoch train seconds and the valid/test split."""
-    os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
-    import torch
-    from recbole.config import Config
-    from recbole.data import create_dataset, data_preparation
-    from recbole.utils import get_model, get_trainer, init_seed
-
-    spec = SPECS[args.model]
-    work = Path(args.work)
-    (work / "data" / "ml-100k").mkdir(parents=True, exist_ok=True)
-    link = work / "data" / "ml-100k" / "ml-100k.inter"
-    if not link.exists():
-        link.symlink_to(Path(args.inter).resolve())
+def recbole_config(name: str, point: str, seed: int, epochs: int) -> dict:
+    """The complete RecBole config_dict of one run (also the cache key's content)."""
+    spec = SPECS[name]
     split = {"LS": "valid_and_test"} if spec["seq"] else {"RS": [0.8, 0.1, 0.1]}
-    config_dict = {
-        "data_path": str(work / "data"),
-        "checkpoint_dir": str(work / "ckpt"),
-        "epochs": args.epochs,
-        "stopping_step": 10_000,
-        "eval_step": args.eval_every,
-        "valid_metric": "NDCG@10",
-        "metrics": ["Recall", "NDCG"],
-        "topk": [10],
-        "use_gpu": False,
-        "seed": 2020,
-        "reproducibility": True,
-        "show_progress": False,
-        "save_dataset": False,
-        "save_dataloaders": False,
-        "learning_rate": 1e-3,
-        "train_batch_size": 2048,
-        "eval_args": {"split": split, "order": "TO" if spec["seq"] else "RO", "group_by": "user", "mode": "full"},
-        **spec["extra"],
-    }
-    config = Config(model=spec["recbole"], dataset="ml-100k", config_dict=config_dict)
-    init_seed(config["seed"], config["reproducibility"])
-    torch.set_num_threads(args.threads)
-    dataset = create_dataset(config)
-    train_data, valid_data, test_data = data_preparation(config, dataset)
-    # The split first: llmrec trains on exactly these valid/test rows (and a killed run keeps it).
-    for phase, loader in (("valid", valid_data), ("test", test_data)):
-        ds = loader._dataset
-        users = ds.id2token(ds.uid_field, ds.inter_feat[ds.uid_field].numpy())
-        items = ds.id2token(ds.iid_field, ds.inter_feat[ds.iid_field].numpy())
-        with open(work / f"{phase}.tsv", "w", newline="") as fh:
-            csv.writer(fh, delimiter="\t").writerows(zip(users, items))
-    if args.split_only:
-        return
-    init_seed(config["seed"] + config["local_rank"], config["reproducibility"])
-    model = get_model(config["model"])(config, train_data._dataset).to(config["device"])
-    trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
-    times: list[float] = []
-    original = trainer._train_epoch
-
-    def timed(*a, **k):
-        start = time.perf_counter()
-        out = original(*a, **k)
-        times.append(time.perf_counter() - start)
-        return out
-
-    trainer._train_epoch = timed
-    # Test metrics at every validation, so one long run also answers every shorter budget:
-    # a run of E epochs reports the test metrics of its best validation epoch <= E.
-    curve: list[dict] = []
-    original_valid = trainer._valid_epoch
-
-    def valid_and_test(*a, **k):
-        score, result = original_valid(*a, **k)
-        test_now = trainer.evaluate(test_data, load_best_model=False, show_progress=False)
-        curve.append(
-            {
-                "epoch": len(times) - 1,
-                "valid_ndcg@10": float(score),
-                "ndcg@10": float(test_now["ndcg@10"]),
-                "recall@10": float(test_now["recall@10"]),
-            }
-        )
-        # Written as it grows: an interrupted long run still answers the budgets it reached.
-        (work / "curve.json").write_text(json.dumps({"curve": curve, "epoch_seconds": times}))
-        return score, result
-
-    trainer._valid_epoch = valid_and_test
-    trainer.fit(train_data, valid_data, saved=True, show_progress=False)
-    test = trainer.evaluate(test_data, load_best_model=True, show_progress=False)
-    result = {
-        "ndcg@10": float(test["ndcg@10"]),
-        "recall@10": float(test["recall@10"]),
-        "epoch_seconds": times,
-        "curve": curve,
-    }
-    (work / "recbole.json").write_text(json.dumps(result))
+    order = {"eval_args": {"split": split, "order": "TO" if spec["seq"] else "RO", "group_by": "user",
+                           "mode": "full"}}
+    stop = ({"epochs": epochs, "stopping_step": 10_000, "valid_metric": "NDCG@10"} if point == "budget"
+            else {"epochs": epochs, "stopping_step": 10, "valid_metric": "MRR@10"})
+    return {**COMMON, **order, **stop, "seed": seed, **spec["extra"]}
 
 
-# --- driver: runs in llmrec's venv ---------------------------------------------------------
+def run_recbole(args, name: str, point: str, seed: int, epochs: int, inter: Path) -> tuple[dict, Path, bool]:
+    """Train RecBole (or, with --reuse-recbole, load a result whose key matches); returns (result, work, reused)."""
+    cfg = recbole_config(name, point, seed, epochs)
+    key = hashlib.sha256(json.dumps([SPECS[name]["recbole"], cfg, args.threads], sort_keys=True).encode()).hexdigest()
+    work = Path(args.work_dir) / f"{name}-{point}-s{seed}-{key[:16]}"
+    done = work / "recbole.json"
+    if args.reuse_recbole and done.is_file():
+        return json.loads(done.read_text()), work, True
+    work.mkdir(parents=True, exist_ok=True)
+    cmd = [args.recbole_python, str(WORKER), "--model", SPECS[name]["recbole"], "--config", json.dumps(cfg),
+           "--inter", str(inter), "--work", str(work), "--threads", str(args.threads)]
+    proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True,
+                          env={**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"})
+    if proc.returncode != 0:
+        raise SystemExit(f"RecBole {name} (seed {seed}, {point}) failed:\n{proc.stderr[-3000:]}")
+    return json.loads(done.read_text()), work, False
 
 
-def run_llmrec(
-    name: str,
-    work: Path,
-    recbole_dir: Path,
-    epochs: int,
-    eval_every: int,
-    threads: int,
-    model_set: dict | None = None,
-    seed: int = 2020,
-) -> dict:
-    """Train llmrec's model on the split the RecBole worker dumped; return test metrics and timing."""
+def run_llmrec(name: str, point: str, seed: int, epochs: int, work: Path, recbole_dir: Path, threads: int) -> dict:
+    """llmrec on the split the RecBole run dumped, with the same seed and operating point."""
     import pandas as pd
 
+    from llmrec.interactions import DataSpec, Split, load_interactions
     from llmrec.models.base import build_model, model_config
     from llmrec.models.data import encode
     from llmrec.models.evaluation import EvalConfig, evaluate
     from llmrec.models.trainer import TrainerConfig, fit, seed_everything
-    from llmrec.interactions import DataSpec, Split, load_interactions
 
-    spec = SPECS[name]
     raw = load_interactions(DataSpec(format="recbole", path=recbole_dir)).interactions
     key = raw["user_id"] + "\t" + raw["item_id"]
     parts = {}
@@ -179,222 +110,102 @@ def run_llmrec(
         parts[phase] = raw.loc[key.isin(set(dumped["user_id"] + "\t" + dumped["item_id"]))]
         if len(parts[phase]) != len(dumped):
             raise RuntimeError(f"{phase}: {len(dumped)} dumped rows, {len(parts[phase])} matched")
-    held = set(key[raw.index.isin(parts["valid"].index) | raw.index.isin(parts["test"].index)])
-    train = raw.loc[~key.isin(held)]
-    split = Split.from_frames(train, parts["valid"], parts["test"], {"protocol": "recbole-dump"})
-    data = encode(split)
-    cfg = TrainerConfig(
-        epochs=epochs,
-        batch_size=2048,
-        learning_rate=1e-3,
-        patience=10_000,
-        eval_every=eval_every,
-        metric="ndcg@10",
-        seed=seed,
-        device="cpu",
-        num_threads=threads,
-        eval=EvalConfig(topk=[10], exclude_history=not spec["seq"]),
-    )
+    held = raw.index.isin(parts["valid"].index) | raw.index.isin(parts["test"].index)
+    data = encode(Split.from_frames(raw.loc[~held], parts["valid"], parts["test"], {"protocol": "recbole-dump"}))
+    budget = point == "budget"
+    cfg = TrainerConfig(epochs=epochs, batch_size=2048, learning_rate=1e-3, patience=10_000 if budget else 11,
+                        metric="ndcg@10" if budget else "mrr@10", seed=seed, device="cpu", num_threads=threads,
+                        eval=EvalConfig(topk=[10]))  # history masking: the family default, as RecBole
     seed_everything(seed)
-    model = build_model(model_config({**spec["llmrec"], **(model_set or {})}), data)
-    curve: list[dict] = []
-
-    def test_now(row: dict, _checkpoint) -> None:
-        now = evaluate(model, data, "test", cfg.eval).metrics
-        curve.append(
-            {
-                "epoch": row["epoch"],
-                "valid_ndcg@10": row["valid/ndcg@10"],
-                "ndcg@10": now["ndcg@10"],
-                "recall@10": now["recall@10"],
-            }
-        )
-
-    result = fit(model, data, cfg, on_epoch=test_now)
+    model = build_model(model_config(SPECS[name]["llmrec"]), data)
+    result = fit(model, data, cfg)
     test = evaluate(model, data, "test", cfg.eval).metrics
-    return {
-        "ndcg@10": test["ndcg@10"],
-        "recall@10": test["recall@10"],
-        "epoch_seconds": [r["train_seconds"] for r in result.history],
-        "seconds_per_epoch": result.train_seconds_per_epoch,
-        "best_epoch": result.best_epoch,
-        "curve": curve,
-        "n_train": len(train),
-        "n_valid": len(parts["valid"]),
-        "n_test": len(parts["test"]),
-    }
+    return {"ndcg@10": test["ndcg@10"], "recall@10": test["recall@10"], "mrr@10": test["mrr@10"],
+            "best_epoch": result.best_epoch, "epochs_run": len(result.history),
+            "epoch_seconds": [r["train_seconds"] for r in result.history]}
 
 
-def compare(args: argparse.Namespace) -> list[dict]:
-    """Run every requested model on both sides and print the parity table."""
-    sys.path.insert(0, str(REPO))
-    recbole_dir = Path(args.data_dir).expanduser().resolve() / "ml-100k-recbole"
-    inter = recbole_dir / "ml-100k.inter"
-    if not inter.is_file():
-        raise SystemExit(f"MovieLens-100K (RecBole format) not found at {inter}; pass --data-dir")
-    python = Path(args.recbole_python)
-    if not python.is_file():
-        raise SystemExit(f"RecBole venv not found ({python}); build it as in ../shared/reference/RECBOLE_SETUP.md")
-    rows = []
-    for name in args.models:
-        epochs = args.epochs or max(1, round(SPECS[name]["epochs"] * args.epochs_scale))
-        # RecBole's side is slow (SASRec: minutes per epoch); its outputs are kept per setting
-        # so that llmrec's side can be re-measured without re-training RecBole.
-        work = Path(args.recbole_cache) / f"{name}-e{epochs}-t{args.threads}-v{args.eval_every}"
-        work.mkdir(parents=True, exist_ok=True)
-        if args.rerun_recbole or not (work / "recbole.json").is_file():
-            cmd = [
-                str(python),
-                __file__,
-                "--worker",
-                "--model",
-                name,
-                "--work",
-                str(work),
-                "--inter",
-                str(inter),
-                "--epochs",
-                str(epochs),
-                "--eval-every",
-                str(args.eval_every),
-                "--threads",
-                str(args.threads),
-            ]
-            t0 = time.perf_counter()
-            proc = subprocess.run(
-                cmd,
-                cwd=work,
-                capture_output=True,
-                text=True,
-                env={**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"},
-            )
-            if proc.returncode != 0:
-                raise SystemExit(f"RecBole {name} failed:\n{proc.stderr[-3000:]}")
-            rb = json.loads((work / "recbole.json").read_text())
-            rb["wall_seconds"] = time.perf_counter() - t0
-            (work / "recbole.json").write_text(json.dumps(rb))
-        else:
-            print(f"(RecBole {name}: cached result from {work})", file=sys.stderr)
-        rb = json.loads((work / "recbole.json").read_text())
-        model_set = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.model_set)}
-        ours = run_llmrec(name, work, recbole_dir, epochs, args.eval_every, args.threads, model_set)
-        # Other seeds on llmrec's side (RecBole's side is one seeded run): the spread shows how
-        # much of a difference is seed noise.
-        others = [
-            run_llmrec(name, work, recbole_dir, epochs, args.eval_every, args.threads, model_set, seed=2020 + k)
-            for k in range(1, args.llmrec_seeds)
-        ]
-        rb_sec = sum(rb["epoch_seconds"]) / len(rb["epoch_seconds"])
-        for budget in sorted({*(b for b in args.budgets if b < epochs), epochs}):
-            rb_at = at_budget(rb.get("curve"), budget, ties_to_later=True) if budget < epochs else rb
-            us_at = at_budget(ours["curve"], budget, ties_to_later=False) if budget < epochs else ours
-            if rb_at is None or us_at is None:
-                continue
-            seeds = [us_at["ndcg@10"]] + [at_budget(o["curve"], budget, ties_to_later=False)["ndcg@10"] for o in others]
-            row = {
-                "model": name,
-                "epochs": budget,
-                "recbole": {**rb, **rb_at, "seconds_per_epoch": rb_sec},
-                "llmrec": {**ours, **us_at},
-                "ndcg_rel_diff": us_at["ndcg@10"] / rb_at["ndcg@10"] - 1 if rb_at["ndcg@10"] else None,
-                "time_ratio": ours["seconds_per_epoch"] / rb_sec if rb_sec else None,
-                "llmrec_seeds_ndcg@10": seeds,
-                "model_set": model_set,
-            }
-            rows.append(row)
-            print(format_row(row), flush=True)
-        # Which epoch validation picks is itself noisy at these NDCG levels; the mean test NDCG@10
-        # over the second half of the budget compares the two training curves with less noise.
-        rb_late, us_late = late_mean(rb.get("curve"), epochs), [late_mean(o["curve"], epochs) for o in [ours, *others]]
-        if rb_late is not None and rows:
-            rows[-1]["late_mean_ndcg@10"] = {"recbole": rb_late, "llmrec": us_late}
-            spread = f" (seeds: {statistics.mean(us_late):.4f} ± {statistics.stdev(us_late):.4f})" if len(us_late) > 1 else ""
-            print(
-                f"{name}: mean test NDCG@10 over epochs {epochs // 2 + 1}-{epochs}: RecBole {rb_late:.4f}, "
-                f"llmrec {us_late[0]:.4f} ({100 * (us_late[0] / rb_late - 1):+.1f}%){spread}",
-                file=sys.stderr,
-                flush=True,
-            )
-    return rows
+def summarize(name: str, point: str, epochs: int, rb: list[dict], us: list[dict]) -> dict:
+    """Mean ± std per side, relative difference, Welch p-value, epoch-time ratio."""
+    from scipy.stats import ttest_ind
+
+    row = {"model": name, "point": point, "max_epochs": epochs, "seeds": len(rb)}
+    for metric in ("ndcg@10", "recall@10"):
+        a, b = [r[metric] for r in rb], [r[metric] for r in us]
+        row[metric] = {"recbole": stats(a), "llmrec": stats(b),
+                       "rel_diff": statistics.mean(b) / statistics.mean(a) - 1 if statistics.mean(a) else None,
+                       "welch_p": float(ttest_ind(b, a, equal_var=False).pvalue) if len(a) > 1 else None}
+    sec = {side: statistics.mean(s for r in runs for s in r["epoch_seconds"]) for side, runs in
+           (("recbole", rb), ("llmrec", us))}
+    row.update(seconds_per_epoch=sec, time_ratio=sec["llmrec"] / sec["recbole"],
+               epochs_run={"recbole": [r["epochs_run"] for r in rb], "llmrec": [r["epochs_run"] for r in us]},
+               recbole_measured_at=sorted({r["measured_at"] for r in rb}))
+    return row
 
 
-def late_mean(curve: list[dict] | None, epochs: int) -> float | None:
-    """Mean test NDCG@10 over the second half of the epochs (per-epoch test metrics of the curve)."""
-    late = [point["ndcg@10"] for point in curve or [] if point["epoch"] >= epochs // 2]
-    return statistics.mean(late) if late else None
+def stats(values: list[float]) -> dict:
+    return {"mean": statistics.mean(values), "std": statistics.stdev(values) if len(values) > 1 else None,
+            "values": values}
 
 
-def at_budget(curve: list[dict] | None, budget: int, ties_to_later: bool) -> dict | None:
-    """Test metrics a run of ``budget`` epochs reports: those of its best validation epoch so far.
-
-    RecBole keeps a later epoch on a tie (``>=``), llmrec the earlier one (``>``)."""
-    best = None
-    for point in curve or []:
-        if point["epoch"] >= budget:
-            break
-        if best is None or point["valid_ndcg@10"] > best["valid_ndcg@10"] or (
-            ties_to_later and point["valid_ndcg@10"] == best["valid_ndcg@10"]
-        ):
-            best = point
-    return None if best is None else {"ndcg@10": best["ndcg@10"], "recall@10": best["recall@10"], "best_epoch": best["epoch"]}
+def fmt(s: dict) -> str:
+    return f"{s['mean']:.4f}" + (f" ± {s['std']:.4f}" if s["std"] is not None else "")
 
 
-def format_row(row: dict) -> str:
-    """One markdown table row."""
-    rb, us = row["recbole"], row["llmrec"]
-    seeds = row.get("llmrec_seeds_ndcg@10", [])
-    return (
-        f"| {row['model']} | {row['epochs']} | {rb['ndcg@10']:.4f} | {us['ndcg@10']:.4f} | {100 * row['ndcg_rel_diff']:+.1f}% "
-        f"| {rb['recall@10']:.4f} | {us['recall@10']:.4f} | {rb['seconds_per_epoch']:.2f} | {us['seconds_per_epoch']:.2f} "
-        f"| {row['time_ratio']:.2f}x |"
-        + (f" {statistics.mean(seeds):.4f} ± {statistics.stdev(seeds):.4f} (n={len(seeds)}) |" if len(seeds) > 1 else "")
-    )
+def table_row(row: dict) -> str:
+    n, r = row["ndcg@10"], row["recall@10"]
+    p = n["welch_p"]
+    noise = "—" if p is None else ("yes" if p >= 0.05 else "no") + f" (p={p:.2f})"
+    return (f"| {row['model']} | {row['point']} | {row['seeds']} | {fmt(n['recbole'])} | {fmt(n['llmrec'])} "
+            f"| {100 * n['rel_diff']:+.1f}% | {noise} | {fmt(r['recbole'])} | {fmt(r['llmrec'])} "
+            f"| {row['seconds_per_epoch']['recbole']:.2f} | {row['seconds_per_epoch']['llmrec']:.2f} "
+            f"| {row['time_ratio']:.2f} | {', '.join(row['recbole_measured_at'])} |")
+
+
+HEADER = ("| model | point | seeds | NDCG@10 RecBole | NDCG@10 llmrec | Δ | within seed noise (Welch) "
+          "| Recall@10 RecBole | Recall@10 llmrec | s/epoch RecBole | s/epoch llmrec | time ratio "
+          "| RecBole measured |\n"
+          "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|")
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--model", help=argparse.SUPPRESS)
-    p.add_argument("--split-only", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--work", help=argparse.SUPPRESS)
-    p.add_argument("--inter", help=argparse.SUPPRESS)
     p.add_argument("--models", nargs="+", default=list(SPECS), choices=list(SPECS))
+    p.add_argument("--points", nargs="+", default=["budget", "recbole"], choices=["budget", "recbole"])
+    p.add_argument("--seeds", type=int, default=5, help="seeds per side (2020, 2021, ...)")
+    p.add_argument("--epochs", type=int, help="budget point: one epoch budget for every model (default: SPECS)")
+    p.add_argument("--max-epochs", type=int, default=300, help="recbole point: epoch cap (RecBole's default 300)")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads, both sides")
     p.add_argument("--data-dir", default=os.environ.get("LLMREC_DATA_DIR", str(REPO.parent / "shared" / "data")))
     p.add_argument("--recbole-python", default=str(REPO / ".venv-recbole" / "bin" / "python"))
-    p.add_argument("--epochs-scale", type=float, default=1.0, help="multiply every model's epoch budget")
-    p.add_argument("--epochs", type=int, help="one epoch budget for every model (overrides --epochs-scale)")
-    p.add_argument(
-        "--budgets",
-        type=int,
-        nargs="*",
-        default=[],
-        help="also report shorter budgets from the same runs (test metrics at the best validation epoch so far)",
-    )
-    p.add_argument("--recbole-cache", default=str(REPO / "runs" / "perf" / "recbole-cache"))
-    p.add_argument("--rerun-recbole", action="store_true", help="ignore a cached RecBole result")
-    p.add_argument(
-        "--llmrec-seeds", type=int, default=1, help="also train llmrec with N-1 more seeds; prints NDCG@10 mean ± sd"
-    )
-    p.add_argument(
-        "--model-set",
-        nargs="*",
-        default=[],
-        metavar="KEY=JSON",
-        help="llmrec model options for every --models entry, e.g. --models sasrec --model-set train_stride=10",
-    )
-    p.add_argument("--eval-every", type=int, default=1, help="validate every N epochs (both sides)")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (both sides)")
+    p.add_argument("--work-dir", default=str(REPO / "runs" / "perf" / "recbole-parity"))
+    p.add_argument("--reuse-recbole", action="store_true",
+                   help="take a stored RecBole result whose key (model, full config, seed, threads) matches")
     p.add_argument("--out", default=str(REPO / "runs" / "perf" / "recbole_parity.json"))
     args = p.parse_args()
-    if args.worker:
-        run_recbole(args)
-        return
-    print(
-        "| model | epochs | RecBole NDCG@10 | llmrec NDCG@10 | rel. diff | RecBole Recall@10 | llmrec Recall@10 "
-        "| RecBole s/epoch | llmrec s/epoch | time ratio |" + (" llmrec NDCG@10 over seeds |" if args.llmrec_seeds > 1 else "")
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|" + ("---|" if args.llmrec_seeds > 1 else ""))
-    rows = compare(args)
+    recbole_dir = Path(args.data_dir).expanduser().resolve() / "ml-100k-recbole"
+    inter = recbole_dir / "ml-100k.inter"
+    if not inter.is_file():
+        raise SystemExit(f"MovieLens-100K (RecBole format) not found at {inter}; pass --data-dir")
+    if not Path(args.recbole_python).is_file():
+        raise SystemExit(f"RecBole venv not found ({args.recbole_python}); see ../shared/reference/RECBOLE_SETUP.md")
+    sys.path.insert(0, str(REPO))
+    rows = []
+    print(HEADER, flush=True)
+    for name in args.models:
+        for point in args.points:
+            epochs = (args.epochs or SPECS[name]["epochs"]) if point == "budget" else args.max_epochs
+            rb, us = [], []
+            for seed in range(2020, 2020 + args.seeds):
+                t0 = time.perf_counter()
+                result, work, reused = run_recbole(args, name, point, seed, epochs, inter)
+                rb.append({**result, "reused": reused})
+                us.append(run_llmrec(name, point, seed, epochs, work, recbole_dir, args.threads))
+                print(f"  {name} {point} seed {seed}: RecBole NDCG@10 {result['ndcg@10']:.4f} "
+                      f"({result['epochs_run']} ep{', reused' if reused else ''}), llmrec {us[-1]['ndcg@10']:.4f} "
+                      f"({us[-1]['epochs_run']} ep), {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+            rows.append(summarize(name, point, epochs, rb, us) | {"runs": {"recbole": rb, "llmrec": us}})
+            print(table_row(rows[-1]), flush=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rows, indent=2))

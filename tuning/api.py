@@ -17,7 +17,7 @@ import yaml
 
 from llmrec.config import dump_yaml, fingerprint, load_config, validate
 from llmrec.errors import ConfigError
-from llmrec.models.export import export_embeddings, topk_frame
+from llmrec.models.export import candidate_lists, export_embeddings, topk_frame
 from llmrec.tuning.config import TrainConfig, TuneConfig, set_path
 from llmrec import tracking
 from llmrec.tracking import log_metrics, tracking_uri
@@ -32,8 +32,11 @@ def _run_dir(cfg: TrainConfig, kind: str) -> Path:
     return Path(cfg.output.dir).expanduser().resolve() / name
 
 
-def train_from_config(path: str, overrides: list[str]) -> dict:
+def train_from_config(path: str, overrides: list[str], resume: bool = False) -> dict:
     """Train one configuration; returns metrics, best epoch and the paths written.
+
+    ``resume`` continues an interrupted run of the same config from ``checkpoint/last.pt``
+    (after its last validated epoch, with optimizer, early-stopping counters and RNG state).
 
     Writes ``resolved.yaml``, ``protocol.json``, ``metrics.json``, ``checkpoint/best.pt``,
     ``per_user_test.parquet``, ``topk_test.parquet`` and embeddings under the run directory,
@@ -41,6 +44,9 @@ def train_from_config(path: str, overrides: list[str]) -> dict:
     """
     cfg = load_config(TrainConfig, path, overrides)
     run_dir = _run_dir(cfg, "train")
+    ckpt_dir = run_dir / "checkpoint"
+    if resume and not any((ckpt_dir / n).is_file() for n in ("last.pt", "best.pt")):
+        raise ConfigError(f"--resume: no checkpoint of this config at {ckpt_dir}")
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "resolved.yaml").write_text(dump_yaml(cfg), encoding="utf-8")
     data = prepare_data(cfg)
@@ -53,8 +59,8 @@ def train_from_config(path: str, overrides: list[str]) -> dict:
             **cfg.model_dump(mode="json", exclude={"tracking", "output"}),
             "protocol": _protocol_params(data.protocol),
         }
-        tags = tracking.run_tags("train", data.protocol, _data_fingerprint(data.protocol), HEADLINE,
-                                 **{"llmrec.run_dir": str(run_dir)})
+        extra = {"llmrec.run_dir": str(run_dir), **({"llmrec.resumed": "true"} if resume else {})}
+        tags = tracking.run_tags("train", data.protocol, _data_fingerprint(data.protocol), HEADLINE, **extra)
         run_id = tracking.start_run(client, exp, run_dir.name, params, tags)
 
     def on_epoch(row: dict, ckpt: Path | None) -> None:
@@ -62,7 +68,7 @@ def train_from_config(path: str, overrides: list[str]) -> dict:
             log_metrics(client, run_id, epoch_metrics(row), int(row["epoch"]))
 
     try:
-        model, result, test = train_and_test(cfg, data, run_dir / "checkpoint", on_epoch)
+        model, result, test = train_and_test(cfg, data, ckpt_dir, on_epoch, ckpt_dir if resume else None)
     except BaseException:
         if client is not None:
             client.set_terminated(run_id, "FAILED")
@@ -79,6 +85,11 @@ def train_from_config(path: str, overrides: list[str]) -> dict:
         "mlflow_run_id": run_id,
     }
     test.per_user.to_parquet(run_dir / "per_user_test.parquet", index=False)
+    for phase in ("valid", "test"):
+        frame = candidate_lists(data, phase)
+        if frame is not None:
+            frame.to_parquet(run_dir / f"candidates_{phase}.parquet", index=False)
+            out[f"candidates_{phase}"] = str(run_dir / f"candidates_{phase}.parquet")
     if cfg.output.export_topk:
         topk_frame(data, test).to_parquet(run_dir / "topk_test.parquet", index=False)
         out["topk"] = str(run_dir / "topk_test.parquet")
@@ -202,6 +213,7 @@ def tune_from_config(path: str, overrides: list[str], resume: bool = False) -> d
                     callbacks=callbacks,
                     verbose=0,
                     checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+                    failure_config=tune.FailureConfig(max_failures=cfg.tune.max_failures),
                 ),
             )
         grid = tuner.fit()

@@ -16,7 +16,7 @@ from pydantic import Field, SerializeAsAny, model_validator
 from llmrec.config import StrictModel
 from llmrec.errors import ConfigError
 from llmrec.tracking import TrackingConfig as BaseTrackingConfig
-from llmrec.models.base import ModelConfig, model_config
+from llmrec.models.base import ModelConfig, get_model_class, model_config
 from llmrec.models.trainer import TrainerConfig
 from llmrec.interactions.config import DataSpec, FilterConfig, SplitConfig
 
@@ -53,6 +53,16 @@ class TrainConfig(StrictModel):
         if isinstance(data, dict) and "model" in data:
             data = {**data, "model": model_config(data["model"], "model")}
         return data
+
+    @model_validator(mode="after")
+    def _no_sequential_leakage(self) -> "TrainConfig":
+        if get_model_class(self.model.name).uses_sequence and self.split.protocol == "random":
+            raise ValueError(
+                f"model {self.model.name!r} is a sequential model and split.protocol is 'random': a random split "
+                f"puts a user's later items into the training sequence that predicts earlier ones (leakage); "
+                f"use split.protocol: loo or temporal (RecBole refuses a random order for sequential models too)"
+            )
+        return self
 
     def semantic(self) -> dict:
         """What determines results (not where they are written or tracked)."""
@@ -118,6 +128,8 @@ class TuneSection(StrictModel):
         None, ge=1, description="trials running at once; default: as many as the cluster's CPUs/GPUs fit"
     )
     seed: int | None = Field(2020, description="seed of the search-space sampler")
+    max_failures: int = Field(2, ge=-1, description="retries of a failed trial (Ray Tune FailureConfig; -1 = "
+                              "without limit); a retried trial continues from its last checkpoint")
     ray_address: str | None = Field(None, description="Ray cluster address; None starts a local Ray")
     num_cpus: int | None = Field(None, ge=1, description="CPUs of a local Ray started here")
 

@@ -2,8 +2,9 @@
 
 ``prepare_data`` reads, filters, splits and encodes once; ``train_and_test`` fits a model
 and evaluates it on test; ``tune_trial`` is the function trainable: it reports validation
-metrics every epoch (with a checkpoint whenever the epoch is the best so far), then one
-final result with the ``test/...`` metrics.
+metrics every validation with a checkpoint (``last.pt`` to continue from, ``best.pt`` the best
+epoch so far), then one final result with the ``test/...`` metrics. A restored or retried
+trial continues after its last validated epoch with optimizer, counters and RNG state.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from llmrec.config import validate
-from llmrec.models.base import build_model
+from llmrec.models.base import build_model, get_model_class
 from llmrec.models.data import RecData, encode
-from llmrec.models.evaluation import EvalResult, evaluate
-from llmrec.models.trainer import TrainResult, fit, resolve_device, seed_everything
+from llmrec.models.evaluation import EvalResult, evaluate, history_masked
+from llmrec.models.trainer import LAST, TrainResult, fit, resolve_device, seed_everything
 from llmrec.interactions import apply_filters, load_interactions, split_interactions
 from llmrec.interactions.schema import ITEM_ID, USER_ID
 from llmrec.tuning.config import TrainConfig, set_path
@@ -31,7 +32,12 @@ def prepare_data(cfg: TrainConfig) -> RecData:
     inter = apply_filters(data.interactions, cfg.filters, data.source)
     split = split_interactions(inter, cfg.split, data.source)
     rec = encode(split, data.titles(), cfg.split.candidates)
+    masked = history_masked(cfg.train.eval, get_model_class(cfg.model.name))
     rec.protocol.update(
+        exclude_history=masked,
+        exclude_history_from="config" if cfg.train.eval.exclude_history is not None else
+        "family default (general models: true, sequential models: false, as RecBole)",
+        tie_break=f"seeded random order (train.eval.seed={cfg.train.eval.seed}), stable sort on score",
         source=data.source,
         n_users=int(inter[USER_ID].nunique()),
         n_items=int(inter[ITEM_ID].nunique()),
@@ -76,9 +82,12 @@ def tune_trial(config: dict[str, Any], base: dict[str, Any], data: RecData) -> N
             resume = Path(restored.to_directory(str(work / "restored")))
 
         def report(row: dict, ckpt: Path | None) -> None:
+            # every validation ships the checkpoint folder: last.pt (to continue exactly after a
+            # failure or a restore) and best.pt (the answer); Tune keeps the latest one
             metrics = {**row, "epoch": int(row["epoch"]) + 1}
-            if ckpt is not None:
-                tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(str(ckpt.parent)))
+            folder = work / "best"
+            if (folder / LAST).is_file():
+                tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(str(folder)))
             else:
                 tune.report(metrics)
 

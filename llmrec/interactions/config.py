@@ -69,7 +69,11 @@ class CandidateConfig(StrictModel):
     num_negatives: int = Field(
         99, ge=1, description="sampled mode: negatives per user, drawn from items the user never touched"
     )
-    seed: int = Field(2020, description="seed of the negative sampler")
+    seed: int = Field(2020, description="seed of the negative sampler (validation and test draw independent "
+                      "streams from it)")
+    sampler: Literal["uniform", "popularity"] = Field(
+        "uniform", description="sampled mode: negatives drawn uniformly from the train catalogue, or in proportion "
+        "to their train popularity (harder negatives)")
 
 
 class SplitConfig(StrictModel):

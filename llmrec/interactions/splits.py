@@ -143,18 +143,28 @@ def temporal_split(
     return train, kept[0], kept[1]
 
 
-def sample_negatives(split: Split, phase: str, num: int, seed: int) -> pd.DataFrame:
+def sample_negatives(split: Split, phase: str, num: int, seed: int, sampler: str = "uniform") -> pd.DataFrame:
     """For each user of ``phase``: ``num`` distinct items (seen in train) the user never touched.
 
-    Returns ``user_id`` and ``negatives`` (a list of item ids), users sorted, reproducible by ``seed``.
+    Returns ``user_id`` and ``negatives`` (a list of item ids), users sorted, reproducible by
+    ``seed``. The two phases draw from independent streams (``(seed, phase)``), so validation
+    and test never share a negative set by construction. ``sampler``: ``uniform`` over the train
+    catalogue, or ``popularity`` (probability proportional to the item's train count).
     """
     if phase not in ("valid", "test"):
         raise ValueError(f"phase must be valid or test, got {phase!r}")
-    catalogue = np.array(sorted(split.train[ITEM_ID].unique()), dtype=object)
+    if sampler not in ("uniform", "popularity"):
+        raise ValueError(f"sampler must be uniform or popularity, got {sampler!r}")
+    counts = split.train[ITEM_ID].value_counts()
+    catalogue = np.array(sorted(counts.index), dtype=object)
     index = {item: k for k, item in enumerate(catalogue)}
+    prob = None
+    if sampler == "popularity":
+        weights = counts.reindex(catalogue).to_numpy(np.float64)
+        prob = weights / weights.sum()
     every = pd.concat([split.train, split.valid, split.test])
     seen = every.groupby(USER_ID)[ITEM_ID].agg(lambda s: {index[i] for i in s if i in index})
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng([seed, ("valid", "test").index(phase)])
     users = sorted(getattr(split, phase)[USER_ID].unique())
     out = []
     for user in users:
@@ -165,7 +175,7 @@ def sample_negatives(split: Split, phase: str, num: int, seed: int) -> pd.DataFr
         picked: list[int] = []
         chosen: set[int] = set()
         while len(picked) < num:
-            for k in rng.integers(0, len(catalogue), size=2 * (num - len(picked)) + 8):
+            for k in rng.choice(len(catalogue), size=2 * (num - len(picked)) + 8, p=prob):
                 k = int(k)
                 if k not in banned and k not in chosen:
                     chosen.add(k)

@@ -94,3 +94,45 @@ def test_sampled_mode_ranks_only_candidates():
     assert res.per_user["hr@1"].tolist() == [1.0, 1.0]
     assert res.per_user["ndcg@3"].tolist() == pytest.approx([1.0, 1.0])
     assert res.metrics["precision@3"] == pytest.approx((1 / 3 + 2 / 3) / 2)
+
+
+def constant_data(n_users: int = 400, n_items: int = 51, negatives=None):
+    """Every user: no history, one positive (item 1 + user % 50); a model scoring all items equally."""
+    users = np.arange(n_users)
+    ev = EvalSet(users, [np.array([1 + u % (n_items - 1)]) for u in users], [np.zeros(0, np.int64)] * n_users,
+                 negatives)
+    return RecData(np.array([f"u{u}" for u in users], dtype=object),
+                   np.array(["<pad>"] + [f"i{i}" for i in range(1, n_items)], dtype=object),
+                   np.zeros(0, np.int64), np.zeros(0, np.int64), ev, ev)
+
+
+@pytest.mark.parametrize("sampled", [False, True])
+def test_ties_never_favour_a_model(sampled):
+    """All scores equal: rank is uniform over the candidates (mean ≈ (n+1)/2), not 1 (issue 16)."""
+    n_users, n_items = 400, 51
+    negatives = None
+    if sampled:  # 19 negatives: every other item but the positive, first 19
+        negatives = np.array([[i for i in range(1, n_items) if i != 1 + u % (n_items - 1)][:19]
+                              for u in range(n_users)])
+    data = constant_data(n_users, n_items, negatives)
+    model = FixedScores(data, np.zeros((n_users, n_items)))
+    res = evaluate(model, data, "test", EvalConfig(topk=[1, 10]))
+    n_cand = 20 if sampled else n_items - 1
+    rank = res.per_user["rank"].to_numpy()
+    assert rank.min() >= 1 and rank.max() <= n_cand
+    assert abs(rank.mean() - (n_cand + 1) / 2) < 0.15 * n_cand
+    assert res.metrics["hr@1"] == pytest.approx(np.mean(rank == 1))  # top-K and rank follow one order
+    assert res.metrics["hr@10"] == pytest.approx(np.mean(rank <= 10))
+    assert res.metrics["mrr"] == pytest.approx(np.mean(1 / rank))
+    again = evaluate(model, data, "test", EvalConfig(topk=[1, 10]))
+    assert (again.per_user["rank"].to_numpy() == rank).all()  # seeded: reproducible
+
+
+def test_exclude_history_defaults_per_family():
+    from llmrec.models.evaluation import history_masked
+
+    class Seq(FixedScores):
+        uses_sequence = True
+
+    assert history_masked(EvalConfig(), FixedScores) is True and history_masked(EvalConfig(), Seq) is False
+    assert history_masked(EvalConfig(exclude_history=True), Seq) is True

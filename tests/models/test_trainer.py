@@ -42,13 +42,56 @@ def test_early_stopping_stops_after_patience(tiny_data):
     assert last < 39 and last == result.best_epoch + 1
 
 
-def test_resume_continues_after_the_saved_epoch(tiny_data, tmp_path):
+def test_resume_continues_after_the_last_epoch(tiny_data, tmp_path):
     first = build_model(model_config({"name": "bprmf", "embedding_size": 8}), tiny_data)
     fit(first, tiny_data, cfg(epochs=2, patience=5), tmp_path / "ck")
-    saved = torch.load(tmp_path / "ck" / "best.pt", weights_only=False)["state"]["epoch"]
+    last = torch.load(tmp_path / "ck" / "last.pt", weights_only=False)
+    assert last["state"]["last_epoch"] == 1 and {"numpy", "torch", "python"} <= set(last["rng"])
     second = build_model(model_config({"name": "bprmf", "embedding_size": 8}), tiny_data)
     result = fit(second, tiny_data, cfg(epochs=4, patience=5), tmp_path / "ck", resume=tmp_path / "ck")
-    assert [r["epoch"] for r in result.history] == list(range(saved + 1, 4))
+    assert [r["epoch"] for r in result.history] == [2, 3]
+
+
+@pytest.mark.parametrize("name", ["bprmf", "gru4rec"])
+def test_an_interrupted_run_resumed_equals_the_uninterrupted_run(name, tiny_data, tmp_path):
+    """Issue 16: resume restores the last epoch's weights, optimizer, early-stopping counters and RNG."""
+    model_cfg = {"name": name, "embedding_size": 8} if name == "bprmf" else {"name": name, "embedding_size": 8,
+                                                                              "hidden_size": 8, "max_seq_len": 5}
+    seed_everything(3)
+    straight = build_model(model_config(model_cfg), tiny_data)
+    whole = fit(straight, tiny_data, cfg(epochs=4, patience=5, seed=3), tmp_path / "a")
+    seed_everything(3)
+    part = build_model(model_config(model_cfg), tiny_data)
+    fit(part, tiny_data, cfg(epochs=2, patience=5, seed=3), tmp_path / "b")
+    resumed = build_model(model_config(model_cfg), tiny_data)
+    rest = fit(resumed, tiny_data, cfg(epochs=4, patience=5, seed=3), tmp_path / "b", resume=tmp_path / "b")
+    assert [r["loss"] for r in rest.history] == pytest.approx([r["loss"] for r in whole.history[2:]], abs=0)
+    assert rest.best_epoch == whole.best_epoch and rest.best_valid == pytest.approx(whole.best_valid)
+    for (k, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(a, b), k
+
+
+def test_resume_keeps_the_early_stopping_counter(tiny_data, tmp_path):
+    model = build_model(model_config({"name": "bprmf", "embedding_size": 8}), tiny_data)
+    fit(model, tiny_data, cfg(epochs=3, patience=5), tmp_path / "ck")
+    ck = torch.load(tmp_path / "ck" / "last.pt", weights_only=False)
+    ck["state"]["bad"] = 5  # patience already used up when the run was cut
+    torch.save(ck, tmp_path / "ck" / "last.pt")
+    again = build_model(model_config({"name": "bprmf", "embedding_size": 8}), tiny_data)
+    result = fit(again, tiny_data, cfg(epochs=10, patience=5), tmp_path / "ck", resume=tmp_path / "ck")
+    assert result.history == []  # it stopped before training another epoch
+
+
+def test_a_tie_counts_as_an_improvement(tiny_data):
+    """RecBole's early stopping: value >= best resets the counter, so a plateau keeps the later epoch."""
+    model = build_model(model_config({"name": "mostpop"}), tiny_data)
+    model.trainable = True  # constant scores: every validation ties
+    model.training_batches = lambda data, bs, rng: iter([{}])
+    model.calculate_loss = lambda batch: torch.zeros((), requires_grad=True)
+    model.register_parameter("w", torch.nn.Parameter(torch.zeros(1)))
+    model.fit(tiny_data)
+    result = fit(model, tiny_data, cfg(epochs=4, patience=1))
+    assert [r["epoch"] for r in result.history] == [0, 1, 2, 3] and result.best_epoch == 3
 
 
 def test_seeded_training_is_reproducible(tiny_data):

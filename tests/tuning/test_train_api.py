@@ -49,6 +49,49 @@ def test_sampled_candidates_mode_is_recorded(tmp_path, tiny_csv):
     cfg["split"]["candidates"] = {"mode": "sampled", "num_negatives": 5}
     cfg["model"] = {"name": "mostpop"}
     out = train_from_config(write_config(tmp_path, cfg), [])
-    assert out["protocol"]["candidates"] == {"mode": "sampled", "num_negatives": 5, "seed": 2020}
+    assert out["protocol"]["candidates"] == {"mode": "sampled", "num_negatives": 5, "seed": 2020,
+                                             "sampler": "uniform"}
     assert out["mlflow_run_id"] is None and "embeddings" in out and out["embeddings"] == {}
     assert 0 < out["test"]["test/hr@5"] <= 1
+    # the candidate lists are exported, and validation and test draw their own negatives
+    valid, test = pd.read_parquet(out["candidates_valid"]), pd.read_parquet(out["candidates_test"])
+    assert len(test) == 24 and all(len(n) == 5 for n in test["negatives"])
+    both = valid.merge(test, on="user_id", suffixes=("_v", "_t"))
+    assert any(list(a) != list(b) for a, b in zip(both["negatives_v"], both["negatives_t"]))
+    assert all(not set(p) & set(n) for p, n in zip(test["positives"], test["negatives"]))
+
+
+def test_history_masking_and_tie_break_are_recorded(tmp_path, tiny_csv):
+    cfg = base_config(tmp_path, tracking={"enabled": False})
+    cfg["model"] = {"name": "mostpop"}
+    out = train_from_config(write_config(tmp_path, cfg), [])
+    assert out["protocol"]["exclude_history"] is True and out["protocol"]["exclude_history_from"].startswith("family")
+    cfg["train"] = {**cfg.get("train", {}), "eval": {"exclude_history": False}}
+    again = train_from_config(write_config(tmp_path, cfg), [])
+    assert again["protocol"]["exclude_history"] is False and again["protocol"]["exclude_history_from"] == "config"
+    assert "seeded random" in again["protocol"]["tie_break"]
+
+
+def test_sequential_models_refuse_the_random_split(tmp_path, tiny_csv):
+    from llmrec.errors import ConfigError
+
+    for name in ("sasrec", "gru4rec"):
+        cfg = base_config(tmp_path, tracking={"enabled": False})
+        cfg["split"]["protocol"] = "random"
+        cfg["model"] = {"name": name}
+        with pytest.raises(ConfigError, match=r"split.protocol: loo or temporal"):
+            train_from_config(write_config(tmp_path, cfg), [])
+
+
+def test_train_resume_continues_after_the_last_epoch(tmp_path, tiny_csv):
+    from llmrec.errors import ConfigError
+
+    cfg = base_config(tmp_path, tracking={"enabled": False})
+    path = write_config(tmp_path, cfg)
+    with pytest.raises(ConfigError, match="--resume: no checkpoint"):
+        train_from_config(path, ["train.epochs=3"], resume=True)
+    first = train_from_config(path, ["train.epochs=3", "train.patience=50"])
+    assert (tmp_path / "runs" / first["run_dir"].split("/")[-1] / "checkpoint" / "last.pt").is_file()
+    # the same config (same run dir) with a larger budget: resuming trains epochs 3.. only
+    second = train_from_config(path, ["train.epochs=3", "train.patience=50"], resume=True)
+    assert second["best_epoch"] == first["best_epoch"] and second["test"] == first["test"]

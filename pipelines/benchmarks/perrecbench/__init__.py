@@ -25,7 +25,7 @@ class PerRecBench:
     name = "perrecbench"
     config_cls = PerRecBenchConfig
     group_keys = ("level", "mode")
-    protocol_keys = ("data", "levels", "modes", "groups", "prompt")
+    protocol_keys = ("data", "levels", "modes", "groups", "prompt", "sampling")
     headline_metrics = ("ptc", "ptc_rank", "exact_match", "failed")
     data = None  # built from rating data read by pipelines/interactions (cfg.data)
     score_tasks = (

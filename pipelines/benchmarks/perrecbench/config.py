@@ -60,9 +60,10 @@ class PromptConfig(StrictModel):
     cot: bool = Field(False, description="chain-of-thought templates (turns constrained decoding off)")
     samples: int = Field(1, ge=1, le=16, description="self-consistency: completions per prompt; the most common "
                          "raw completion is parsed (reference majority_vote)")
-    templates: Literal["builtin", "reference"] = Field(
-        "builtin", description="builtin: this package's templates/; reference: the reference's template files "
-        "under <data dir>/<reference_templates>")
+    templates: Literal["reference", "builtin"] = Field(
+        "reference", description="reference (default): the reference's own template files (0ours<i>, non-CoT "
+        "unless cot) read from <data dir>/<reference_templates>; builtin: this package's wording in templates/ "
+        "(adds 'relative to their own usual taste' hints the reference never gives)")
     reference_templates: Path = Field(Path("perrecbench/code"), description="the reference's code/ folder, "
                                       "relative to the data dir (or absolute)")
     template_index: int = Field(0, ge=0, le=3, description="reference template variant 0ours<i> (CoT exists for 0)")

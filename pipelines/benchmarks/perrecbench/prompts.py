@@ -67,8 +67,10 @@ def load_templates(cfg: PromptConfig, mode: str, data_dir: Path | None) -> dict[
     prof_path = root / "template_profile/gen_profile.txt"
     for p in (user_path, sys_path, prof_path):
         if not p.is_file():
-            raise DataError(f"reference template not found: {p} (prompt.templates=reference reads the "
-                            f"reference's code/ folder at prompt.reference_templates={cfg.reference_templates})")
+            raise DataError(f"reference template not found: {p} (prompt.templates=reference, the default, reads "
+                            f"the reference's code/ folder at prompt.reference_templates={cfg.reference_templates}; "
+                            f"fetch it into the data dir, or set prompt.templates: builtin for this package's "
+                            f"own wording)")
     return {"system": load_template(HERE, "", sys_path),
             "user": _from_reference(load_template(HERE, "", user_path), _FIELDS[mode], passes),
             "profile": _from_reference(load_template(HERE, "", prof_path), ("history",), 1)}

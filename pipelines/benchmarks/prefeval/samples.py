@@ -110,6 +110,15 @@ def _pair_samples(cfg: PrefEvalConfig, data_dir: Path, topic: str, form: str, ta
     return out
 
 
+def _record(rec: dict, form: str, mcq: list | None, task_id: int) -> dict:
+    """The pair's record. MCQ + explicit: the preference text of ``mcq_options/<topic>.json``, as the
+    reference's MCQ script reads it (30 of the 1000 statements are worded differently from
+    ``explicit_preference/``, e.g. "I absolutely refuse ..." vs "I refuse ...")."""
+    if mcq is None or form != "explicit":
+        return rec
+    return {**rec, "preference": mcq[task_id]["preference"]}
+
+
 def build_samples(cfg: PrefEvalConfig, data_dir: Path) -> list[dict]:
     data_dir = Path(data_dir).resolve()
     for n in cfg.turns:
@@ -123,6 +132,6 @@ def build_samples(cfg: PrefEvalConfig, data_dir: Path) -> list[dict]:
             if mcq is not None and len(recs) != len(mcq):
                 raise DataError(f"prefeval {topic}: {form} has {len(recs)} records, mcq_options {len(mcq)}")
             for task_id in range(min(len(recs), cfg.per_topic or len(recs))):
-                out += _pair_samples(cfg, data_dir, topic, form, task_id, recs[task_id],
+                out += _pair_samples(cfg, data_dir, topic, form, task_id, _record(recs[task_id], form, mcq, task_id),
                                      mcq[task_id] if mcq is not None else None, conflicts.get((topic, task_id)))
     return out[: cfg.limit] if cfg.limit else out

@@ -24,8 +24,8 @@ GOOD = [{"interest": "Jazz Piano", "item_ids": ["1", "2"]}]
     '{"interest": "Jazz  Piano", "item_ids": [1, 2]}',                # one object, int ids, spaces
     '[{"interest": "Jazz Piano", "item_ids": "[1], [2]"}]',            # ids as text, copied brackets
 ])
-def test_broken_extraction_outputs_are_repaired(text):
-    assert parse_extraction(text) == GOOD
+def test_broken_extraction_outputs_are_repaired_by_the_lenient_parser(text):
+    assert parse_extraction(text, "lenient") == GOOD
 
 
 @pytest.mark.parametrize("text", [
@@ -33,14 +33,39 @@ def test_broken_extraction_outputs_are_repaired(text):
     "[204] implicit_positive - Back to the Future (1985)\n[96] implicit_positive - Terminator 2",  # echoed history
     '[ { "interest":"...", "item_ids": ["...", ...], "evidence_excerpt":"..." }, ...]',        # echoed example
 ])
-def test_unparsable_extraction_is_none(text):
-    assert parse_extraction(text) is None
+def test_unparsable_extraction_is_none_for_the_lenient_parser(text):
+    assert parse_extraction(text, "lenient") is None
 
 
 def test_empty_list_is_a_valid_answer_and_junk_items_are_skipped():
-    assert parse_extraction("[]") == []
-    assert parse_extraction('[{"interest": ""}, "x", 3, {"interest": "Chess", "item_ids": [{"a": 1}, "7"]}]') == [
-        {"interest": "Chess", "item_ids": ["7"]}]
+    assert parse_extraction("[]", "lenient") == []
+    assert parse_extraction('[{"interest": ""}, "x", 3, {"interest": "Chess", "item_ids": [{"a": 1}, "7"]}]',
+                            "lenient") == [{"interest": "Chess", "item_ids": ["7"]}]
+
+
+@pytest.mark.parametrize("text", [
+    json.dumps(GOOD),
+    "```json\n" + json.dumps(GOOD) + "\n```",
+    "Sure! Here are the interests:\n" + json.dumps(GOOD) + "\nHope this helps.",
+])
+def test_reference_parser_reads_what_the_reference_reads(text):
+    assert parse_extraction(text) == GOOD
+
+
+@pytest.mark.parametrize("text,expected", [
+    ('{"interests": [{"interest": "Jazz Piano", "item_ids": ["1", "2"]}]}', []),   # wrapper: no interests
+    ('{"interest": "Jazz Piano", "item_ids": ["1", "2"]}', []),                   # bare object: none
+    ('[{"interest": "Jazz Piano", "item_ids": [1, "2"]}]',                         # integer ids cite nothing
+     [{"interest": "Jazz Piano", "item_ids": ["2"]}]),
+    ('[{"interest": "Jazz  Piano", "item_ids": "1, 2"}]',                         # name verbatim, text ids lost
+     [{"interest": "Jazz  Piano", "item_ids": []}]),
+    ('[{"interest": "Jazz Piano", "item_ids": ["1", "2"],}]', None),               # no repair: unparsable
+    ('[{"interest": "Jazz Piano", "item_ids": ["1", "2"', None),                   # truncated: unparsable
+    ("The user likes jazz.", None),
+    ("[]", []),
+])
+def test_reference_parser_loses_what_the_reference_loses(text, expected):
+    assert parse_extraction(text) == expected
 
 
 def test_extract_json_prefers_fenced_block():

@@ -104,6 +104,28 @@ def test_sampled_negatives_are_unseen_distinct_and_seeded():
         sample_negatives(split, "test", 100, seed=3)
 
 
+def test_valid_and_test_draw_their_own_negatives():
+    split = split_interactions(synthetic(), SplitConfig(protocol="loo"))
+    valid, test = sample_negatives(split, "valid", 10, seed=3), sample_negatives(split, "test", 10, seed=3)
+    assert valid["user_id"].tolist() == test["user_id"].tolist()
+    assert valid["negatives"].tolist() != test["negatives"].tolist()
+
+
+def test_popularity_sampled_negatives_favour_popular_items():
+    import collections
+
+    split = split_interactions(synthetic(), SplitConfig(protocol="loo"))
+    counts = split.train["item_id"].value_counts()
+    drawn = collections.Counter(i for row in sample_negatives(split, "test", 5, seed=3, sampler="popularity")
+                                ["negatives"] for i in row)
+    uniform = collections.Counter(i for row in sample_negatives(split, "test", 5, seed=3)["negatives"] for i in row)
+    top = set(counts.index[: max(1, len(counts) // 5)])
+    share = lambda c: sum(v for k, v in c.items() if k in top) / sum(c.values())  # noqa: E731
+    assert share(drawn) > share(uniform)
+    with pytest.raises(ValueError, match="sampler"):
+        sample_negatives(split, "test", 5, seed=3, sampler="zipf")
+
+
 def test_split_from_frames_records_given_protocol():
     df = synthetic()
     s = Split.from_frames(df.iloc[:10], df.iloc[10:12], df.iloc[12:14])

@@ -72,14 +72,19 @@ def test_reference_templates_are_converted_once_per_format_pass(data_dir):
 
 
 def test_missing_reference_templates_fail_naming_the_file(tmp_path):
-    with pytest.raises(DataError, match="0ours0.txt"):
-        prompts.load_templates(PromptConfig(templates="reference"), "point", tmp_path)
+    with pytest.raises(DataError, match="0ours0.txt.*prompt.templates: builtin"):
+        prompts.load_templates(PromptConfig(), "point", tmp_path)
+
+
+def test_reference_wording_is_the_default():
+    """Issue 16: defaults reproduce the paper; our own wording is the named option ``builtin``."""
+    assert PromptConfig().templates == "reference" and PromptConfig().cot is False
 
 
 @pytest.mark.parametrize("mode", ["point", "pair", "list"])
 @pytest.mark.parametrize("cot", [False, True])
 def test_builtin_templates_have_their_placeholders(mode, cot):
-    t = prompts.load_templates(PromptConfig(cot=cot), mode, None)
+    t = prompts.load_templates(PromptConfig(templates="builtin", cot=cot), mode, None)
     fields = ("{user_a}", "{user_b}", "{query}") if mode == "pair" else ("{users}", "{query}")
     assert all(f in t["user"] for f in fields) and t["system"] and "{history}" in t["profile"]
 

@@ -36,7 +36,8 @@ def tables(n_items: int = 6) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def config(**over) -> PerRecBenchConfig:
-    base = {"groups": {"min_history": 10, "window_days": 10, "groups_per_level": 2, "heldout_per_level": 2}}
+    base = {"groups": {"min_history": 10, "window_days": 10, "groups_per_level": 2, "heldout_per_level": 2},
+            "prompt": {"templates": "builtin"}}  # the stage mechanics, on the package's own wording (no data dir)
     for key, value in over.items():
         base.setdefault(key, {}).update(value) if isinstance(value, dict) else base.__setitem__(key, value)
     return PerRecBenchConfig(**base)

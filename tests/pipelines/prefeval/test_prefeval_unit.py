@@ -109,6 +109,22 @@ def test_options_come_from_mcq_file_with_gold(data):
         assert s["options"]["ABCD".index(s["gold"])] == right
 
 
+def test_mcq_explicit_preference_text_comes_from_mcq_options(data):
+    """The reference's MCQ script reads the explicit preference from mcq_options/ (30 of 1000 differ)."""
+    root = data / "prefeval/benchmark_dataset"
+    mcq = json.loads((root / "mcq_options/travel_transportation.json").read_text())
+    explicit = json.loads((root / "explicit_preference/travel_transportation.json").read_text())
+    differ = [i for i, (m, e) in enumerate(zip(mcq, explicit)) if m["preference"] != e["preference"]]
+    assert differ, "the shared data no longer has a differing statement in this topic"
+    cfg = PrefEvalConfig(topics=["travel_transportation"], per_topic=differ[0] + 1, turns=[0],
+                         methods=["zero-shot"])
+    s = BENCHMARK.build_samples(cfg, data)[-1]
+    assert s["task_id"] == differ[0] and s["preference"] == mcq[differ[0]]["preference"]
+    assert conversation(cfg, s, "R")[1].content == mcq[differ[0]]["preference"]
+    gen = BENCHMARK.build_samples(cfg.model_copy(update={"task": "gen"}), data)[-1]
+    assert gen["preference"] == explicit[differ[0]]["preference"]  # the generation task keeps explicit_preference/
+
+
 def test_turn_bounds_and_bad_data(tmp_path):
     from llmrec.errors import ConfigError, DataError
     from llmrec.config import validate
