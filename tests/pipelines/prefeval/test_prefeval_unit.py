@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from llmrec.pipelines.protocol import attach_assets
 from llmrec.pipelines.benchmarks.prefeval import BENCHMARK
 from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
 from llmrec.pipelines.benchmarks.prefeval.metrics import mcq_metrics, score_predictions
@@ -67,7 +68,7 @@ def data():
 
 def build(data, **kw):
     cfg = PrefEvalConfig(**{"topics": ["travel_restaurant"], "per_topic": 2, **kw})
-    return cfg, BENCHMARK.build_samples(cfg, data)
+    return cfg, attach_assets(BENCHMARK.build_samples(cfg, data), BENCHMARK.assets(cfg, data))
 
 
 def test_explicit_conversation_structure(data):
