@@ -42,7 +42,10 @@ def experiment_id(client, name: str, artifact_root: str) -> str:
     exp = client.get_experiment_by_name(name)
     if exp is not None:
         return exp.experiment_id
-    return client.create_experiment(name, artifact_location=Path(artifact_root).expanduser().resolve().as_uri())
+    from llmrec import storage
+
+    where = storage.resolve(artifact_root)  # s3://… kept; a local path made absolute on the driver
+    return client.create_experiment(name, artifact_location=where if storage.is_uri(where) else Path(where).as_uri())
 
 
 def start_run(client, exp_id: str, name: str, params: dict[str, Any], tags: dict[str, str] | None = None) -> str:
