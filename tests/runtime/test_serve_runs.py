@@ -29,10 +29,12 @@ def test_concurrent_serve_runs_keep_to_their_apps(tmp_path, data_root, local_ray
     deploy({**ENGINE, "default": "<choice>D</choice>"}, app_name=stale, num_cpus=0.25, http=False)
     assert stale in running_apps()
     outs: dict = {}
+    # configs are loaded here: the benchmark registry's first discovery is not thread-safe
+    cfgs = {n: load_run_config(path, sets + [f"output.run_name={n}"]) for n in ("a", "b")}
 
     def go(name: str) -> None:
         try:
-            outs[name] = run_evaluation(load_run_config(path, sets + [f"output.run_name={name}"]), data_root)
+            outs[name] = run_evaluation(cfgs[name], data_root)
         except BaseException as e:  # noqa: BLE001 - re-raised below
             outs[name] = e
 
