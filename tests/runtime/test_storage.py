@@ -107,3 +107,24 @@ def test_data_directory_moved_away_after_planning(tmp_path, data_root, local_ray
     assert m["n_samples"] == 4 and m["n_judged"] == 4 and m["failed"] == 0
     recs = ResultStore(Path(out.run_dir) / "results").load().values()
     assert all(r["status"] == "ok" for r in recs)
+
+
+def test_request_cache_file_stays_on_the_driver_disk(tmp_path, monkeypatch):
+    from llmrec.pipelines.runner.execution import app_name, cache_path_for
+
+    monkeypatch.setenv("LLMREC_CACHE_DIR", str(tmp_path / "cache"))
+    local = absolute_locations(load_run_config(config(tmp_path)))
+    assert cache_path_for(local) == str(tmp_path / "runs" / "request_cache.sqlite")
+    remote = absolute_locations(load_run_config(config(tmp_path), ["output.dir=s3://bucket/runs"]))
+    assert cache_path_for(remote) == str(tmp_path / "cache" / "request_cache.sqlite")
+    assert cache_path_for(load_run_config(config(tmp_path), ["output.cache=false"])) is None
+    assert app_name("prefeval-1a2b", "judge") == "llmrec-prefeval-1a2b-judge"
+
+
+def test_local_storage_round_trip(tmp_path):
+    st = storage.Storage(tmp_path / "d") / "sub"
+    st.write_text("a.txt", "hello")
+    assert st.exists("a.txt") and st.read_text("a.txt") == "hello" and st.list(".txt") == ["a.txt"]
+    assert st.local_path == tmp_path / "d" / "sub" and st.name == "sub"
+    st.delete("a.txt")
+    assert not st.exists("a.txt") and st.list() == []
