@@ -17,6 +17,9 @@ def free_port() -> int:
 @contextlib.contextmanager
 def s3_server(bucket: str = "llmrec-test"):
     """A moto S3 server on 127.0.0.1; AWS_* variables point pyarrow and boto3 at it."""
+    import pytest
+
+    pytest.importorskip("moto.server", reason="moto[server] (dev extra) runs the S3 API for storage tests")
     import boto3
     from moto.server import ThreadedMotoServer
 
