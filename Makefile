@@ -15,12 +15,13 @@ export TRANSFORMERS_OFFLINE := 1
 export RAY_USAGE_STATS_ENABLED := 0
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-fast venv clean-runs help
+.PHONY: demo test test-fast chaos venv clean-runs help
 
 help:
 	@echo "make demo   - PrefEval MCQ slice with the embedded CPU model on a local Ray; prints results + MLflow UI command"
 	@echo "make test   - the whole test suite (unit + integration with real Ray, Serve, MLflow, llama.cpp)"
 	@echo "make test-fast - unit tests only (-m 'not slow')"
+	@echo "make chaos  - fault scenarios (node, engine actor, driver killed) on a local 3-node Ray with the embedded model"
 
 venv: $(VENV)/.installed
 
@@ -42,6 +43,10 @@ test: venv
 
 test-fast: venv
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+chaos: venv
+	$(LLMREC) data fetch prefeval --if-missing
+	nice -n 10 $(PY) perf/chaos.py configs/prefeval_mcq_demo.yaml
 
 clean-runs:
 	rm -rf runs mlruns.db mlartifacts

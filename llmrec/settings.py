@@ -10,6 +10,7 @@ from platformdirs import user_cache_dir
 DATA_DIR_ENV = "LLMREC_DATA_DIR"
 CACHE_DIR_ENV = "LLMREC_CACHE_DIR"
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
+RAY_ADDRESS_ENV = "RAY_ADDRESS"
 
 DEFAULT_TRACKING_URI = "sqlite:///mlruns.db"
 DEFAULT_ARTIFACT_ROOT = "./mlartifacts"
@@ -27,6 +28,10 @@ def env_data_dir() -> Path | None:
 
 def env_tracking_uri() -> str | None:
     return os.environ.get(TRACKING_URI_ENV) or None
+
+
+def env_ray_address() -> str | None:
+    return os.environ.get(RAY_ADDRESS_ENV) or None
 
 
 def read_secret(env_name: str | None) -> str | None:

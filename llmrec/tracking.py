@@ -27,7 +27,7 @@ from typing import Any, Iterable
 
 from pydantic import Field
 
-from llmrec import settings
+from llmrec import settings, storage
 from llmrec.config import StrictModel, flatten
 
 log = logging.getLogger(__name__)
@@ -67,14 +67,12 @@ def tracking_uri(configured: str | None = None) -> str:
     return configured or settings.env_tracking_uri() or settings.DEFAULT_TRACKING_URI
 
 
-def is_uri(location: str) -> bool:
-    """``s3://b/k``, ``file:///x``, ``mlflow-artifacts:/x``: yes; ``./x``, ``/x``, ``C:\\x``: no."""
-    return bool(_URI.match(location)) and not re.match(r"^[a-zA-Z]:[\\/]", location)
-
-
 def artifact_location(root: str) -> str:
-    """A URI stays as given; a local path becomes an absolute ``file://`` URI."""
-    return root if is_uri(root) else Path(root).expanduser().resolve().as_uri()
+    """A URI stays as given (``s3://…``, ``mlflow-artifacts:/…``); a local path becomes an absolute
+    ``file://`` URI (resolved on the driver, before anything runs on a cluster)."""
+    if _URI.match(root) and not re.match(r"^[a-zA-Z]:[\\/]", root):
+        return root
+    return Path(storage.resolve(root)).as_uri()
 
 
 def metric_key(name: str) -> str:

@@ -35,7 +35,9 @@ def main() -> None:
     cfg = load_run_config(args.config, args.overrides + [
         f"output.dir={tmp}", "output.cache=false", "output.resume=false", "tracking.enabled=false"])
     bench = get_benchmark(cfg.benchmark.name)
-    samples = bench.build_samples(cfg.benchmark, resolve_data_dir(cfg.data.dir, bench.data))
+    root = resolve_data_dir(cfg.data.dir, bench.data)
+    samples = bench.build_samples(cfg.benchmark, root)
+    assets = bench.assets(cfg.benchmark, root) if hasattr(bench, "assets") else None
     n = len(samples)
 
     # (b) direct: one process, the engine itself, same order
@@ -43,7 +45,7 @@ def main() -> None:
     engine = build_engine(cfg.engine)
     engine.start()
     ordered = [s for g in group_by_prefix(samples) for s in g]
-    process_samples(bench, cfg.benchmark, ordered, lambda role: engine, retries=0)
+    process_samples(bench, cfg.benchmark, ordered, lambda role: engine, retries=0, assets=assets)
     direct_s = time.perf_counter() - t0
     engine.close()
 

@@ -20,6 +20,29 @@ from llmrec.types import Request, Result
 
 Sample = dict[str, Any]
 
+ASSETS_KEY = "_assets"
+"""Sample key under which stages find the benchmark's shared read-only assets (see ``Benchmark``).
+The runner sets it on every sample of a batch on the worker; like every ``_`` field it is
+dropped before results are stored."""
+
+
+def attach_assets(samples: list[Sample], assets: dict | None) -> list[Sample]:
+    """Give every sample (the same, shared) assets dict, as the runner does on a worker.
+    For calling stages directly, outside the runner (tests, previews)."""
+    if assets is not None:
+        for s in samples:
+            s[ASSETS_KEY] = assets
+    return samples
+
+
+def sample_assets(sample: Sample) -> dict:
+    """The shared assets of a sample; a clear error when a stage runs without them."""
+    assets = sample.get(ASSETS_KEY)
+    if assets is None:
+        raise KeyError(f"sample '{sample.get('sample_id')}' carries no shared assets ('{ASSETS_KEY}'); the runner "
+                       "attaches the benchmark's assets(cfg, data_dir) result (outside it: attach_assets)")
+    return assets
+
 
 class BenchmarkConfig(StrictModel):
     """Fields every benchmark config has; each benchmark subclasses it."""
@@ -118,6 +141,10 @@ class Benchmark(Protocol):
     # ``protocol_keys`` — config keys recorded in the MLflow ``protocol`` tag;
     # ``predictions(rows)`` — the lines of ``predictions.jsonl`` for ``llmrec score``;
     # ``headline_metrics`` — tuple of metric keys shown by ``llmrec runs`` and pinned in the MLflow UI
+    # ``assets(cfg, data_dir) -> dict`` — read-only data every sample's stages share (e.g. a corpus,
+    #   prompt files), read once on the driver; the runner puts it in the Ray object store once and
+    #   hands it to stages as ``sample[ASSETS_KEY]``. Stages never read files: on a cluster the data
+    #   directory exists only where the driver runs. Anything per-sample travels in the sample itself.
 
     def build_samples(self, cfg: BenchmarkConfig, data_dir: Path) -> list[Sample]: ...
 

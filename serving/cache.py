@@ -2,7 +2,10 @@
 
 Key = sha256 of (engine identity, messages, sampling params, constraint). Requests that
 sample (temperature > 0) without a fixed seed are not cached. Failed results are never
-stored. SQLite in WAL mode lets several Ray actors share one cache file.
+stored. The cache speaks a batch API (``get_many`` / ``put_many``); in a run, one service
+actor on the driver's node owns the sqlite file and every engine actor, on any node, uses it
+through ``cache_service.RemoteRequestCache``. A local ``RequestCache`` (WAL mode) serves
+single-process use.
 """
 
 from __future__ import annotations
@@ -46,6 +49,22 @@ class RequestCache:
             self._conn.execute("INSERT OR REPLACE INTO responses VALUES (?, ?)", (key, result.model_dump_json()))
             self._conn.commit()
 
+    def get_many(self, keys: list[str]) -> dict[str, Result]:
+        out: dict[str, Result] = {}
+        with self._lock:
+            for i in range(0, len(keys), 500):  # stay under sqlite's bound-parameter limit
+                chunk = keys[i: i + 500]
+                marks = ",".join("?" * len(chunk))
+                for k, v in self._conn.execute(f"SELECT key, result FROM responses WHERE key IN ({marks})", chunk):
+                    out[k] = Result.model_validate_json(v)
+        return out
+
+    def put_many(self, items: dict[str, Result]) -> None:
+        with self._lock:
+            self._conn.executemany("INSERT OR REPLACE INTO responses VALUES (?, ?)",
+                                   [(k, r.model_dump_json()) for k, r in items.items()])
+            self._conn.commit()
+
     def __len__(self) -> int:
         with self._lock:
             return self._conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
@@ -76,18 +95,17 @@ class CachedEngine:
         return self.engine.count_tokens(request)
 
     def generate(self, requests: list[Request]) -> list[Result]:
+        keys = {i: cache_key(self.identity(), r) for i, r in enumerate(requests) if cacheable(r)}
+        found = self.cache.get_many(sorted(set(keys.values())))  # one round trip per batch
         out: list[Result | None] = [None] * len(requests)
-        todo, keys = [], {}
+        todo = []
         for i, req in enumerate(requests):
-            if cacheable(req):
-                keys[i] = cache_key(self.identity(), req)
-                hit = self.cache.get(keys[i])
-                if hit is not None:
-                    self.hits += 1
-                    out[i] = hit.model_copy(update={"from_cache": True, "request_id": req.request_id,
-                                                    "cached_prompt_tokens": hit.prompt_tokens})
-                    continue
-            todo.append(i)
+            hit = found.get(keys[i]) if i in keys else None
+            if hit is not None:
+                self.hits += 1
+                out[i] = _from_cache(hit, req)
+            else:
+                todo.append(i)
         # identical cacheable requests in one batch are computed once
         first: dict[str, int] = {}
         unique = []
@@ -103,14 +121,11 @@ class CachedEngine:
             fresh = self.engine.generate([requests[i] for i in unique])
             for i, res in zip(unique, fresh):
                 out[i] = res
-                if i in keys and res.ok:
-                    self.cache.put(keys[i], res)
+            self.cache.put_many({keys[i]: out[i] for i in unique if i in keys and out[i].ok})
         for i in todo:
             if out[i] is None:
-                src = out[first[keys[i]]]
                 self.hits += 1
-                out[i] = src.model_copy(update={"from_cache": True, "request_id": requests[i].request_id,
-                                                "cached_prompt_tokens": src.prompt_tokens})
+                out[i] = _from_cache(out[first[keys[i]]], requests[i])
         return out  # type: ignore[return-value]
 
     def check_health(self) -> bool:
@@ -118,3 +133,8 @@ class CachedEngine:
 
     def close(self) -> None:
         self.engine.close()
+
+
+def _from_cache(hit: Result, req: Request) -> Result:
+    return hit.model_copy(update={"from_cache": True, "request_id": req.request_id,
+                                  "cached_prompt_tokens": hit.prompt_tokens})

@@ -310,3 +310,22 @@ def shutdown(app_name: str) -> None:
     serve.delete(app_name)
     if not serve.status().applications:
         serve.shutdown()
+
+
+def running_apps() -> list[str]:
+    """Names of the Serve apps on the connected cluster (none when Serve is not running)."""
+    from ray.serve.exceptions import RayServeException
+
+    try:
+        return sorted(serve.status().applications)
+    except RayServeException:  # Serve is not running on this cluster: no apps
+        return []
+
+
+def remove_apps(names: list[str], reason: str = "") -> list[str]:
+    """Delete those of ``names`` that are running; returns the ones deleted."""
+    gone = [n for n in names if n in running_apps()]
+    for n in gone:
+        log.warning("deleting Serve app '%s'%s", n, f" ({reason})" if reason else "")
+        serve.delete(n)
+    return gone

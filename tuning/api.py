@@ -170,9 +170,14 @@ def tune_from_config(path: str, overrides: list[str], resume: bool = False) -> d
             f"tune.metric={metric!r} is not computed; available: {', '.join(metric_names(cfg.train.eval))}"
         )
     space = _search_space(cfg)
-    exists = (sweep_dir / "tuner.pkl").is_file()
+    from llmrec import storage
+
+    # Tune's own state (experiment + trial checkpoints): local or a storage URI; llmrec's files stay in sweep_dir
+    tune_root = storage.resolve(cfg.tune.storage_path) if cfg.tune.storage_path else str(sweep_dir.parent)
+    tune_dir = storage.Storage(tune_root) / sweep_dir.name
+    exists = tune_dir.exists("tuner.pkl")
     if resume and not exists:
-        raise ConfigError(f"--resume: no sweep to resume at {sweep_dir}")
+        raise ConfigError(f"--resume: no sweep to resume at {tune_dir}")
     if not resume and exists:
         raise ConfigError(f"a sweep already exists at {sweep_dir}; pass --resume to continue it or set output.run_name")
     sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -193,7 +198,8 @@ def tune_from_config(path: str, overrides: list[str], resume: bool = False) -> d
             tune.with_parameters(tune_trial, base=base, data=data), {"cpu": res.cpu, "gpu": res.gpu}
         )
         if resume:
-            tuner = tune.Tuner.restore(str(sweep_dir), trainable=trainable, resume_unfinished=True, resume_errored=True)
+            tuner = tune.Tuner.restore(tune_dir.uri, trainable=trainable, resume_unfinished=True,
+                                       resume_errored=True)
         else:
             callbacks = [MLflowTrialLogger(uri, parent["experiment_id"], parent["run_id"])] if parent else []
             tuner = tune.Tuner(
@@ -209,7 +215,7 @@ def tune_from_config(path: str, overrides: list[str], resume: bool = False) -> d
                 ),
                 run_config=tune.RunConfig(
                     name=sweep_dir.name,
-                    storage_path=str(sweep_dir.parent),
+                    storage_path=tune_root,
                     callbacks=callbacks,
                     verbose=0,
                     checkpoint_config=tune.CheckpointConfig(num_to_keep=1),

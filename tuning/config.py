@@ -132,6 +132,10 @@ class TuneSection(StrictModel):
                               "without limit); a retried trial continues from its last checkpoint")
     ray_address: str | None = Field(None, description="Ray cluster address; None starts a local Ray")
     num_cpus: int | None = Field(None, ge=1, description="CPUs of a local Ray started here")
+    storage_path: str | None = Field(
+        None, description="where Ray Tune keeps experiment state and trial checkpoints: a local folder or a URI "
+                          "(s3://bucket/tune) every node can reach; default: the sweep directory's parent "
+                          "(output.dir). Relative paths are made absolute on the driver.")
 
 
 class TuneConfig(TrainConfig):

@@ -1,14 +1,16 @@
 """Per-run result store: parquet shards of finished samples, keyed by ``sample_id``.
 
-Each shard is written to a temporary name and renamed into place, so a kill at any
-moment leaves either a whole shard or none. Loading de-duplicates by ``sample_id``
-(the newest record wins: a failed sample retried on resume supersedes its failure).
+The store lives in a local folder or under a storage URI (``s3://…``, see ``llmrec.storage``).
+Every shard gets a unique, write-once name and is published atomically (local: temporary
+name then rename; object store: one whole-object upload), so a kill at any moment leaves
+either a whole shard or none. Loading de-duplicates by ``sample_id`` (the newest record wins:
+a failed sample retried on resume supersedes its failure).
 """
 
 from __future__ import annotations
 
+import io
 import json
-import os
 import time
 import uuid
 from pathlib import Path
@@ -17,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from llmrec.errors import DataError
+from llmrec.storage import Storage
 
 SCHEMA = pa.schema([
     ("sample_id", pa.string()),
@@ -30,12 +33,12 @@ FINAL = ("ok", "over_context")
 
 
 class ResultStore:
-    def __init__(self, root: str | Path):
-        self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+    def __init__(self, root: str | Path | Storage):
+        self.root = Storage.of(root)
+        self.root.mkdir()
 
-    def write(self, records: list[dict]) -> Path | None:
-        """records: dicts with sample_id, status, error and the full sample."""
+    def write(self, records: list[dict]) -> str | None:
+        """records: dicts with sample_id, status, error and the full sample. Returns the shard name."""
         if not records:
             return None
         now = time.time()
@@ -46,25 +49,24 @@ class ResultStore:
             "record": [json.dumps(r, sort_keys=True, default=str) for r in records],
             "written_at": [now] * len(records),
         }, schema=SCHEMA)
+        buf = io.BytesIO()
+        pq.write_table(table, buf)
         name = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
-        tmp = self.root / f".{name}.tmp"
-        pq.write_table(table, tmp)
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.root / name)
-        return self.root / name
+        self.root.write_bytes(name, buf.getvalue())
+        return name
 
-    def shards(self) -> list[Path]:
-        return sorted(p for p in self.root.glob("*.parquet") if not p.name.startswith("."))
+    def shards(self) -> list[str]:
+        """Shard names in write order (names start with the write time in ns)."""
+        return [n for n in self.root.list(".parquet") if not n.startswith(".")]
 
     def load(self) -> dict[str, dict]:
         """sample_id → newest record."""
         latest: dict[str, dict] = {}
         for shard in self.shards():
             try:
-                table = pq.read_table(shard)
-            except Exception as e:  # noqa: BLE001
-                raise DataError(f"result store shard {shard} is unreadable: {e}") from e
+                table = pq.read_table(io.BytesIO(self.root.read_bytes(shard)))
+            except Exception as e:  # noqa: BLE001 - any decode error means a damaged shard
+                raise DataError(f"result store shard {self.root}/{shard} is unreadable: {e}") from e
             for rec in table.column("record").to_pylist():
                 r = json.loads(rec)
                 latest[str(r["sample_id"])] = r
@@ -74,7 +76,5 @@ class ResultStore:
         return {sid for sid, r in self.load().items() if r.get("status") in FINAL}
 
     def clear(self) -> None:
-        for p in self.root.glob("*.parquet"):
-            p.unlink()
-        for p in self.root.glob(".*.tmp"):
-            p.unlink()
+        for name in self.root.list(".parquet") + self.root.list(".tmp"):
+            self.root.delete(name)

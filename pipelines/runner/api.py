@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from llmrec.pipelines.runner.report import log_mlflow, write_outputs
+from llmrec.pipelines.runner.report import log_mlflow, publish, staging_dir, write_outputs
 from llmrec.pipelines.runner.run_config import RunConfig
 from llmrec.pipelines.runner.execution import Progress, collect, invocation_stats, plan, stream
 
@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class RunOutcome:
-    run_dir: Path
+    run_dir: Path | str  # a local folder, or the storage URI of the run directory
     metrics: dict[str, float]
     stats: dict[str, float]
     mlflow_run_id: str | None
@@ -31,7 +31,9 @@ def run_evaluation(cfg: RunConfig, data_dir: Path | None = None, progress: Progr
     metrics = p.bench.aggregate(cfg.benchmark, rows)
     stats = {**invocation_stats(fresh), "samples_resumed": float(len(p.samples) - len(p.pending)),
              "samples_new": float(len(fresh))}
-    files = write_outputs(p, rows, metrics)
-    plots = p.bench.plots(cfg.benchmark, rows, p.run_dir / "plots") if rows else []
+    staged = staging_dir(p)
+    files = write_outputs(p, rows, metrics, staged)
+    plots = p.bench.plots(cfg.benchmark, rows, staged / "plots") if rows else []
+    publish(p, staged, list(files.values()) + list(plots))
     run_id = log_mlflow(p, rows, metrics, files, plots, stats)
-    return RunOutcome(p.run_dir, metrics, stats, run_id, files)
+    return RunOutcome(p.run_dir.local_path or p.run_dir.uri, metrics, stats, run_id, files)

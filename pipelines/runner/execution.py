@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from llmrec import settings, storage
 from llmrec.config import dump_yaml, fingerprint
 from llmrec.errors import ConfigError, DataError
 from llmrec.pipelines.protocol import Benchmark, Sample
 from llmrec.pipelines.registry import benchmark_config, get_benchmark
 from llmrec.pipelines.common.datasets import resolve_data_dir
-from llmrec.pipelines.runner.run_config import RunConfig
+from llmrec.pipelines.runner.run_config import RunConfig, absolute_locations
 from llmrec.pipelines.common.store import ResultStore
 from llmrec.pipelines.runner.worker import decode, encode, group_by_prefix, process_samples
 
@@ -32,49 +33,56 @@ Progress = Callable[[int, int], None]  # (done, total)
 class StageWorker:
     """Ray Data actor: holds the engines for its lifetime and runs all stages per batch."""
 
-    def __init__(self, bench_cfg: dict, engines: dict, mode: str, cache_path: str | None,
-                 retries: int, backoff_s: float):
+    def __init__(self, bench_cfg: dict, engines: dict, mode: str, cache, retries: int, backoff_s: float,
+                 assets: tuple = (), run: str = "", timeout_s: float | None = None):
+        import ray
+
         self.bench = get_benchmark(bench_cfg["name"])
         self.cfg = benchmark_config(bench_cfg)
-        self._engine_cfgs, self._mode, self._cache_path = engines, mode, cache_path
-        self._retries, self._backoff = retries, backoff_s
+        self._engine_cfgs, self._mode, self._cache = engines, mode, cache
+        self._retries, self._backoff, self._run, self._timeout = retries, backoff_s, run, timeout_s
         self._engines: dict = {}
+        # the benchmark's shared read-only assets: one object in the object store, fetched once per actor
+        self._assets = ray.get(assets[0]) if assets else None
 
     def _engine(self, role: str):
         if role not in self._engines:
             cfg = self._engine_cfgs.get(role)
             if cfg is None:
                 raise ConfigError(f"benchmark stage needs a '{role}' engine; add a '{role}:' section to the config")
-            self._engines[role] = open_engine(cfg, self._mode, role, self._cache_path)
+            self._engines[role] = open_engine(cfg, self._mode, role, self._cache, self._run, self._timeout)
         return self._engines[role]
 
     def __call__(self, batch: dict) -> dict:
         groups = decode(batch)
         samples = [s for g in groups for s in g]
-        process_samples(self.bench, self.cfg, samples, self._engine, self._retries, self._backoff)
+        process_samples(self.bench, self.cfg, samples, self._engine, self._retries, self._backoff, self._assets)
         return encode(groups)
 
 
-def open_engine(cfg: dict, mode: str, role: str, cache_path: str | None):
-    """An engine (actors mode) or a Serve client (serve mode), wrapped by the request cache."""
+def open_engine(cfg: dict, mode: str, role: str, cache, run: str = "", timeout_s: float | None = None):
+    """An engine (actors mode) or a Serve client (serve mode), wrapped by the run's request
+    cache (``cache``: the cache service actor handle, or None)."""
     from llmrec.serving.engine import build_engine
 
     if mode == "serve":
         from llmrec.serving.serve_app import ServeEngine
 
-        engine = ServeEngine(app_name(role), cfg)
+        engine = ServeEngine(app_name(run, role), cfg, timeout_s=timeout_s)
     else:
         engine = build_engine(cfg)
         engine.start()
-    if cache_path:
-        from llmrec.serving.cache import CachedEngine, RequestCache
+    if cache is not None:
+        from llmrec.serving.cache import CachedEngine
+        from llmrec.serving.cache_service import RemoteRequestCache
 
-        engine = CachedEngine(engine, RequestCache(cache_path))
+        engine = CachedEngine(engine, RemoteRequestCache(cache))
     return engine
 
 
-def app_name(role: str) -> str:
-    return f"llmrec-{role}"
+def app_name(run: str, role: str) -> str:
+    """Serve app of one run and role: concurrent runs never share (or delete) each other's apps."""
+    return f"llmrec-{run}-{role}"
 
 
 @dataclass
@@ -82,34 +90,41 @@ class RunPlan:
     config: RunConfig
     bench: Benchmark
     samples: list[Sample]
-    run_dir: Path
+    run_dir: storage.Storage  # local folder or storage URI
     store: ResultStore
     pending: list[Sample] = field(default_factory=list)
+    assets: dict | None = None  # the benchmark's shared read-only data, read on the driver
 
 
-def run_dir_for(cfg: RunConfig) -> Path:
+def run_dir_for(cfg: RunConfig) -> storage.Storage:
     bench = re.sub(r"[^\w.-]+", "_", cfg.benchmark.name)  # a "module:ATTR" plugin name is not a folder name
     name = cfg.output.run_name or f"{bench}-{fingerprint(cfg.semantic())}"
-    return Path(cfg.output.dir) / name
+    return storage.Storage(cfg.output.dir) / name
 
 
 def plan(cfg: RunConfig, data_dir: Path | None = None) -> RunPlan:
+    cfg = absolute_locations(cfg)
     bench = get_benchmark(cfg.benchmark.name)
-    root = resolve_data_dir(data_dir or cfg.data.dir, bench.data)
+    where = data_dir or cfg.data.dir
+    if where is not None and storage.is_uri(where):
+        where = storage.materialize(where, settings.cache_root())
+    root = resolve_data_dir(Path(where) if where is not None else None, bench.data)
     samples = bench.build_samples(cfg.benchmark, root)
+    assets_fn = getattr(bench, "assets", None)
+    assets = assets_fn(cfg.benchmark, root) if assets_fn is not None else None
     ids = [str(s["sample_id"]) for s in samples]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
         raise DataError(f"benchmark '{bench.name}' built duplicate sample_id {dup!r}")
     run_dir = run_dir_for(cfg)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "resolved.yaml").write_text(dump_yaml(cfg))
+    run_dir.mkdir()
+    run_dir.write_text("resolved.yaml", dump_yaml(cfg))
     store = ResultStore(run_dir / "results")
     if not cfg.output.resume:
         store.clear()
     done = store.finished_ids()
     pending = [s for s in samples if str(s["sample_id"]) not in done]
-    return RunPlan(cfg, bench, samples, run_dir, store, pending)
+    return RunPlan(cfg, bench, samples, run_dir, store, pending, assets)
 
 
 def _engine_cfgs(cfg: RunConfig) -> dict:
@@ -120,9 +135,15 @@ def _engine_cfgs(cfg: RunConfig) -> dict:
 
 
 def cache_path_for(cfg: RunConfig) -> str | None:
+    """The request cache file, on the driver's disk: ``output.cache_path``, else beside the run
+    directories when those are local, else in the per-user cache (never on network storage)."""
     if not cfg.output.cache:
         return None
-    return str(cfg.output.cache_path or (Path(cfg.output.dir) / "request_cache.sqlite"))
+    if cfg.output.cache_path is not None:
+        return storage.resolve(cfg.output.cache_path)
+    if storage.is_uri(cfg.output.dir):
+        return str(settings.cache_root() / "request_cache.sqlite")
+    return str(Path(storage.resolve(cfg.output.dir)) / "request_cache.sqlite")
 
 
 def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
@@ -130,14 +151,18 @@ def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
     import ray
 
     from llmrec.pipelines.runner.ray_env import ensure_ray, start_serve_apps, stop_serve_apps
+    from llmrec.serving.cache_service import start_cache_service, stop_cache_service
 
     if not p.pending:
         return []
-    cfg, ex = p.config, p.config.execution
+    cfg, ex, run = p.config, p.config.execution, p.run_dir.name
     ensure_ray(cfg.ray)
     engines = _engine_cfgs(cfg)
     if ex.mode == "serve":
-        start_serve_apps(engines, ex)
+        start_serve_apps(engines, ex, run)
+    cache_path = cache_path_for(cfg)
+    cache = start_cache_service(cache_path, f"llmrec-cache-{run}") if cache_path else None
+    assets = (ray.put(p.assets),) if p.assets is not None else ()  # once, shared by every actor
     # Ray Data's own progress output would interleave with the CLI's bar; its switch lives in
     # the process-global DataContext, so it is set here, once per run.
     ray.data.DataContext.get_current().enable_progress_bars = False
@@ -149,11 +174,15 @@ def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
     ds = ds.map_batches(
         StageWorker,
         fn_constructor_kwargs=dict(bench_cfg=cfg.benchmark.model_dump(mode="json"), engines=engines,
-                                   mode=ex.mode, cache_path=cache_path_for(cfg), retries=ex.retries,
-                                   backoff_s=ex.backoff_s),
+                                   mode=ex.mode, cache=cache, retries=ex.retries,
+                                   backoff_s=ex.serve_backoff_s if ex.mode == "serve" else ex.backoff_s,
+                                   assets=assets, run=run, timeout_s=ex.request_timeout_s),
         batch_size=ex.batch_size, udf_modifying_row_count=False, compute=ray.data.ActorPoolStrategy(size=ex.concurrency),
         num_cpus=actor_cpus, num_gpus=ex.num_gpus_per_worker if ex.mode == "actors" else 0,
         batch_format="numpy")
+    # Fault tolerance is Ray Data's: its actor pool runs with max_restarts=-1 and max_task_retries=-1
+    # (a dead actor, or one on a lost node, is restarted and its in-flight batches run again), and
+    # lost blocks are rebuilt from lineage. A batch is written once it reaches this loop.
     written: list[Sample] = []
     try:
         for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
@@ -164,7 +193,9 @@ def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
                 progress(len(written), len(p.pending))
     finally:
         if ex.mode == "serve":
-            stop_serve_apps(engines)
+            stop_serve_apps(engines, run)
+        if cache is not None:
+            stop_cache_service(cache)
     return written
 
 

@@ -25,21 +25,25 @@ def ensure_ray(cfg: RayConfig) -> None:
     log.info("Ray ready: %s", ray.cluster_resources())
 
 
-def start_serve_apps(engines: dict, ex: ExecutionConfig) -> None:
+def start_serve_apps(engines: dict, ex: ExecutionConfig, run: str) -> None:
+    """Deploy this run's apps (named after the run). Apps of the same names already running were
+    left by an earlier driver of this run that died: they are deleted first."""
     from llmrec.pipelines.runner.execution import app_name
-    from llmrec.serving.serve_app import deploy
+    from llmrec.serving.serve_app import deploy, remove_apps
 
+    remove_apps([app_name(run, role) for role in engines], reason="left by an earlier driver of this run")
     for role, cfg in engines.items():
-        deploy(cfg, app_name=app_name(role), replicas=ex.concurrency, num_cpus=ex.num_cpus_per_worker,
+        deploy(cfg, app_name=app_name(run, role), replicas=ex.concurrency, num_cpus=ex.num_cpus_per_worker,
                num_gpus=ex.num_gpus_per_worker, http=False)
 
 
-def stop_serve_apps(engines: dict) -> None:
+def stop_serve_apps(engines: dict, run: str) -> None:
+    """Delete only the apps this run created."""
     from llmrec.pipelines.runner.execution import app_name
     from llmrec.serving.serve_app import shutdown
 
     for role in engines:
         try:
-            shutdown(app_name(role))
+            shutdown(app_name(run, role))
         except Exception as e:  # noqa: BLE001 - shutting down must not hide the run's own error
-            log.warning("could not shut down Serve app %s: %s", app_name(role), e)
+            log.warning("could not shut down Serve app %s: %s", app_name(run, role), e)

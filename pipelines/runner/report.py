@@ -4,21 +4,30 @@ from __future__ import annotations
 
 import json
 import logging
+import tempfile
 from collections import defaultdict
 from pathlib import Path
 
 import pandas as pd
 
 from llmrec import tracking
-from llmrec.config import fingerprint
+from llmrec.config import dump_yaml, fingerprint
 from llmrec.pipelines.runner.execution import RunPlan
 
 log = logging.getLogger(__name__)
 
 
-def write_outputs(p: RunPlan, rows: list[dict], metrics: dict) -> dict[str, Path]:
-    d = p.run_dir
+def staging_dir(p: RunPlan) -> Path:
+    """Where the run's files are written first: the run directory itself when it is local, else a
+    local temporary folder whose files :func:`publish` copies to the storage URI."""
+    return p.run_dir.local_path or Path(tempfile.mkdtemp(prefix=f"llmrec-{p.run_dir.name}-"))
+
+
+def write_outputs(p: RunPlan, rows: list[dict], metrics: dict, d: Path) -> dict[str, Path]:
+    d.mkdir(parents=True, exist_ok=True)
     (d / "metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True))
+    if not p.run_dir.local:
+        (d / "resolved.yaml").write_text(dump_yaml(p.config))
     flat = pd.json_normalize(rows, max_level=0)
     for col in flat.columns:  # nested values as JSON text so the parquet schema stays flat
         if flat[col].map(lambda v: isinstance(v, (dict, list))).any():
@@ -33,6 +42,16 @@ def write_outputs(p: RunPlan, rows: list[dict], metrics: dict) -> dict[str, Path
             for line in preds(rows):
                 fh.write(json.dumps(line) + "\n")
     return files
+
+
+def publish(p: RunPlan, staged: Path, paths: list[Path]) -> None:
+    """Copy staged files (relative names kept, e.g. ``plots/x.png``) to a remote run directory."""
+    if p.run_dir.local:
+        return
+    for f in paths:
+        rel = Path(f).relative_to(staged)
+        target = p.run_dir if rel.parent == Path(".") else p.run_dir / str(rel.parent)
+        target.upload(Path(f), rel.name)
 
 
 def data_fingerprint(p: RunPlan) -> str:
@@ -60,8 +79,7 @@ def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Pat
     headline = _headline(p)
     exp_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment or p.bench.name, cfg.tracking.artifact_root,
                             headline)
-    run_id_file = p.run_dir / "mlflow_run_id"
-    run_id = run_id_file.read_text().strip() if run_id_file.exists() else None
+    run_id = p.run_dir.read_text("mlflow_run_id").strip() if p.run_dir.exists("mlflow_run_id") else None
     engine = cfg.engine
     model = getattr(engine, "model", None) or getattr(engine, "model_path", None) or engine.type
     protocol = {k: v for k, v in cfg.benchmark.model_dump(mode="json").items() if k in getattr(p.bench, "protocol_keys", ())}
@@ -73,7 +91,7 @@ def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Pat
     except mlflow.exceptions.MlflowException:
         active = mlflow.start_run(experiment_id=exp_id, run_name=p.run_dir.name)
     with active as run:
-        run_id_file.write_text(run.info.run_id)
+        p.run_dir.write_text("mlflow_run_id", run.info.run_id)
         client = tracking.client(cfg.tracking.uri)
         mlflow.set_tags(tags)
         tracking.log_params(client, run.info.run_id, cfg.model_dump(mode="json"))

@@ -16,8 +16,9 @@ from llmrec.serving.engine import EngineConfig, engine_config
 
 
 class DataConfig(StrictModel):
-    dir: Path | None = Field(
-        None, description="data directory; else $LLMREC_DATA_DIR, else the per-user cache (see `llmrec data`)"
+    dir: str | None = Field(
+        None, description="data directory or storage URI (s3://bucket/data: copied once to the driver's cache); "
+                          "else $LLMREC_DATA_DIR, else the per-user cache (see `llmrec data`)"
     )
 
 
@@ -32,6 +33,11 @@ class ExecutionConfig(StrictModel):
     num_gpus_per_worker: float = Field(0.0, ge=0, description="GPUs reserved per engine actor/replica")
     retries: int = Field(3, ge=0, description="engine retries per request before it is recorded as failed")
     backoff_s: float = Field(1.0, ge=0, description="first retry delay; doubles each retry")
+    serve_backoff_s: float = Field(
+        5.0, ge=0, description="serve mode: first retry delay, doubling (with retries=3: 5+10+20 s, long enough "
+                               "for Serve to replace a dead replica)")
+    request_timeout_s: float = Field(600.0, gt=0, description="serve mode: seconds one engine call may take before "
+                                                               "it counts as failed (and is retried)")
     order_by_prefix: bool = Field(True, description="keep samples sharing a prompt prefix together on one replica, longest first")
 
 
@@ -41,11 +47,15 @@ class RayConfig(StrictModel):
 
 
 class OutputConfig(StrictModel):
-    dir: Path = Field(Path("runs"), description="where run directories (result store, metrics) go")
+    dir: str = Field("runs", description="where run directories (result store, metrics) go: a local folder "
+                                         "(relative: to the driver's working directory) or a storage URI "
+                                         "(s3://bucket/runs, gs://…)")
     run_name: str | None = Field(None, description="run directory name; default: derived from the config hash")
     resume: bool = Field(True, description="skip samples already in the result store")
     cache: bool = Field(True, description="answer repeated requests from the request cache")
-    cache_path: Path | None = Field(None, description="request cache file; default <output.dir>/request_cache.sqlite")
+    cache_path: Path | None = Field(None, description="request cache sqlite file on the driver's disk; default "
+                                                      "<output.dir>/request_cache.sqlite (URI output.dir: the per-user "
+                                                      "cache)")
 
 
 class RunConfig(StrictModel):
@@ -77,6 +87,25 @@ class RunConfig(StrictModel):
     def semantic(self) -> dict:
         """What determines the results (not where/how fast they are computed)."""
         return self.model_dump(mode="json", exclude={"execution", "ray", "tracking", "output", "data"})
+
+
+def absolute_locations(cfg: RunConfig) -> RunConfig:
+    """The config with every local location made absolute (URIs unchanged), done on the driver
+    before anything is sent to a cluster, where the working directory is not the user's."""
+    from llmrec import storage
+
+    out = cfg.output.model_copy(update={
+        "dir": storage.resolve(cfg.output.dir),
+        "cache_path": Path(storage.resolve(cfg.output.cache_path)) if cfg.output.cache_path else None})
+    data = cfg.data.model_copy(update={"dir": storage.resolve(cfg.data.dir) if cfg.data.dir else None})
+    from llmrec import settings
+
+    tr = cfg.tracking
+    uri = tr.uri or settings.env_tracking_uri() or settings.DEFAULT_TRACKING_URI
+    if uri and uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        uri = "sqlite:///" + storage.resolve(uri[len("sqlite:///"):])
+    tracking = tr.model_copy(update={"artifact_root": storage.resolve(tr.artifact_root), "uri": uri})
+    return cfg.model_copy(update={"output": out, "data": data, "tracking": tracking})
 
 
 def load_run_config(path: str | Path, overrides: list[str] | None = None) -> RunConfig:

@@ -14,7 +14,8 @@ import json
 import logging
 from typing import Callable
 
-from llmrec.pipelines.protocol import Benchmark, BenchmarkConfig, LLMStage, LoopStage, Sample, Stage
+from llmrec.pipelines.protocol import (Benchmark, BenchmarkConfig, LLMStage, LoopStage, Sample, Stage,
+                                       attach_assets)
 from llmrec.serving.resilience import generate_resilient
 from llmrec.types import Request, Result
 
@@ -158,12 +159,14 @@ def _loop_stage(stage: LoopStage, samples: list[Sample], engine, retries: int, b
 
 
 def process_samples(bench: Benchmark, cfg: BenchmarkConfig, samples: list[Sample], engines: EngineGetter,
-                    retries: int = 3, backoff_s: float = 1.0) -> list[Sample]:
+                    retries: int = 3, backoff_s: float = 1.0, assets: dict | None = None) -> list[Sample]:
     """Run every stage, then per-sample scoring. Mutates and returns ``samples``.
 
-    Fields whose name starts with ``_`` are inputs for rendering only; they are dropped
-    before the samples leave the worker.
+    ``assets``: the benchmark's shared read-only data (``Benchmark.assets``), attached to every
+    sample as ``sample[ASSETS_KEY]``. Fields whose name starts with ``_`` are inputs for
+    rendering only; they are dropped before the samples leave the worker.
     """
+    attach_assets(samples, assets)
     for s in samples:
         s.setdefault("status", "ok")
         s.setdefault("error", None)

@@ -136,7 +136,7 @@ def test_kill_9_then_resume_equals_uninterrupted(tmp_path, data_root):
     # no duplicates: across all shards of the interrupted+resumed run, each sample was written once
     import pyarrow.parquet as pq
 
-    ids = [i for shard in ResultStore(results).shards() for i in pq.read_table(shard).column("sample_id").to_pylist()]
+    ids = [i for shard in ResultStore(results).shards() for i in pq.read_table(results / shard).column("sample_id").to_pylist()]
     assert len(ids) == len(set(ids)) == total
     metrics = json.loads((results.parent / "metrics.json").read_text())
     ref_metrics = json.loads((next((ref_dir / "runs").glob("*/metrics.json"))).read_text())

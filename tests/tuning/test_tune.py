@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -154,3 +155,18 @@ def test_sweep_killed_mid_run_resumes_without_losing_or_repeating_trials(tmp_pat
         assert set(steps) == set(range(1, epochs + 1)) and steps.count(1) == 1, steps
     parents = [r for r in client.search_runs([kids[0].info.experiment_id]) if "mlflow.parentRunId" not in r.data.tags]
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+
+
+@pytest.mark.slow
+def test_tune_state_goes_to_storage_path(tmp_path, tiny_csv, local_ray):
+    """tune.storage_path (a folder or URI) holds Tune's state; resume finds the sweep there."""
+    cfg = base_config(tmp_path, tune={"num_samples": 1, "resources_per_trial": {"cpu": 1},
+                                      "storage_path": str(tmp_path / "tune-state"),
+                                      "search_space": {"train.l2": {"type": "choice", "values": [0.0]}}})
+    path = write_config(tmp_path, cfg)
+    out = tune_from_config(path, [])
+    name = out["sweep_dir"].rsplit("/", 1)[-1]
+    assert (tmp_path / "tune-state" / name / "tuner.pkl").is_file()
+    assert not (Path(out["sweep_dir"]) / "tuner.pkl").exists()  # llmrec files stay in the sweep dir
+    again = tune_from_config(path, [], resume=True)
+    assert again["best_config"] == out["best_config"]

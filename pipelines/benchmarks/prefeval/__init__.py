@@ -53,6 +53,11 @@ class PrefEval:
 
         return build_samples(cfg, data_dir)
 
+    def assets(self, cfg: PrefEvalConfig, data_dir: Path) -> dict:
+        from llmrec.pipelines.benchmarks.prefeval.data import assets
+
+        return assets(cfg, data_dir)
+
     def stages(self, cfg: PrefEvalConfig) -> list:
         from llmrec.pipelines.benchmarks.prefeval.stages import build_stages
 

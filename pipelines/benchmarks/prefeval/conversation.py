@@ -9,14 +9,15 @@ revision     = critique + [assistant: critique, user: revision request]
 
 from __future__ import annotations
 
-from llmrec.pipelines.benchmarks.prefeval import data as pdata
+from llmrec.pipelines.protocol import sample_assets
 from llmrec.pipelines.benchmarks.prefeval import prompts, rag
 from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
 from llmrec.types import Message
 
 
-def corpus(sample: dict) -> tuple[dict, ...]:
-    return pdata.load_inter_turn_messages(pdata.worker_data_dir(sample["_data_dir"]))
+def corpus(sample: dict) -> list[dict]:
+    """The inter-turn messages, from the shared assets the runner attached (see data.assets)."""
+    return sample_assets(sample)["inter_turn_messages"]
 
 
 def _blocks(sample: dict, pref_reply: str | None, drop: int) -> list[tuple[str, list[Message]]]:

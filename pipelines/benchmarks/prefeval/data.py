@@ -113,17 +113,14 @@ def judge_prompt(data_dir: Path, check: str, override: Path | None = None) -> st
     return path.read_text(encoding="utf-8")
 
 
-def worker_data_dir(hint: str | Path) -> Path:
-    """The data directory as seen by this process: the path the samples were built from if it
-    exists here, else the usual search ($LLMREC_DATA_DIR, the per-user cache). On a cluster the
-    data must be readable on every worker node (shared filesystem or `llmrec data fetch` there)."""
-    p = Path(hint)
-    if (p / ROOT / INTER_TURNS).is_file():
-        return p
-    from llmrec.pipelines.common.datasets import resolve_data_dir
-    from llmrec.pipelines.benchmarks.prefeval import BENCHMARK
-
-    return resolve_data_dir(None, BENCHMARK.data)
+def assets(cfg, data_dir: Path) -> dict:
+    """What stages share, read here on the driver (workers never open data files): the inter-turn
+    messages, and the four judge prompts when the judge runs."""
+    out: dict = {"inter_turn_messages": list(load_inter_turn_messages(Path(data_dir)))}
+    if cfg.task == "gen" and cfg.evaluate:
+        out["judge_prompts"] = {c: judge_prompt(Path(data_dir), c, getattr(cfg.templates, f"judge_{c}"))
+                                for c in JUDGE_FILES}
+    return out
 
 
 def load_conflicting(path: Path) -> dict[tuple[str, int], str]:

@@ -93,7 +93,7 @@ def _pair_samples(cfg: PrefEvalConfig, data_dir: Path, topic: str, form: str, ta
                   mcq: dict | None, conflict_text: str | None) -> list[dict]:
     base = {"task": cfg.task, "topic": topic, "form": form, "task_id": task_id,
             "question": rec["question"], "preference": rec["preference"],
-            "_data_dir": str(data_dir), "_preference": preference_messages(form, rec)}
+            "_preference": preference_messages(form, rec)}
     if mcq is not None:
         base["options"], base["gold"] = shuffle_options(mcq["classification_task_options"], cfg.seed, topic, task_id)
     extras_all = extra_statements(data_dir, cfg.seed, topic, task_id, max(cfg.extra_preferences))

@@ -9,9 +9,8 @@ judge_acknowledge, judge_violate, judge_helpful, judge_hallucinate   judge (task
 
 from __future__ import annotations
 
-from llmrec.pipelines.protocol import LLMStage, LoopStage, Sample
+from llmrec.pipelines.protocol import LLMStage, LoopStage, Sample, sample_assets
 from llmrec.pipelines.benchmarks.prefeval import conversation as conv
-from llmrec.pipelines.benchmarks.prefeval import data as pdata
 from llmrec.pipelines.benchmarks.prefeval import prompts
 from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
 from llmrec.pipelines.benchmarks.prefeval.judge import fill_prompt, parse_tag
@@ -90,8 +89,7 @@ def subject_stages(cfg: PrefEvalConfig) -> list[LLMStage | LoopStage]:
 
 def judge_request(cfg: PrefEvalConfig, sample: Sample, check: str) -> Request:
     """One judge check: [system: judge system prompt, user: the filled reference prompt]."""
-    data_dir = pdata.worker_data_dir(sample["_data_dir"])
-    text = fill_prompt(check, pdata.judge_prompt(data_dir, check, getattr(cfg.templates, f"judge_{check}")),
+    text = fill_prompt(check, sample_assets(sample)["judge_prompts"][check],
                        question=sample["question"], end_generation=sample.get("output") or "",
                        preference=sample["preference"],
                        assistant_restatement=parse_tag(sample.get("judge_acknowledge"), "preference"))

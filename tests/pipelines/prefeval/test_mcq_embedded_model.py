@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from llmrec.pipelines.protocol import attach_assets
 from llmrec.pipelines.runner.api import run_evaluation
 from llmrec.pipelines.runner.run_config import load_run_config
 from llmrec.pipelines.common.store import ResultStore
@@ -45,7 +46,7 @@ def test_prefix_reuse_does_not_change_answers(data_root):
                          pref_reply_max_tokens=12)
     outs, cached = [], []
     for reuse in (True, False):
-        samples = [s for g in group_by_prefix(BENCHMARK.build_samples(cfg, data_root)) for s in g]
+        samples = [s for g in group_by_prefix(attach_assets(BENCHMARK.build_samples(cfg, data_root), BENCHMARK.assets(cfg, data_root))) for s in g]
         eng = LlamaCppEngine(LlamaCppEngineConfig(n_ctx=4096, n_threads=2, reuse_prefix=reuse, choice_mode="score"))
         eng.start()
         process_samples(BENCHMARK, cfg, samples, lambda role: eng, retries=0)

@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from llmrec.pipelines.protocol import attach_assets
 from llmrec.pipelines.benchmarks.prefeval import BENCHMARK
 from llmrec.pipelines.benchmarks.prefeval import conversation as conv
 from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
@@ -29,7 +30,7 @@ def chats(data):
 
 def build(data, **kw):
     cfg = PrefEvalConfig(**{"topics": [TOPIC], "per_topic": 1, "task": "gen", **kw})
-    return cfg, {s["sample_id"]: s for s in BENCHMARK.build_samples(cfg, data)}
+    return cfg, {s["sample_id"]: s for s in attach_assets(BENCHMARK.build_samples(cfg, data), BENCHMARK.assets(cfg, data))}
 
 
 def roles(msgs):
@@ -93,7 +94,7 @@ def test_self_critic_transcripts(data):
 
 def test_mcq_methods_and_self_critic(data):
     cfg = PrefEvalConfig(topics=[TOPIC], per_topic=1, turns=[1], methods=["cot", "self-critic", "zero-shot"])
-    ss = {s["method"]: s for s in BENCHMARK.build_samples(cfg, data)}
+    ss = {s["method"]: s for s in attach_assets(BENCHMARK.build_samples(cfg, data), BENCHMARK.assets(cfg, data))}
     for s in ss.values():
         s["pref_reply"] = "LIVE"
     zero = conv.answer_messages(cfg, ss["zero-shot"])[-1].content

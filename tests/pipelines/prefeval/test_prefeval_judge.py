@@ -11,7 +11,9 @@ from llmrec.pipelines.benchmarks.prefeval import BENCHMARK
 from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
 from llmrec.pipelines.benchmarks.prefeval.gen_metrics import gen_metrics
 from llmrec.pipelines.benchmarks.prefeval.judge import clear_answer, derive, fill_prompt, parse_tag
+from llmrec.pipelines.benchmarks.prefeval.data import assets
 from llmrec.pipelines.benchmarks.prefeval.stages import judge_request
+from llmrec.pipelines.protocol import attach_assets
 from llmrec.pipelines.runner.scoring import score_file
 from tests.conftest import require_data
 
@@ -91,8 +93,9 @@ def test_fill_prompt_is_plain_replacement_in_reference_order():
 def test_judge_requests_read_reference_prompts(tmp_path):
     data = require_data("prefeval", "error_type", "check_acknowledge.txt").parents[2]
     cfg = PrefEvalConfig(task="gen")
-    s = {"_data_dir": str(data), "question": "Any hotel in Vegas?", "preference": "No nightlife.",
+    s = {"question": "Any hotel in Vegas?", "preference": "No nightlife.",
          "output": "Try the Bellagio.", "judge_acknowledge": "<preference>quiet places</preference><answer>Yes</answer>"}
+    attach_assets([s], assets(cfg, data))
     ack = judge_request(cfg, s, "acknowledge")
     assert ack.messages[0].role == "system" and ack.sampling.max_tokens == 100 and ack.sampling.temperature == 0
     text = ack.messages[1].content
@@ -105,6 +108,7 @@ def test_judge_requests_read_reference_prompts(tmp_path):
     custom = tmp_path / "v.txt"
     custom.write_text("{preference} // {end_generation}")
     cfg2 = PrefEvalConfig(task="gen", templates={"judge_violate": str(custom)})
+    attach_assets([s], assets(cfg2, data))
     assert judge_request(cfg2, s, "violate").messages[1].content == "No nightlife. // Try the Bellagio."
 
 

@@ -3,6 +3,7 @@ over-context, or truncated oldest-first under `truncation: drop_oldest` (worker,
 
 import pytest
 
+from llmrec.pipelines.protocol import attach_assets
 from llmrec.pipelines.benchmarks.prefeval import BENCHMARK
 from llmrec.pipelines.benchmarks.prefeval import conversation as conv
 from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
@@ -36,13 +37,13 @@ def test_298_turns_over_context_then_truncated(data):
     cfg = PrefEvalConfig(topics=["travel_hotel"], per_topic=1, forms=["explicit"], turns=[298], methods=["reminder"],
                          pref_reply_max_tokens=8)
     fake = {"type": "fake", "context_length": 20_000, "default": "<choice>A</choice>"}
-    s = BENCHMARK.build_samples(cfg, data)[0]
+    s = attach_assets(BENCHMARK.build_samples(cfg, data), BENCHMARK.assets(cfg, data))[0]
     (out,) = run(cfg, [dict(s)], fake)
     assert out["status"] == "over_context" and out["prompt_tokens"] > 20_000
     assert "_layout" not in out and out["pref_reply"]  # the short preference reply still ran
     # drop_oldest: the oldest inter-turn pairs go until the prompt fits; preference and question stay
     tcfg = cfg.model_copy(update={"truncation": "drop_oldest"})
-    s2 = BENCHMARK.build_samples(tcfg, data)[0]
+    s2 = attach_assets(BENCHMARK.build_samples(tcfg, data), BENCHMARK.assets(tcfg, data))[0]
     probe = dict(s2)
     (done,) = run(tcfg, [s2], fake)
     assert done["status"] == "ok" and done["output"] == "<choice>A</choice>" and done["prompt_tokens"] <= 20_000
@@ -61,7 +62,7 @@ def test_298_turns_over_context_then_truncated(data):
 
 def test_truncation_gives_up_when_nothing_left(data):
     cfg = PrefEvalConfig(topics=["travel_hotel"], per_topic=1, forms=["persona"], turns=[2], truncation="drop_oldest")
-    s = BENCHMARK.build_samples(cfg, data)[0]
+    s = attach_assets(BENCHMARK.build_samples(cfg, data), BENCHMARK.assets(cfg, data))[0]
     (out,) = run(cfg, [s], {"type": "fake", "context_length": 50})
     assert out["status"] == "over_context" and out["dropped_pairs"] == 2
 
@@ -70,7 +71,7 @@ def test_truncation_gives_up_when_nothing_left(data):
 def test_298_turns_over_context_for_the_embedded_engine(data):
     pytest.importorskip("llama_cpp")
     cfg = PrefEvalConfig(topics=["travel_hotel"], per_topic=1, forms=["choice"], turns=[298])
-    s = BENCHMARK.build_samples(cfg, data)[0]
+    s = attach_assets(BENCHMARK.build_samples(cfg, data), BENCHMARK.assets(cfg, data))[0]
     # n_threads given: the default asks Ray for the actor's CPUs, which fails in a driver once Ray is up
     engine = build_engine({"type": "llamacpp", "n_ctx": 8192, "n_threads": 2})
     n = engine.count_tokens(Request(messages=conv.answer_messages(cfg, dict(s))))

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from llmrec.pipelines.protocol import attach_assets
 from llmrec.pipelines.benchmarks.prefeval import BENCHMARK
 from llmrec.pipelines.benchmarks.prefeval import conversation as conv
 from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
@@ -38,7 +39,7 @@ def test_retrieve_tiny_set(model_available):
 def test_rag_retrieves_the_stated_preference(model_available):
     data = require_data("prefeval", "benchmark_dataset", "filtered_inter_turns.json").parents[2]
     cfg = PrefEvalConfig(task="gen", topics=["travel_hotel"], per_topic=1, turns=[6], methods=["rag"], rag_top_k=3)
-    s = BENCHMARK.build_samples(cfg, data)[0]
+    s = attach_assets(BENCHMARK.build_samples(cfg, data), BENCHMARK.assets(cfg, data))[0]
     s["pref_reply"] = "Understood, I will keep that in mind."
     ex = conv.rag_exchanges(cfg, s)
     assert len(ex) == 3 and len(s["rag_retrieved"]) == 3

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from llmrec.pipelines.protocol import attach_assets
 from llmrec.pipelines.benchmarks.prefeval import BENCHMARK
 from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
 from llmrec.pipelines.benchmarks.prefeval.metrics import mcq_metrics, score_predictions
@@ -67,7 +68,7 @@ def data():
 
 def build(data, **kw):
     cfg = PrefEvalConfig(**{"topics": ["travel_restaurant"], "per_topic": 2, **kw})
-    return cfg, BENCHMARK.build_samples(cfg, data)
+    return cfg, attach_assets(BENCHMARK.build_samples(cfg, data), BENCHMARK.assets(cfg, data))
 
 
 def test_explicit_conversation_structure(data):
@@ -118,7 +119,7 @@ def test_mcq_explicit_preference_text_comes_from_mcq_options(data):
     assert differ, "the shared data no longer has a differing statement in this topic"
     cfg = PrefEvalConfig(topics=["travel_transportation"], per_topic=differ[0] + 1, turns=[0],
                          methods=["zero-shot"])
-    s = BENCHMARK.build_samples(cfg, data)[-1]
+    s = attach_assets(BENCHMARK.build_samples(cfg, data), BENCHMARK.assets(cfg, data))[-1]
     assert s["task_id"] == differ[0] and s["preference"] == mcq[differ[0]]["preference"]
     assert conversation(cfg, s, "R")[1].content == mcq[differ[0]]["preference"]
     gen = BENCHMARK.build_samples(cfg.model_copy(update={"task": "gen"}), data)[-1]

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from llmrec.pipelines.benchmarks.prefeval import BENCHMARK
+from llmrec.pipelines.protocol import attach_assets
 from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
 from llmrec.pipelines.benchmarks.prefeval.conversation import conversation
 from tests.conftest import require_data
@@ -63,7 +64,7 @@ def reference_messages(data: Path, cfg: PrefEvalConfig, topic: str, task_id: int
 
 def first_samples(data: Path, **over) -> tuple[PrefEvalConfig, list[dict]]:
     cfg = PrefEvalConfig(**{"topics": ["travel_transportation"], "per_topic": 3, **over})
-    return cfg, BENCHMARK.build_samples(cfg, data)
+    return cfg, attach_assets(BENCHMARK.build_samples(cfg, data), BENCHMARK.assets(cfg, data))
 
 
 def test_default_conversation_equals_the_reference_up_to_the_question_wording(data):

@@ -1,0 +1,130 @@
+"""Storage URIs: local paths made absolute; the result store and run directory on a real S3 API
+(moto server on 127.0.0.1) with the same guarantees as on disk; data read only on the driver."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from llmrec import storage
+from llmrec.pipelines.common.store import ResultStore
+from llmrec.pipelines.protocol import sample_assets
+from llmrec.pipelines.runner.run_config import absolute_locations, load_run_config
+from tests.pipelines.conftest import config
+from tests.runtime.helpers import s3_keys, s3_server
+
+
+def test_relative_locations_become_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = load_run_config(config(tmp_path), ["output.dir=rel/runs", "tracking.uri=sqlite:///m.db",
+                                             "tracking.artifact_root=./art", "data.dir=d"])
+    out = absolute_locations(cfg)
+    assert out.output.dir == str(tmp_path / "rel/runs") and out.data.dir == str(tmp_path / "d")
+    assert out.tracking.uri == f"sqlite:///{tmp_path}/m.db" and out.tracking.artifact_root == str(tmp_path / "art")
+    uri = absolute_locations(load_run_config(config(tmp_path), ["output.dir=s3://b/runs/"]))
+    assert uri.output.dir == "s3://b/runs"
+
+
+def test_local_store_keeps_newest_record(tmp_path):
+    st = ResultStore(tmp_path / "r")
+    st.write([{"sample_id": "a", "status": "failed", "error": "x"}])
+    st.write([{"sample_id": "a", "status": "ok"}, {"sample_id": "b", "status": "ok"}])
+    assert {k: v["status"] for k, v in st.load().items()} == {"a": "ok", "b": "ok"}
+    assert not [p for p in (tmp_path / "r").iterdir() if p.name.startswith(".")]  # no temporaries left
+
+
+def test_stage_without_assets_fails_clearly():
+    with pytest.raises(KeyError, match="carries no shared assets"):
+        sample_assets({"sample_id": "s1"})
+
+
+@pytest.mark.slow
+def test_store_on_s3_keeps_newest_record():
+    with s3_server() as bucket:
+        st = ResultStore(f"s3://{bucket}/runs/x/results")
+        st.write([{"sample_id": "a", "status": "failed", "error": "boom"}])
+        st.write([{"sample_id": "a", "status": "ok", "output": "A"}])
+        assert st.load()["a"]["output"] == "A" and st.finished_ids() == {"a"}
+        assert len(s3_keys(bucket, "runs/x/results/")) == 2
+        st.clear()
+        assert st.load() == {}
+
+
+@pytest.mark.slow
+def test_run_on_s3_completes_and_resumes(tmp_path, data_root, local_ray):
+    from llmrec.pipelines.runner.api import run_evaluation
+
+    with s3_server() as bucket:
+        sets = [f"output.dir=s3://{bucket}/runs", "output.run_name=s3run",
+                f"output.cache_path={tmp_path / 'cache.sqlite'}"]
+        first = run_evaluation(load_run_config(config(tmp_path, turns=[2]), sets), data_root)
+        n = 2 * 2 * 2 * 2  # topics x forms x pairs x methods
+        assert first.run_dir == f"s3://{bucket}/runs/s3run" and first.stats["samples_new"] == n
+        keys = set(s3_keys(bucket, "runs/s3run/"))
+        for name in ("resolved.yaml", "metrics.json", "samples.parquet", "predictions.jsonl", "mlflow_run_id"):
+            assert f"runs/s3run/{name}" in keys, name
+        assert any(k.startswith("runs/s3run/results/") for k in keys)
+        assert any(k.startswith("runs/s3run/plots/") for k in keys)
+        remote = storage.Storage(first.run_dir)
+        assert json.loads(remote.read_text("metrics.json")) == pytest.approx(first.metrics)
+        assert len(ResultStore(remote / "results").load()) == n
+        again = run_evaluation(load_run_config(config(tmp_path, turns=[2]), sets), data_root)
+        assert again.stats["samples_new"] == 0 and again.stats["engine_calls"] == 0
+        assert again.stats["samples_resumed"] == n and again.metrics == first.metrics
+        assert again.mlflow_run_id == first.mlflow_run_id  # the run id file on S3 was found
+
+
+@pytest.mark.slow
+def test_data_directory_moved_away_after_planning(tmp_path, data_root, local_ray):
+    """Workers never read the data directory: it is gone before any sample runs (judge prompts
+    and inter-turn conversations come through the object store)."""
+    from llmrec.pipelines.runner.api import run_evaluation
+    from llmrec.pipelines.runner import execution
+    from tests.pipelines.prefeval.test_prefeval_integration import JUDGE, SUBJECT, with_judge
+
+    data = tmp_path / "data"
+    shutil.copytree(data_root / "prefeval", data / "prefeval")
+    path = with_judge(config(tmp_path, engine=SUBJECT, task="gen", topics=["travel_hotel"], per_topic=1,
+                             turns=[3], forms=["explicit", "choice"], methods=["zero-shot", "self-critic"]), JUDGE)
+    real_plan = execution.plan
+
+    def plan_then_move(cfg, data_dir=None):
+        p = real_plan(cfg, data_dir)
+        shutil.move(str(data), str(tmp_path / "moved"))
+        return p
+
+    execution_plan = pytest.MonkeyPatch()
+    execution_plan.setattr("llmrec.pipelines.runner.api.plan", plan_then_move)
+    try:
+        out = run_evaluation(load_run_config(path, ["output.cache=false"]), data)
+    finally:
+        execution_plan.undo()
+    assert not data.exists()
+    m = out.metrics
+    assert m["n_samples"] == 4 and m["n_judged"] == 4 and m["failed"] == 0
+    recs = ResultStore(Path(out.run_dir) / "results").load().values()
+    assert all(r["status"] == "ok" for r in recs)
+
+
+def test_request_cache_file_stays_on_the_driver_disk(tmp_path, monkeypatch):
+    from llmrec.pipelines.runner.execution import app_name, cache_path_for
+
+    monkeypatch.setenv("LLMREC_CACHE_DIR", str(tmp_path / "cache"))
+    local = absolute_locations(load_run_config(config(tmp_path)))
+    assert cache_path_for(local) == str(tmp_path / "runs" / "request_cache.sqlite")
+    remote = absolute_locations(load_run_config(config(tmp_path), ["output.dir=s3://bucket/runs"]))
+    assert cache_path_for(remote) == str(tmp_path / "cache" / "request_cache.sqlite")
+    assert cache_path_for(load_run_config(config(tmp_path), ["output.cache=false"])) is None
+    assert app_name("prefeval-1a2b", "judge") == "llmrec-prefeval-1a2b-judge"
+
+
+def test_local_storage_round_trip(tmp_path):
+    st = storage.Storage(tmp_path / "d") / "sub"
+    st.write_text("a.txt", "hello")
+    assert st.exists("a.txt") and st.read_text("a.txt") == "hello" and st.list(".txt") == ["a.txt"]
+    assert st.local_path == tmp_path / "d" / "sub" and st.name == "sub"
+    st.delete("a.txt")
+    assert not st.exists("a.txt") and st.list() == []
