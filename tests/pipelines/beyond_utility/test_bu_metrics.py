@@ -106,8 +106,7 @@ def test_gini_single_id_and_uniform():
 def test_dpd_nan_when_a_group_is_empty(users, cat):
     c = Catalog(cat.train_freq, cat.categories, 20, history_len_median=5.0)  # nobody has history > 5
     assert math.isnan(M.compute(users, c, K)["dpd"])
-    c = Catalog(cat.train_freq, cat.categories, 20, history_len_median=0.0)  # nobody has history <= 0
-    assert math.isnan(M.dpd(users, np.ones(3), 0.0))
+    assert math.isnan(M.dpd(users, np.ones(3), 0.0))  # nobody has history <= 0
 
 
 def test_jain_nan_when_no_hits():
