@@ -38,6 +38,12 @@ class BeyondUtility:
                      "orders", "paraphrase", "title_match", "padding", "query")
     metric_keys = METRIC_KEYS
 
+    @property
+    def cli(self):
+        from llmrec.pipelines.benchmarks.beyond_utility.cli import app
+
+        return app
+
     def build_samples(self, cfg: BeyondUtilityConfig, data_dir: Path) -> list[dict]:
         ds = load_dataset(cfg, data_dir)
         key = fingerprint([cfg.model_dump(mode="json"), str(data_dir)], 16)

@@ -22,7 +22,7 @@ def _slug(name: str) -> str:
 
 def write_contract_files(cfg: BeyondUtilityConfig, rows: list[dict], run_dir: Path) -> list[Path]:
     ds, _ = results.lookup(rows[0]["catalog_key"])
-    files = [ds.write_items(run_dir / "items.jsonl")]
+    files = [ds.write_items(run_dir / "items.jsonl"), write_candidates(rows, run_dir / "candidates.jsonl")]
     folder = run_dir / "predictions"
     folder.mkdir(parents=True, exist_ok=True)
     for name, rs in results._by_setting(rows).items():
@@ -32,6 +32,35 @@ def write_contract_files(cfg: BeyondUtilityConfig, rows: list[dict], run_dir: Pa
                 fh.write(json.dumps(results.contract_line(r)) + "\n")
         files.append(path)
     return files
+
+
+def candidate_lines(rows: list[dict]) -> list[dict]:
+    """One line per user of the candidates file the baselines rank (the shuffled order when present).
+
+    ``{"user_id", "history": [raw ids, oldest first, all before the target], "candidates": [raw ids as
+    presented], "ids": [contract id per candidate], "line": {user_id, target, candidates, history_len,
+    base_candidates}}`` — a ranker writes ``dict(line, ranked=[ids of its top L])``.
+    """
+    ds, _ = results.lookup(rows[0]["catalog_key"])
+    raw = ds.raw_id
+    chosen: dict[str, dict] = {}
+    for r in rows:
+        if r["user_id"] not in chosen or (r["order"] == "shuffled" and chosen[r["user_id"]]["order"] != "shuffled"):
+            chosen[r["user_id"]] = r
+    out = []
+    for user, r in sorted(chosen.items()):
+        line = {k: r[k] for k in ("user_id", "target", "candidates", "history_len", "base_candidates")}
+        out.append({"user_id": user, "history": ds.sequences[user][:-1], "candidates": [raw[i] for i in r["candidates"]],
+                    "ids": list(r["candidates"]), "line": line})
+    return out
+
+
+def write_candidates(rows: list[dict], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        for line in candidate_lines(rows):
+            fh.write(json.dumps(line) + "\n")
+    return path
 
 
 def position_plot(cfg: BeyondUtilityConfig, rows: list[dict], out: Path) -> Path | None:
