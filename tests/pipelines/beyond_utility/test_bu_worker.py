@@ -1,0 +1,75 @@
+"""The benchmark through the runner's worker (no Ray) with the fake engine: stages, re-asks, outputs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llmrec.pipelines.benchmarks.beyond_utility import BENCHMARK, plots
+from llmrec.pipelines.benchmarks.beyond_utility.config import BeyondUtilityConfig, UserSampling
+from llmrec.pipelines.runner.scoring import score_file
+from llmrec.pipelines.runner.worker import process_samples
+from llmrec.serving.engine import build_engine
+from tests.conftest import require_data
+
+REPLY = "['Toy Story (1995)', 'star wars (1977)', 'A Film That Does Not Exist', 'Fargo (1996)']"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    data = require_data("ml-100k", "u.data").parents[1]
+    require_data("evallmasrecommender", "eva", "templates", "template.txt")
+    cfg = BeyondUtilityConfig(users=UserSampling(n_users=6), prompts=["history", "profile"],
+                              orders=["shuffled", "target_first"])
+    engine = build_engine({"type": "fake", "default": REPLY,
+                           "rules": [{"contains": "personality", "reply": "Thinks.\n\nLoves sci-fi."}]})
+    engine.start()
+    samples = BENCHMARK.build_samples(cfg, data)
+    rows = process_samples(BENCHMARK, cfg, samples, lambda role: engine, retries=0)
+    return cfg, rows, tmp_path_factory.mktemp("bu")
+
+
+def test_rows_mapped_and_scored(run):
+    cfg, rows, _ = run
+    assert len(rows) == 6 * 2 * 2 and all(r["status"] == "ok" for r in rows)
+    assert not any(k.startswith("_") for r in rows for k in r)
+    prof = [r for r in rows if r["prompt"] == "profile"]
+    assert all(r["profile"] == "Loves sci-fi." for r in prof)
+    m = BENCHMARK.aggregate(cfg, rows)
+    key = "prompt=history,history_shown=10,order=shuffled/"
+    # 4 titles, 6 pads: 'A Film ...' and the 6 pads are 0 -> 7 of 10 slots
+    assert m[key + "hallucination"] == pytest.approx(0.7)
+    assert m[key + "compliance"] == 1.0 and m[key + "unanswered"] == 0.0
+    assert "prompt=history,history_shown=10/canddif_hr" in m
+    line = BENCHMARK.predictions(rows)[0]
+    assert line["ranked"][:4] == [1, 50, 0, 100]  # exact, case-insensitive, hallucinated, exact
+
+
+def test_contract_files_rescore_to_the_run_metrics(run):
+    cfg, rows, tmp = run
+    files = BENCHMARK.plots(cfg, rows, tmp / "plots")
+    names = {p.name for p in files}
+    assert {"items.jsonl", "candidates.jsonl", "position_bias.png"} <= names
+    m = BENCHMARK.aggregate(cfg, rows)
+    for setting in ("prompt=history__history_shown=10__order=shuffled", "prompt=profile__history_shown=10__order=target_first"):
+        got = score_file("beyond-utility", tmp / "predictions" / f"{setting}.jsonl",
+                         {"items": str(tmp / "items.jsonl"), "k": cfg.k})["metrics"]
+        prefix = setting.replace("__", ",") + "/"
+        for k, v in got.items():
+            assert (v == "NaN") if v == "NaN" else v == pytest.approx(m[prefix + k]), k
+    cands = [json.loads(x) for x in (tmp / "candidates.jsonl").read_text().splitlines()]
+    assert len(cands) == 6 and all(len(c["candidates"]) == 20 == len(c["ids"]) for c in cands)
+    assert all(c["line"]["target"] in c["ids"] for c in cands)
+
+
+def test_noncompliant_answers_are_reasked_then_given_up(tmp_path):
+    data = require_data("ml-100k", "u.data").parents[1]
+    require_data("evallmasrecommender", "eva", "templates", "template.txt")
+    cfg = BeyondUtilityConfig(users=UserSampling(n_users=2, method="first"))
+    engine = build_engine({"type": "fake", "default": "I would pick Toy Story."})
+    engine.start()
+    rows = process_samples(BENCHMARK, cfg, BENCHMARK.build_samples(cfg, data), lambda role: engine, retries=0)
+    assert all(r["attempts"] == cfg.query.max_attempts and r["titles"] is None for r in rows)
+    m = BENCHMARK.aggregate(cfg, rows)
+    assert m["compliance"] == 0.0 and m["unanswered"] == 1.0 and m["hallucination"] == 1.0
