@@ -31,8 +31,9 @@ class UserSampling(StrictModel):
     statistic: Literal["history_len", "file"] = Field(
         "history_len", description="per-user values the K-S test compares: each user's history length, or a "
         "chosen baseline's per-user metric read from values_path")
-    values_path: Path | None = Field(None, description="statistic=file: JSONL {user_id, value} (e.g. a baseline's "
-                                     "per-user NDCG written by `llmrec baselines rank --per-user`)")
+    values_path: Path | None = Field(None, description="statistic=file: JSONL {user_id, <values_column>} or a "
+                                     "parquet table, e.g. a `llmrec train` run's per_user_test.parquet")
+    values_column: str = Field("value", description="statistic=file: the column holding the metric (e.g. ndcg@10)")
     alpha: float = Field(0.05, gt=0, lt=1, description="accept a draw when the K-S p-value exceeds this")
     max_draws: int = Field(1000, ge=1, description="give up (error) after this many draws")
     seed: int = Field(0, description="seed of the first draw; draw i uses seed + i (the accepted one is recorded)")

@@ -94,11 +94,14 @@ def history_plot(cfg: BeyondUtilityConfig, rows: list[dict], out: Path) -> Path 
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 3.5))
+    order = rows[0]["order"]
     for prompt in sorted({r["prompt"] for r in rows}):
+        groups = [(h, [r for r in rows if r["prompt"] == prompt and r["history_shown"] == h and r["order"] == order])
+                  for h in lengths]
+        groups = [(h, rs) for h, rs in groups if rs]
         for key in ("hr", "ndcg"):
-            ys = [results.setting_metrics(cfg, [r for r in rows if r["prompt"] == prompt and r["history_shown"] == h
-                                                and r["order"] == rows[0]["order"]])[key] for h in lengths]
-            ax.plot(lengths, ys, marker="o", label=f"{prompt} {key}@{cfg.k}")
+            ax.plot([h for h, _ in groups], [results.setting_metrics(cfg, rs)[key] for _, rs in groups], marker="o",
+                    label=f"{prompt} {key}@{cfg.k}")
     ax.set_xlabel("history items shown")
     ax.legend()
     fig.tight_layout()

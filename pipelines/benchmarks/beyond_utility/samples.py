@@ -64,7 +64,7 @@ def presented(cfg: BeyondUtilityConfig, user: str, base: list[str], order: str) 
 
 def choose_users(ds: Dataset, cfg: BeyondUtilityConfig, eligible: list[str]) -> tuple[list[str], dict]:
     if cfg.users.statistic == "file":
-        values = read_values(cfg.users.values_path)
+        values = read_values(cfg.users.values_path, cfg.users.values_column)
         stat = {u: values[u] for u in eligible if u in values}
     else:
         stat = {u: float(len(ds.sequences[u]) - 1) for u in eligible}

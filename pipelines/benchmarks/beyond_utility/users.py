@@ -17,20 +17,28 @@ from llmrec.errors import DataError
 from llmrec.pipelines.benchmarks.beyond_utility.config import UserSampling
 
 
-def read_values(path: Path) -> dict[str, float]:
-    """JSONL ``{"user_id": str, "value": number}`` → user → value (errors name file and line)."""
+def read_values(path: Path, column: str = "value") -> dict[str, float]:
+    """user → value from JSONL ``{"user_id", <column>}`` or a parquet table with ``user_id`` and ``column``
+    (e.g. a `llmrec train` run's ``per_user_test.parquet`` with ``column: ndcg@10``)."""
     out: dict[str, float] = {}
     if not Path(path).is_file():
         raise DataError(f"users.values_path not found: {path}")
+    if str(path).endswith(".parquet"):
+        import pandas as pd
+
+        frame = pd.read_parquet(path)
+        if "user_id" not in frame.columns or column not in frame.columns:
+            raise DataError(f"{path}: needs columns user_id and {column!r}; has {list(frame.columns)}")
+        return dict(zip(frame["user_id"].astype(str), frame[column].astype(float)))
     with open(path, encoding="utf-8") as fh:
         for no, text in enumerate(fh, 1):
             if not text.strip():
                 continue
             try:
                 obj = json.loads(text)
-                out[str(obj["user_id"])] = float(obj["value"])
+                out[str(obj["user_id"])] = float(obj[column])
             except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
-                raise DataError(f"{path}: line {no} must be {{\"user_id\": str, \"value\": number}} ({e})") from e
+                raise DataError(f"{path}: line {no} must be {{\"user_id\": str, \"{column}\": number}} ({e})") from e
     return out
 
 

@@ -73,3 +73,22 @@ def test_noncompliant_answers_are_reasked_then_given_up(tmp_path):
     assert all(r["attempts"] == cfg.query.max_attempts and r["titles"] is None for r in rows)
     m = BENCHMARK.aggregate(cfg, rows)
     assert m["compliance"] == 0.0 and m["unanswered"] == 1.0 and m["hallucination"] == 1.0
+
+
+def test_history_sweep_plot_and_ks_on_a_baseline_metric(tmp_path):
+    import pandas as pd
+
+    data = require_data("ml-100k", "u.data").parents[1]
+    require_data("evallmasrecommender", "eva", "templates", "template.txt")
+    per_user = tmp_path / "per_user_test.parquet"  # the shape a `llmrec train` run writes
+    pd.DataFrame({"user_id": [str(u) for u in range(1, 944)],
+                  "ndcg@10": [(u % 7) / 7 for u in range(1, 944)]}).to_parquet(per_user)
+    cfg = BeyondUtilityConfig(users=UserSampling(n_users=3, statistic="file", values_path=per_user,
+                                                 values_column="ndcg@10"), history_lens=[0, 2])
+    engine = build_engine({"type": "fake", "default": REPLY})
+    engine.start()
+    rows = process_samples(BENCHMARK, cfg, BENCHMARK.build_samples(cfg, data), lambda role: engine, retries=0)
+    assert rows[0]["user_draw"]["statistic"] == "file" and rows[0]["user_draw"]["p_value"] > 0.05
+    assert {r["template"] for r in rows} == {"no_history", "history"}
+    files = BENCHMARK.plots(cfg, rows, tmp_path / "plots")
+    assert (tmp_path / "plots" / "history_length.png") in files
