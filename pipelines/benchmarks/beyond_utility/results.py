@@ -73,6 +73,10 @@ def _canddif(cfg: BeyondUtilityConfig, groups: dict[str, list[dict]]) -> dict[st
         twin = groups.get(name.replace("order=target_first", "order=shuffled"))
         if not twin:
             continue
+        if cfg.task == "reranking":  # only pools holding the target can show a position effect (paper §4.8)
+            rows, twin = [r for r in rows if r["target"] in r["candidates"]], [r for r in twin if r["target"] in r["candidates"]]
+            if not rows or not twin:
+                continue
         a, b = setting_metrics(cfg, rows), setting_metrics(cfg, twin)
         prefix = name.replace(",order=target_first", "")
         for key in ("hr", "ndcg"):

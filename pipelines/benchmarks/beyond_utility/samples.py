@@ -4,7 +4,8 @@ Ranking candidates = the target + ``num_negatives`` items the user never touched
 per-user seed (a user's candidates do not depend on which other users are sampled), then
 shuffled with a stable per-user seed, so every setting, LLM and baseline sees the same order;
 ``target_first`` keeps the target in front (the reference's ``cand_shuffle=False`` control).
-Re-ranking candidates come from ``pool_path`` in the file's order (the target is not added).
+Re-ranking candidates come from ``pool_path`` (the target is not added); their base set (MostPop of
+serendipity, item coverage, Jaccard) stays the ranking task's target + negatives, as the reference.
 Rendering material lives in ``_``-fields (dropped before storing).
 """
 
@@ -52,12 +53,11 @@ def read_pool(path: Path, ds: Dataset) -> dict[str, list[str]]:
     return out
 
 
-def presented(cfg: BeyondUtilityConfig, user: str, base: list[str], order: str) -> list[str]:
-    if cfg.task == "reranking":
-        return list(base)
+def presented(cfg: BeyondUtilityConfig, user: str, cands: list[str], target: str, order: str) -> list[str]:
+    """The candidates in the order shown: target first (when present) or a stable per-user shuffle."""
     if order == "target_first":
-        return list(base)
-    shuffled = list(base)
+        return ([target] if target in cands else []) + [c for c in cands if c != target]
+    shuffled = list(cands)
     stable_rng(cfg.seed, user, "shuffle").shuffle(shuffled)
     return shuffled
 
@@ -72,8 +72,7 @@ def choose_users(ds: Dataset, cfg: BeyondUtilityConfig, eligible: list[str]) -> 
 
 
 def settings(cfg: BeyondUtilityConfig) -> list[tuple[str, int | None, str]]:
-    orders = ["given"] if cfg.task == "reranking" else cfg.orders
-    return [(p, h, o) for p in cfg.prompts for h in cfg.history_lens for o in orders]
+    return [(p, h, o) for p in cfg.prompts for h in cfg.history_lens for o in cfg.orders]
 
 
 def build(cfg: BeyondUtilityConfig, ds: Dataset, templates_dir: Path, catalog_key: str) -> list[dict]:
@@ -81,27 +80,29 @@ def build(cfg: BeyondUtilityConfig, ds: Dataset, templates_dir: Path, catalog_ke
     eligible = sorted(pool) if pool is not None else sorted(ds.sequences)
     eligible = [u for u in eligible if u in ds.sequences]
     users, draw = choose_users(ds, cfg, eligible)
-    bases = pool if pool is not None else ranking_candidates(ds, cfg, users)
+    bases = ranking_candidates(ds, cfg, users)  # re-ranking keeps them as base_candidates (MostPop, coverage)
+    shown = pool if pool is not None else bases
     texts = {s: prompts.read_paraphrases(templates_dir, s)
              for s in set(cfg.prompts) | {"no_history", "profile_generate"}}
     out = []
     for user in users:
         seq, base = ds.sequences[user], bases[user]
-        for strategy, shown, order in settings(cfg):
-            out.append(_sample(cfg, ds, texts, user, seq, base, strategy, shown, order, draw, catalog_key))
+        for strategy, hist, order in settings(cfg):
+            out.append(_sample(cfg, ds, texts, user, seq, base, shown[user], strategy, hist, order, draw,
+                               catalog_key))
     if cfg.limit is not None:
         out = out[: cfg.limit]
     return out
 
 
-def _sample(cfg, ds, texts, user, seq, base, strategy, shown, order, draw, catalog_key) -> dict:
+def _sample(cfg, ds, texts, user, seq, base, pool, strategy, shown, order, draw, catalog_key) -> dict:
     history = seq[:-1] if shown is None else (seq[:-1][-shown:] if shown > 0 else [])
     use = "no_history" if shown == 0 and strategy in ("history", "candidates_first") else strategy
     lines = texts[use]
     idx = prompts.pick_paraphrase(len(lines), cfg.paraphrase, cfg.paraphrase_index, cfg.seed, user, use)
     gen = texts["profile_generate"]
     gen_idx = prompts.pick_paraphrase(len(gen), cfg.paraphrase, cfg.paraphrase_index, cfg.seed, user, "gen")
-    cands = presented(cfg, user, base, order)
+    cands = presented(cfg, user, pool, seq[-1], order)
     t = ds.titles
     hist_s = "all" if shown is None else str(shown)
     return {

@@ -92,3 +92,34 @@ def test_history_sweep_plot_and_ks_on_a_baseline_metric(tmp_path):
     assert {r["template"] for r in rows} == {"no_history", "history"}
     files = BENCHMARK.plots(cfg, rows, tmp_path / "plots")
     assert (tmp_path / "plots" / "history_length.png") in files
+
+
+def test_reranking_pool_keeps_base_set_and_canddif_on_pools_with_target(tmp_path):
+    from llmrec.pipelines.benchmarks.beyond_utility import results
+
+    data = require_data("ml-100k", "u.data").parents[1]
+    require_data("evallmasrecommender", "eva", "templates", "template.txt")
+    seqs = {"1": None, "2": None, "3": None}
+    probe = BeyondUtilityConfig(users=UserSampling(n_users=None))
+    ds_samples = BENCHMARK.build_samples(probe.model_copy(update={"limit": 1}), data)
+    ds, _ = results.lookup(ds_samples[0]["catalog_key"])
+    lines = []
+    for n, u in enumerate(seqs):
+        target = ds.sequences[u][-1]
+        pool = [str(i) for i in range(1, 40) if str(i) not in ds.sequences[u]][:19]
+        lines.append({"user_id": u, "candidates": ([target] if n < 2 else []) + pool})
+    pool_path = tmp_path / "pool.jsonl"
+    pool_path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    cfg = BeyondUtilityConfig(task="reranking", pool_path=pool_path, users=UserSampling(n_users=None),
+                              orders=["shuffled", "target_first"])
+    engine = build_engine({"type": "fake", "default": REPLY})
+    engine.start()
+    rows = process_samples(BENCHMARK, cfg, BENCHMARK.build_samples(cfg, data), lambda role: engine, retries=0)
+    assert len(rows) == 6
+    for r in rows:
+        assert len(r["base_candidates"]) == 20 and r["base_candidates"][0] == r["target"]  # ranking set kept
+        assert (r["target"] in r["candidates"]) == (r["user_id"] != "3")
+        if r["order"] == "target_first" and r["user_id"] != "3":
+            assert r["candidates"][0] == r["target"]
+    m = BENCHMARK.aggregate(cfg, rows)
+    assert m["target_in_pool"] == pytest.approx(2 / 3) and "canddif_hr" in m  # one pair of orders: plain keys
