@@ -68,8 +68,13 @@ def check_predictions(numbered, k: int, path: str) -> list[UserLine]:
     """(line number, object) pairs → UserLines, all with the same ranked length L >= k."""
     users: list[UserLine] = []
     first_len = None
+    seen: dict[str, int] = {}
     for no, obj in numbered:
         u = user_line(obj, f"{path}: line {no}")
+        if u.user_id in seen:
+            raise DataError(f"{path}: line {no}: user_id {u.user_id!r} already on line {seen[u.user_id]}; "
+                            "one line per evaluated user")
+        seen[u.user_id] = no
         if first_len is None:
             first_len = (len(u.ranked), no)
         if len(u.ranked) != first_len[0]:

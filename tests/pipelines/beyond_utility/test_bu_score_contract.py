@@ -57,6 +57,7 @@ def test_median_from_items_file_and_option_pairs(tmp_path):
     ({"user_id": "a", "target": 1, "candidates": [1], "ranked": [1, 2, 3], "history_len": 1}, "same length"),
     ({"user_id": "a", "target": 1, "candidates": [1], "ranked": [1, 2], "history_len": -1}, "'history_len'"),
     ({"user_id": "a", "target": 1, "candidates": [1], "ranked": [1, 2]}, "lacks required key"),
+    ({"user_id": "z", "target": 1, "candidates": [1], "ranked": [1, 2], "history_len": 1}, "already on line 1"),
 ])
 def test_bad_prediction_lines_name_file_and_line(tmp_path, line, message):
     good = {"user_id": "z", "target": 1, "candidates": [1], "ranked": [1, 2], "history_len": 1}
