@@ -64,14 +64,15 @@ def read_predictions(path: Path, k: int) -> list[UserLine]:
     return check_predictions(_lines(path), k, str(path))
 
 
-def check_predictions(numbered, k: int, path: str) -> list[UserLine]:
-    """(line number, object) pairs → UserLines, all with the same ranked length L >= k."""
+def check_predictions(numbered, k: int, path: str, unique: bool = True) -> list[UserLine]:
+    """(line number, object) pairs → UserLines, all with the same ranked length L >= k (one per user
+    unless ``unique`` is False: pooled settings, e.g. accuracy by position over several prompts)."""
     users: list[UserLine] = []
     first_len = None
     seen: dict[str, int] = {}
     for no, obj in numbered:
         u = user_line(obj, f"{path}: line {no}")
-        if u.user_id in seen:
+        if unique and u.user_id in seen:
             raise DataError(f"{path}: line {no}: user_id {u.user_id!r} already on line {seen[u.user_id]}; "
                             "one line per evaluated user")
         seen[u.user_id] = no

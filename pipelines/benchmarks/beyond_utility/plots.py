@@ -25,7 +25,7 @@ def write_contract_files(cfg: BeyondUtilityConfig, rows: list[dict], run_dir: Pa
     files = [ds.write_items(run_dir / "items.jsonl"), write_candidates(rows, run_dir / "candidates.jsonl")]
     folder = run_dir / "predictions"
     folder.mkdir(parents=True, exist_ok=True)
-    for name, rs in results._by_setting(rows).items():
+    for name, rs in results.by_setting(rows).items():
         path = folder / f"{_slug(name)}.jsonl"
         with open(path, "w", encoding="utf-8") as fh:
             for r in rs:

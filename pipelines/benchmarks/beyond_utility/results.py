@@ -45,7 +45,7 @@ def contract_line(row: dict) -> dict:
     return dict(line, ranked=ranked)
 
 
-def _by_setting(rows: list[dict]) -> dict[str, list[dict]]:
+def by_setting(rows: list[dict]) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     for r in rows:
         out.setdefault(setting_of(r), []).append(r)
@@ -88,7 +88,7 @@ def aggregate(cfg: BeyondUtilityConfig, rows: list[dict]) -> dict[str, float]:
     rows = [r for r in rows if r.get("status", "ok") == "ok" or r.get("titles") is not None or r.get("attempts")]
     if not rows:
         return {}
-    groups = _by_setting(rows)
+    groups = by_setting(rows)
     if len(groups) == 1:
         out = setting_metrics(cfg, rows)
     else:
@@ -105,7 +105,7 @@ def aggregate(cfg: BeyondUtilityConfig, rows: list[dict]) -> dict[str, float]:
 
 def accuracy_by_position(cfg: BeyondUtilityConfig, rows: list[dict]) -> dict[int, tuple[float, int]]:
     """1-based position of the target among the presented candidates → (HR, users)."""
-    lines = check_predictions(enumerate((contract_line(r) for r in rows), 1), cfg.k, "rows")
+    lines = check_predictions(enumerate((contract_line(r) for r in rows), 1), cfg.k, "rows", unique=False)
     hit, _ = hits_and_ndcg(lines, cfg.k)
     out: dict[int, list[float]] = {}
     for line, h in zip(lines, hit):
