@@ -123,3 +123,22 @@ def test_reranking_pool_keeps_base_set_and_canddif_on_pools_with_target(tmp_path
             assert r["candidates"][0] == r["target"]
     m = BENCHMARK.aggregate(cfg, rows)
     assert m["target_in_pool"] == pytest.approx(2 / 3) and "canddif_hr" in m  # one pair of orders: plain keys
+
+
+def test_candidates_verb_writes_the_same_users_and_candidates(tmp_path, run):
+    import subprocess
+    import sys
+
+    import yaml
+
+    data = require_data("ml-100k", "u.data").parents[1]
+    cfg, rows, _ = run
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"benchmark": cfg.model_dump(mode="json", exclude_unset=True),
+                                                     "data": {"dir": str(data)}}))
+    res = subprocess.run([sys.executable, "-m", "llmrec.cli", "beyond_utility", "candidates", str(tmp_path / "c.yaml"),
+                          "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    cands = {json.loads(x)["user_id"]: json.loads(x) for x in (tmp_path / "out" / "candidates.jsonl").read_text().splitlines()}
+    shuffled = {r["user_id"]: r["candidates"] for r in rows if r["order"] == "shuffled"}
+    assert {u: c["ids"] for u, c in cands.items()} == shuffled  # what the LLM saw, in its order
+    assert (tmp_path / "out" / "items.jsonl").is_file()
