@@ -18,11 +18,15 @@ class ModelEntry(StrictModel):
     run_dir: Path | None = Field(None, description="a `llmrec train` run directory (resolved.yaml + checkpoint/)")
     label: str | None = Field(None, description="run name suffix (default: the model name)")
     train: dict[str, Any] = Field(default_factory=dict, description="overrides of the shared train section")
+    history_cut: int | None = Field(None, ge=1, description="history-length sweep: train and rank with every "
+                                    "user's history cut to its last N items (the LLM's history_lens); model only")
 
     @model_validator(mode="after")
     def _one(self) -> "ModelEntry":
         if (self.model is None) == (self.run_dir is None):
             raise ValueError("give exactly one of model (train it) or run_dir (reuse a trained run)")
+        if self.history_cut is not None and self.run_dir is not None:
+            raise ValueError("history_cut retrains the model on cut histories; it needs model, not run_dir")
         return self
 
 

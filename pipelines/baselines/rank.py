@@ -54,13 +54,44 @@ def _merge(base: dict, extra: dict) -> dict:
     return out
 
 
+def cut_histories(cfg: BaselinesConfig, n: int) -> dict:
+    """Every user's last ``n + 1`` interactions (n history items + the target) as parquet; returns the data
+    section that reads them. Leave-one-out then trains on n - 1 items, validates on the n-th, and ranks with
+    the n items before the target, as the LLM sees them."""
+    from llmrec.interactions import FilterConfig, apply_filters, load_interactions
+    from llmrec.interactions.config import DataSpec
+    from llmrec.interactions.schema import ITEM_ID, TIMESTAMP, TITLE, USER_ID
+
+    spec = validate(DataSpec, dict(cfg.base["data"]), "base.data")
+    data = load_interactions(spec)
+    inter = apply_filters(data.interactions, validate(FilterConfig, dict(cfg.base.get("filters") or {}), "base.filters"),
+                          data.source)
+    kept = inter.sort_values([USER_ID, TIMESTAMP], kind="stable").groupby(USER_ID, sort=False).tail(n + 1)
+    folder = (cfg.out / f"history_cut_{n}").resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    kept.reset_index(drop=True).to_parquet(folder / "interactions.parquet", index=False)
+    section = {"format": "parquet", "path": str(folder / "interactions.parquet")}
+    if data.items is not None:
+        data.items[[ITEM_ID, TITLE]].to_parquet(folder / "items.parquet", index=False)
+        section["items_path"] = str(folder / "items.parquet")
+        section["missing_items"] = spec.missing_items
+    return section
+
+
+def label_of(entry: ModelEntry, model_name: str) -> str:
+    base = entry.label or model_name
+    return f"{base}-h{entry.history_cut}" if entry.history_cut and not entry.label else base
+
+
 def trained_run(cfg: BaselinesConfig, entry: ModelEntry) -> Path:
     """The entry's run directory: given, or trained now through `llmrec train`'s own path."""
     if entry.run_dir is not None:
         return entry.run_dir
     train = _merge(_merge(cfg.base, entry.train), {"model": entry.model})
+    if entry.history_cut is not None:
+        train["data"] = cut_histories(cfg, entry.history_cut)
     cfg.out.mkdir(parents=True, exist_ok=True)
-    path = cfg.out / f"train_{entry.label or entry.model['name']}.yaml"
+    path = cfg.out / f"train_{label_of(entry, entry.model['name'])}.yaml"
     path.write_text(yaml.safe_dump(train, sort_keys=False), encoding="utf-8")
     return Path(train_from_config(str(path), [])["run_dir"])
 
@@ -147,7 +178,7 @@ def run_baselines(cfg: BaselinesConfig) -> dict[str, dict]:
     for entry in cfg.models:
         run_dir = trained_run(cfg, entry)
         model, data, tcfg = load_run(run_dir)
-        label = entry.label or tcfg.model.name
+        label = label_of(entry, tcfg.model.name)
         t0 = time.perf_counter()
         ranked = rank_candidates(model, data, users, [list(map(str, c["candidates"])) for c in cands])
         lines = prediction_lines(cands, ranked, cfg.list_len)
