@@ -133,12 +133,22 @@ def score(
     out: Optional[Path] = typer.Option(None, "--out", help="Write {\"metrics\": {...}} here (default: print)."),
     model: Optional[str] = typer.Option(None, "--model", help="Model to score (tasks that hold several)."),
     oracle: Optional[Path] = typer.Option(None, "--oracle", help="Oracle file (tasks that use one)."),
+    items: Optional[Path] = typer.Option(None, "--items", help="Item catalog file (tasks that use one)."),
+    k: Optional[int] = typer.Option(None, "--k", help="Cut-off K of top-K metrics (tasks that use one)."),
+    option: list[str] = typer.Option([], "--option", help="Task-specific option key=value, repeatable."),
 ) -> None:
-    """Recompute a task's metrics from a predictions file, without calling any model."""
-    from llmrec.pipelines.runner.scoring import score_file
+    """Recompute a task's metrics from a predictions file, without calling any model.
+
+    Each task declares the options it takes (`llmrec list` names the tasks); e.g.
+    `llmrec score beyond-utility --predictions P.jsonl --items ITEMS.jsonl --k 5 --out M.json`.
+    """
+    from llmrec.pipelines.runner.scoring import parse_option_pairs, score_file
 
     try:
-        result = score_file(task, predictions, {"model": model, "oracle": str(oracle) if oracle else None})
+        opts = {"model": model, "oracle": str(oracle) if oracle else None,
+                "items": str(items) if items else None, "k": k}
+        opts.update(parse_option_pairs(option))
+        result = score_file(task, predictions, opts)
     except LlmrecError as e:
         _fail(e)
         return
@@ -299,7 +309,7 @@ def _mount_benchmark_clis() -> None:
 
 
 # Verbs that live beside the code they drive: each module has ``register(app)`` adding its commands.
-EXTRA_VERBS: tuple[str, ...] = ("llmrec.pipelines.runner.serve_verbs",)
+EXTRA_VERBS: tuple[str, ...] = ("llmrec.pipelines.runner.serve_verbs", "llmrec.pipelines.baselines.cli")
 
 
 def _mount_extra_verbs() -> None:

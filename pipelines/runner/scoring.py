@@ -1,14 +1,40 @@
-"""`llmrec score`: recompute a task's metrics from a predictions JSONL file."""
+"""`llmrec score`: recompute a task's metrics from a predictions JSONL file.
+
+Options reach the task's ``run(lines, options)`` as a dict. A task declares the options it
+takes (``ScoreTask.options``); giving one it does not take is an error naming what it takes.
+``model`` and ``oracle`` are always passed (None when unset), as before, and ``predictions``
+(the file's path) is added so a task can report errors by file line.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from llmrec.errors import ConfigError
 from llmrec.pipelines.common.jsonio import read_jsonl
 from llmrec.pipelines.registry import SCORE_TASKS
+
+ALWAYS_PASSED = ("model", "oracle")
+
+
+def parse_option_pairs(pairs: list[str]) -> dict[str, str]:
+    """``["k=5", "items=x.jsonl"]`` → ``{"k": "5", "items": "x.jsonl"}`` (values stay strings)."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--option expects key=value, got {pair!r}")
+        out[key.strip()] = value
+    return out
 
 
 def score_file(task: str, path: Path, options: dict | None = None) -> dict:
     t = SCORE_TASKS.get(task)
+    opts = dict(options or {})
+    unknown = sorted(k for k, v in opts.items() if v is not None and k not in t.options and k not in ALWAYS_PASSED)
+    if unknown:
+        takes = ", ".join(t.options) or "none"
+        raise ConfigError(f"score task '{task}' takes no option(s) {unknown}; it takes: {takes}")
     lines = read_jsonl(path, t.required)
-    return {"task": task, "n_lines": len(lines), "metrics": t.run(lines, options or {})}
+    opts["predictions"] = str(path)
+    return {"task": task, "n_lines": len(lines), "metrics": t.run(lines, opts)}

@@ -1,0 +1,41 @@
+"""`llmrec baselines rank CONFIG.yaml`: baselines on a benchmark's own candidates (mounted via EXTRA_VERBS)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from llmrec.errors import LlmrecError
+
+app = typer.Typer(no_args_is_help=True, help="Traditional recommenders on an LLM benchmark's candidates.")
+
+
+@app.command("rank")
+def rank_cmd(
+    config: Path = typer.Argument(..., help="Baselines config YAML (see configs/beyond_utility_baselines.yaml)."),
+    set_: list[str] = typer.Option([], "--set", help="Override a key, e.g. --set score_options.k=10."),
+) -> None:
+    """Train (or load) each model, rank every user's candidates, score with the benchmark's score task.
+
+    Writes predictions_<model>.jsonl and metrics_<model>.json under `out`, logs one MLflow run per
+    model to the benchmark's experiment (same metric keys as the LLM runs), and with `pool:` the
+    round-robin re-ranking pool. Example:
+      llmrec beyond_utility candidates configs/beyond_utility_demo.yaml --out runs/bu-cands
+      llmrec baselines rank configs/beyond_utility_baselines.yaml
+    """
+    from llmrec.config import load_config
+    from llmrec.pipelines.baselines.config import BaselinesConfig
+    from llmrec.pipelines.baselines.rank import run_baselines
+
+    try:
+        results = run_baselines(load_config(BaselinesConfig, config, list(set_)))
+    except LlmrecError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2)
+    typer.echo(json.dumps(results, indent=1, sort_keys=True))
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="baselines")

@@ -1,0 +1,194 @@
+"""Train (or load) baselines, rank a benchmark's candidates, score with its score task, log to MLflow."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+import yaml
+
+from llmrec import tracking
+from llmrec.config import fingerprint, validate
+from llmrec.errors import ConfigError, DataError
+from llmrec.models.base import build_model
+from llmrec.models.candidates import rank_candidates, round_robin_pool
+from llmrec.models.evaluation import EvalConfig, evaluate
+from llmrec.models.trainer import load_checkpoint
+from llmrec.pipelines.baselines.config import BaselinesConfig, ModelEntry
+from llmrec.pipelines.registry import BENCHMARKS, SCORE_TASKS
+from llmrec.tuning.api import train_from_config
+from llmrec.tuning.config import TrainConfig
+from llmrec.tuning.trainable import prepare_data
+
+log = logging.getLogger(__name__)
+CANDIDATE_KEYS = ("user_id", "candidates", "ids", "line")
+
+
+def read_candidates(path: Path) -> list[dict]:
+    if not Path(path).is_file():
+        raise DataError(f"candidates file not found: {path} (write one with `llmrec <benchmark> candidates`)")
+    out = []
+    for no, text in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}: line {no} is not valid JSON: {e.msg}") from e
+        missing = [k for k in CANDIDATE_KEYS if k not in obj]
+        if missing or len(obj["candidates"]) != len(obj["ids"]):
+            raise DataError(f"{path}: line {no} needs {list(CANDIDATE_KEYS)} with one id per candidate "
+                            f"(missing {missing})")
+        out.append(obj)
+    if not out:
+        raise DataError(f"{path}: no candidates")
+    return out
+
+
+def _merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def cut_histories(cfg: BaselinesConfig, n: int) -> dict:
+    """Every user's last ``n + 1`` interactions (n history items + the target) as parquet; returns the data
+    section that reads them. Leave-one-out then trains on n - 1 items, validates on the n-th, and ranks with
+    the n items before the target, as the LLM sees them."""
+    from llmrec.interactions import FilterConfig, apply_filters, load_interactions
+    from llmrec.interactions.config import DataSpec
+    from llmrec.interactions.schema import ITEM_ID, TIMESTAMP, TITLE, USER_ID
+
+    spec = validate(DataSpec, dict(cfg.base["data"]), "base.data")
+    data = load_interactions(spec)
+    inter = apply_filters(data.interactions, validate(FilterConfig, dict(cfg.base.get("filters") or {}), "base.filters"),
+                          data.source)
+    kept = inter.sort_values([USER_ID, TIMESTAMP], kind="stable").groupby(USER_ID, sort=False).tail(n + 1)
+    folder = (cfg.out / f"history_cut_{n}").resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    kept.reset_index(drop=True).to_parquet(folder / "interactions.parquet", index=False)
+    section = {"format": "parquet", "path": str(folder / "interactions.parquet")}
+    if data.items is not None:
+        data.items[[ITEM_ID, TITLE]].to_parquet(folder / "items.parquet", index=False)
+        section["items_path"] = str(folder / "items.parquet")
+        section["missing_items"] = spec.missing_items
+    return section
+
+
+def label_of(entry: ModelEntry, model_name: str) -> str:
+    base = entry.label or model_name
+    return f"{base}-h{entry.history_cut}" if entry.history_cut and not entry.label else base
+
+
+def trained_run(cfg: BaselinesConfig, entry: ModelEntry) -> Path:
+    """The entry's run directory: given, or trained now through `llmrec train`'s own path."""
+    if entry.run_dir is not None:
+        return entry.run_dir
+    train = _merge(_merge(cfg.base, entry.train), {"model": entry.model})
+    if entry.history_cut is not None:
+        train["data"] = cut_histories(cfg, entry.history_cut)
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    path = cfg.out / f"train_{label_of(entry, entry.model['name'])}.yaml"
+    path.write_text(yaml.safe_dump(train, sort_keys=False), encoding="utf-8")
+    return Path(train_from_config(str(path), [])["run_dir"])
+
+
+def load_run(run_dir: Path):
+    """(model, data, train config) of a `llmrec train` run directory."""
+    resolved = Path(run_dir) / "resolved.yaml"
+    if not resolved.is_file():
+        raise ConfigError(f"{run_dir} is not a `llmrec train` run directory (no resolved.yaml)")
+    raw = yaml.safe_load(resolved.read_text(encoding="utf-8"))
+    # resolved.yaml lists every data field; readers reject options they do not use, so drop the unset ones
+    raw["data"] = {k: v for k, v in raw["data"].items() if v not in (None, {}, [])}
+    tcfg = validate(TrainConfig, raw, str(resolved))
+    data = prepare_data(tcfg)
+    model = build_model(tcfg.model, data)
+    if model.trainable:
+        load_checkpoint(model, Path(run_dir) / "checkpoint")
+    else:
+        model.fit(data)
+    return model, data, tcfg
+
+
+def prediction_lines(cands: list[dict], ranked_raw: list[list[str]], list_len: int) -> list[dict]:
+    out = []
+    for c, ranked in zip(cands, ranked_raw):
+        to_id = dict(zip(c["candidates"], c["ids"]))
+        ids = [to_id[r] for r in ranked[:list_len]]
+        out.append(dict(c["line"], ranked=ids + [0] * (list_len - len(ids))))
+    return out
+
+
+def _owner(task: str):
+    for name in BENCHMARKS.names():
+        bench = BENCHMARKS.get(name)
+        if any(t.name == task for t in bench.score_tasks):
+            return bench
+    return None
+
+
+def score_and_log(cfg: BaselinesConfig, label: str, lines: list[dict], run_dir: Path, tcfg: TrainConfig,
+                  seconds: float) -> dict:
+    task = SCORE_TASKS.get(cfg.score_task)
+    path = cfg.out / f"predictions_{label}.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    metrics = task.run(lines, {**cfg.score_options, "predictions": str(path)})
+    (cfg.out / f"metrics_{label}.json").write_text(json.dumps({"metrics": metrics}, indent=1), encoding="utf-8")
+    if cfg.tracking.enabled:
+        _log(cfg, label, metrics, path, run_dir, tcfg, seconds)
+    return metrics
+
+
+def _log(cfg, label, metrics, path, run_dir, tcfg, seconds) -> None:
+    import mlflow
+
+    bench = _owner(cfg.score_task)
+    exp = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment or cfg.score_task, cfg.tracking.artifact_root)
+    heads = getattr(bench, "headline_metrics", ()) if bench is not None else ()
+    with mlflow.start_run(experiment_id=exp, run_name=f"baseline-{label}"):
+        mlflow.set_tags({"git_commit": tracking.git_commit(), "llmrec.kind": "baseline",
+                         "llmrec.headline": ",".join(heads), "llmrec.setting": f"baseline={label}",
+                         "benchmark": getattr(bench, "name", cfg.score_task), "model": tcfg.model.name,
+                         "engine": "baseline", "data_fingerprint": fingerprint(str(cfg.candidates), 16),
+                         "protocol": json.dumps({"split": tcfg.split.model_dump(mode="json"),
+                                                 "candidates": str(cfg.candidates)}, sort_keys=True, default=str)})
+        mlflow.log_params(tracking.safe_params({"model": tcfg.model.model_dump(mode="json"),
+                                                "baseline": {"run_dir": str(run_dir), "label": label,
+                                                             "score_task": cfg.score_task, "list_len": cfg.list_len}}))
+        mlflow.log_metrics(tracking.finite_metrics({**metrics, "rank_seconds": seconds}))
+        mlflow.log_artifact(str(path))
+
+
+def full_topk(model, data, users: list[str], k: int) -> dict[str, list[str]]:
+    """Each user's top-k over the whole catalogue (history excluded), raw ids."""
+    res = evaluate(model, data, "test", EvalConfig(), keep_topk=k)
+    ids = res.per_user["user_id"].astype(str).tolist()
+    top = {u: [str(data.item_ids[i]) for i in row] for u, row in zip(ids, res.topk_items)}
+    return {u: top.get(u, []) for u in users}
+
+
+def run_baselines(cfg: BaselinesConfig) -> dict[str, dict]:
+    cands = read_candidates(cfg.candidates)
+    users = [str(c["user_id"]) for c in cands]
+    results, tops = {}, []
+    for entry in cfg.models:
+        run_dir = trained_run(cfg, entry)
+        model, data, tcfg = load_run(run_dir)
+        label = label_of(entry, tcfg.model.name)
+        t0 = time.perf_counter()
+        ranked = rank_candidates(model, data, users, [list(map(str, c["candidates"])) for c in cands])
+        lines = prediction_lines(cands, ranked, cfg.list_len)
+        results[label] = score_and_log(cfg, label, lines, run_dir, tcfg, time.perf_counter() - t0)
+        if cfg.pool is not None:
+            tops.append(full_topk(model, data, users, cfg.pool.topk))
+    if cfg.pool is not None:
+        path = cfg.out / cfg.pool.out
+        with open(path, "w", encoding="utf-8") as fh:
+            for u in users:
+                fh.write(json.dumps({"user_id": u, "candidates": round_robin_pool([t[u] for t in tops],
+                                                                                  cfg.pool.size)}) + "\n")
+    return results

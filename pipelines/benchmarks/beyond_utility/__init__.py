@@ -1,0 +1,75 @@
+"""Beyond Utility (Jiang et al., "Beyond Utility: Evaluating LLM as Recommender", WWW'25): rank 20
+candidates for a user from their history, judged on utility, novelty, popularity bias, fairness,
+diversity and hallucination, with the SAME metric code for LLM outputs and trained baselines.
+
+Data (dataset.py) → users and candidates (users.py, samples.py) → prompts (prompts.py, the
+reference's template files) → re-asked until a list parses (stages.py, parsing.py) → titles
+mapped to ids → the 14 metrics of the score contract (metrics.py, contract.py). See README.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from llmrec.config import fingerprint
+from llmrec.pipelines.benchmarks.beyond_utility import plots, results, samples
+from llmrec.pipelines.benchmarks.beyond_utility.config import BeyondUtilityConfig
+from llmrec.pipelines.benchmarks.beyond_utility.contract import PREDICTION_KEYS, score_task
+from llmrec.pipelines.benchmarks.beyond_utility.dataset import load_dataset
+from llmrec.pipelines.benchmarks.beyond_utility.metrics import METRIC_KEYS
+from llmrec.pipelines.benchmarks.beyond_utility.stages import build_stages
+from llmrec.pipelines.protocol import ScoreTask
+
+SCORE_TASK = ScoreTask(
+    "beyond-utility", PREDICTION_KEYS, score_task,
+    "Beyond Utility: hr, ndcg, aplt, arp, popreo, serendipity, self_information, gini, dpd, jain, item_coverage, "
+    "shannon, jaccard, hallucination at --k, with --items ITEMS.jsonl (train_freq, categories, n_users)",
+    options=("items", "k"))
+
+
+class BeyondUtility:
+    name = "beyond_utility"
+    config_cls = BeyondUtilityConfig
+    group_keys = results.SETTING_KEYS
+    score_tasks = (SCORE_TASK,)
+    data = None  # MovieLens / LastFM / Amazon through the interaction layer; templates from the data dir
+    headline_metrics = ("hr", "ndcg", "serendipity", "item_coverage", "hallucination", "compliance")
+    protocol_keys = ("data", "task", "num_negatives", "seed", "k", "list_len", "users", "prompts", "history_lens",
+                     "orders", "paraphrase", "title_match", "padding", "query")
+    metric_keys = METRIC_KEYS
+
+    @property
+    def cli(self):
+        from llmrec.pipelines.benchmarks.beyond_utility.cli import app
+
+        return app
+
+    def build_samples(self, cfg: BeyondUtilityConfig, data_dir: Path) -> list[dict]:
+        ds = load_dataset(cfg, data_dir)
+        key = fingerprint([cfg.model_dump(mode="json"), str(data_dir)], 16)
+        results.register(key, ds, cfg)
+        templates = cfg.templates_dir if cfg.templates_dir.is_absolute() else Path(data_dir) / cfg.templates_dir
+        return samples.build(cfg, ds, templates, key)
+
+    def stages(self, cfg: BeyondUtilityConfig) -> list:
+        return build_stages(cfg)
+
+    def score(self, cfg: BeyondUtilityConfig, sample: dict) -> dict:
+        return {"compliant": sample.get("titles") is not None}
+
+    def aggregate(self, cfg: BeyondUtilityConfig, rows: list[dict]) -> dict[str, float]:
+        return results.aggregate(cfg, rows)
+
+    def predictions(self, rows: list[dict]) -> list[dict]:
+        """Every answered row as a contract line plus its setting (per-setting files: predictions/)."""
+        out = []
+        for r in rows:
+            if r.get("catalog_key") and (r.get("attempts") or r.get("titles") is not None):
+                out.append(dict(results.contract_line(r), setting=results.setting_of(r)))
+        return out
+
+    def plots(self, cfg: BeyondUtilityConfig, rows: list[dict], out_dir: Path) -> list[Path]:
+        return plots.make(cfg, rows, out_dir)
+
+
+BENCHMARK = BeyondUtility()

@@ -1,0 +1,158 @@
+"""The ``llmrec score beyond-utility`` file contract: read and check P.jsonl and ITEMS.jsonl.
+
+Every error names the file and the 1-based line, what was received and what is allowed, so a
+baseline exporter or a hand-written predictions file can be fixed without reading code.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from llmrec.errors import ConfigError, DataError
+from llmrec.pipelines.benchmarks.beyond_utility.metrics import METRIC_KEYS, Catalog, UserLine, compute
+
+PREDICTION_KEYS = ("user_id", "target", "candidates", "ranked", "history_len")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _int_list(v) -> bool:
+    return isinstance(v, list) and all(_is_int(x) for x in v)
+
+
+def _lines(path: Path):
+    """(line number, object) for every non-blank line of a JSONL file."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"file not found: {path}")
+    with open(path, encoding="utf-8") as fh:
+        for no, text in enumerate(fh, 1):
+            if not text.strip():
+                continue
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{path}: line {no} is not valid JSON: {e.msg}") from e
+            if not isinstance(obj, dict):
+                raise DataError(f"{path}: line {no} must be a JSON object, got {type(obj).__name__}")
+            yield no, obj
+
+
+def user_line(obj: dict, where: str) -> UserLine:
+    """One P.jsonl object → UserLine; ``where`` ("FILE: line N") prefixes every error."""
+    missing = [k for k in PREDICTION_KEYS if k not in obj]
+    if missing:
+        raise DataError(f"{where} lacks required key(s) {missing} (has {sorted(obj)})")
+    if not isinstance(obj["user_id"], str):
+        raise DataError(f"{where}: 'user_id' must be a string, got {obj['user_id']!r}")
+    for key in ("target", "history_len"):
+        if not _is_int(obj[key]) or obj[key] < 0:
+            raise DataError(f"{where}: '{key}' must be an integer >= 0, got {obj[key]!r}")
+    for key in ("candidates", "ranked", "base_candidates"):
+        if key in obj and not _int_list(obj[key]):
+            raise DataError(f"{where}: '{key}' must be a list of integers, got {obj[key]!r}")
+    base = obj.get("base_candidates", obj["candidates"])
+    return UserLine(obj["user_id"], obj["target"], tuple(obj["candidates"]), tuple(obj["ranked"]),
+                    obj["history_len"], tuple(base))
+
+
+def read_predictions(path: Path, k: int) -> list[UserLine]:
+    return check_predictions(_lines(path), k, str(path))
+
+
+def check_predictions(numbered, k: int, path: str, unique: bool = True) -> list[UserLine]:
+    """(line number, object) pairs → UserLines, all with the same ranked length L >= k (one per user
+    unless ``unique`` is False: pooled settings, e.g. accuracy by position over several prompts)."""
+    users: list[UserLine] = []
+    first_len = None
+    seen: dict[str, int] = {}
+    for no, obj in numbered:
+        u = user_line(obj, f"{path}: line {no}")
+        if unique and u.user_id in seen:
+            raise DataError(f"{path}: line {no}: user_id {u.user_id!r} already on line {seen[u.user_id]}; "
+                            "one line per evaluated user")
+        seen[u.user_id] = no
+        if first_len is None:
+            first_len = (len(u.ranked), no)
+        if len(u.ranked) != first_len[0]:
+            raise DataError(f"{path}: line {no}: 'ranked' has {len(u.ranked)} ids but line {first_len[1]} has "
+                            f"{first_len[0]}; every line must have the same length L >= k")
+        if len(u.ranked) < k:
+            raise DataError(f"{path}: line {no}: 'ranked' has {len(u.ranked)} ids, fewer than k={k}")
+        users.append(u)
+    if not users:
+        raise DataError(f"{path}: no predictions")
+    return users
+
+
+def read_items(path: Path) -> Catalog:
+    freq: dict[int, int] = {}
+    cats: dict[int, tuple[str, ...]] = {}
+    header = None
+    for no, obj in _lines(path):
+        where = f"{path}: line {no}"
+        if "n_users" in obj:
+            if header is not None:
+                raise DataError(f"{where}: a second n_users line (the first is line {header[0]}); exactly one allowed")
+            n, med = obj["n_users"], obj.get("history_len_median")
+            if not _is_int(n) or n < 1:
+                raise DataError(f"{where}: 'n_users' must be an integer >= 1, got {n!r}")
+            if med is not None and (isinstance(med, bool) or not isinstance(med, (int, float))):
+                raise DataError(f"{where}: 'history_len_median' must be a number, got {med!r}")
+            header = (no, n, med)
+            continue
+        _item(obj, where, freq, cats)
+    if header is None:
+        raise DataError(f"{path}: no line with 'n_users' (one is required: {{\"n_users\": int}})")
+    return Catalog(freq, cats, header[1], None if header[2] is None else float(header[2]))
+
+
+def _item(obj: dict, where: str, freq: dict, cats: dict) -> None:
+    for key in ("item_id", "train_freq"):
+        if not _is_int(obj.get(key)) or obj[key] < 0:
+            raise DataError(f"{where}: '{key}' must be an integer >= 0, got {obj.get(key)!r}")
+    categories = obj.get("categories", [])
+    if not isinstance(categories, list) or not all(isinstance(c, str) for c in categories):
+        raise DataError(f"{where}: 'categories' must be a list of strings, got {categories!r}")
+    item = obj["item_id"]
+    if item in freq:
+        raise DataError(f"{where}: item_id {item} is listed twice")
+    if item == 0 and categories:
+        raise DataError(f"{where}: item_id 0 (a hallucinated title) cannot have categories")
+    freq[item] = obj["train_freq"]
+    cats[item] = tuple(categories)
+
+
+def to_json_metrics(metrics: dict[str, float]) -> dict:
+    """NaN → the string "NaN" (M.json keeps undefined values visible, JSON stays strict)."""
+    return {k: ("NaN" if isinstance(v, float) and math.isnan(v) else v) for k, v in metrics.items()}
+
+
+def parse_k(value) -> int:
+    try:
+        k = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"beyond-utility needs --k (an integer >= 1), got {value!r}") from None
+    if k < 1:
+        raise ConfigError(f"--k must be >= 1, got {k}")
+    return k
+
+
+def score_files(predictions: Path, items: Path, k: int) -> dict:
+    metrics = compute(read_predictions(predictions, k), read_items(items), k)
+    return to_json_metrics({key: metrics[key] for key in METRIC_KEYS})
+
+
+def score_task(lines: list[dict], options: dict) -> dict:
+    """ScoreTask entry: options carry ``items`` (path), ``k`` and ``predictions`` (the file path)."""
+    if not options.get("items"):
+        raise ConfigError("beyond-utility needs --items ITEMS.jsonl (item train_freq/categories plus n_users)")
+    k = parse_k(options.get("k"))
+    if options.get("predictions"):
+        return score_files(Path(options["predictions"]), Path(options["items"]), k)
+    users = check_predictions(enumerate(lines, 1), k, "predictions")
+    return to_json_metrics(compute(users, read_items(Path(options["items"])), k))

@@ -1,0 +1,114 @@
+"""Rows → contract lines → metrics, per setting, plus CandDif, compliance and accuracy by position.
+
+Title → id mapping needs the whole catalog, so it runs where the samples were built (the
+driver): ``build_samples`` registers the dataset under a ``catalog_key`` every sample carries.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from llmrec.pipelines.benchmarks.beyond_utility import parsing
+from llmrec.pipelines.benchmarks.beyond_utility.config import BeyondUtilityConfig
+from llmrec.pipelines.benchmarks.beyond_utility.contract import check_predictions
+from llmrec.pipelines.benchmarks.beyond_utility.dataset import Dataset
+from llmrec.pipelines.benchmarks.beyond_utility.metrics import compute, hits_and_ndcg
+
+SETTING_KEYS = ("prompt", "history_shown", "order")
+CONTRACT_KEYS = ("user_id", "target", "candidates", "ranked", "history_len", "base_candidates")
+_DATASETS: dict[str, tuple[Dataset, parsing.TitleIndex]] = {}
+
+
+def register(key: str, ds: Dataset, cfg: BeyondUtilityConfig) -> None:
+    _DATASETS[key] = (ds, parsing.TitleIndex(ds.titles, cfg.title_match, cfg.fuzzy_threshold, cfg.padding))
+
+
+def lookup(key: str) -> tuple[Dataset, parsing.TitleIndex]:
+    if key not in _DATASETS:
+        raise KeyError(f"catalog {key!r} is not loaded in this process (build_samples registers it)")
+    return _DATASETS[key]
+
+
+def setting_of(row: dict) -> str:
+    return ",".join(f"{k}={row.get(k)}" for k in SETTING_KEYS)
+
+
+def contract_line(row: dict) -> dict:
+    """One P.jsonl line; an answer that never complied ranks nothing (all 0)."""
+    _, index = lookup(row["catalog_key"])
+    titles = row.get("titles")
+    n = row["list_len"]
+    ranked = index.ids(parsing.fit(titles, n)) if titles else [0] * n
+    line = {k: row[k] for k in CONTRACT_KEYS if k != "ranked"}
+    return dict(line, ranked=ranked)
+
+
+def by_setting(rows: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in rows:
+        out.setdefault(setting_of(r), []).append(r)
+    return out
+
+
+def setting_metrics(cfg: BeyondUtilityConfig, rows: list[dict]) -> dict[str, float]:
+    ds, _ = lookup(rows[0]["catalog_key"])
+    users = check_predictions(enumerate((contract_line(r) for r in rows), 1), cfg.k, "rows")
+    m = compute(users, ds.catalog, cfg.k)
+    calls = sum(r.get("attempts") or 0 for r in rows)
+    bad = sum(r.get("noncompliant") or 0 for r in rows)
+    m["compliance"] = 1 - bad / calls if calls else math.nan
+    m["unanswered"] = float(np.mean([not r.get("titles") for r in rows]))
+    m["n_users"] = float(len(rows))
+    return m
+
+
+def _canddif(cfg: BeyondUtilityConfig, groups: dict[str, list[dict]]) -> dict[str, float]:
+    """CandDif = metric(target_first) − metric(shuffled), per (prompt, history) holding both orders."""
+    out = {}
+    for name, rows in groups.items():
+        if "order=target_first" not in name:
+            continue
+        twin = groups.get(name.replace("order=target_first", "order=shuffled"))
+        if not twin:
+            continue
+        if cfg.task == "reranking":  # only pools holding the target can show a position effect (paper §4.8)
+            rows, twin = [r for r in rows if r["target"] in r["candidates"]], [r for r in twin if r["target"] in r["candidates"]]
+            if not rows or not twin:
+                continue
+        a, b = setting_metrics(cfg, rows), setting_metrics(cfg, twin)
+        prefix = name.replace(",order=target_first", "")
+        for key in ("hr", "ndcg"):
+            out[f"{prefix}/canddif_{key}" if len(groups) > 2 else f"canddif_{key}"] = a[key] - b[key]
+    return out
+
+
+def aggregate(cfg: BeyondUtilityConfig, rows: list[dict]) -> dict[str, float]:
+    rows = [r for r in rows if r.get("status", "ok") == "ok" or r.get("titles") is not None or r.get("attempts")]
+    if not rows:
+        return {}
+    groups = by_setting(rows)
+    if len(groups) == 1:
+        out = setting_metrics(cfg, rows)
+    else:
+        out = {f"{name}/{k}": v for name, rs in groups.items() for k, v in setting_metrics(cfg, rs).items()}
+    out.update(_canddif(cfg, groups))
+    if cfg.task == "reranking":
+        held = [r for r in rows if r["target"] in r["candidates"]]
+        out["target_in_pool"] = len(held) / len(rows)
+    draw = rows[0].get("user_draw") or {}
+    if draw.get("p_value") is not None:
+        out["user_sampling_p"] = float(draw["p_value"])
+    return out
+
+
+def accuracy_by_position(cfg: BeyondUtilityConfig, rows: list[dict]) -> dict[int, tuple[float, int]]:
+    """1-based position of the target among the presented candidates → (HR, users)."""
+    lines = check_predictions(enumerate((contract_line(r) for r in rows), 1), cfg.k, "rows", unique=False)
+    hit, _ = hits_and_ndcg(lines, cfg.k)
+    out: dict[int, list[float]] = {}
+    for line, h in zip(lines, hit):
+        if line.target in line.candidates:
+            out.setdefault(line.candidates.index(line.target) + 1, []).append(float(h))
+    return {p: (float(np.mean(v)), len(v)) for p, v in sorted(out.items())}

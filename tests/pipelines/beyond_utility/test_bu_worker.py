@@ -1,0 +1,144 @@
+"""The benchmark through the runner's worker (no Ray) with the fake engine: stages, re-asks, outputs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llmrec.pipelines.benchmarks.beyond_utility import BENCHMARK, plots
+from llmrec.pipelines.benchmarks.beyond_utility.config import BeyondUtilityConfig, UserSampling
+from llmrec.pipelines.runner.scoring import score_file
+from llmrec.pipelines.runner.worker import process_samples
+from llmrec.serving.engine import build_engine
+from tests.conftest import require_data
+
+REPLY = "['Toy Story (1995)', 'star wars (1977)', 'A Film That Does Not Exist', 'Fargo (1996)']"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    data = require_data("ml-100k", "u.data").parents[1]
+    require_data("evallmasrecommender", "eva", "templates", "template.txt")
+    cfg = BeyondUtilityConfig(users=UserSampling(n_users=6), prompts=["history", "profile"],
+                              orders=["shuffled", "target_first"])
+    engine = build_engine({"type": "fake", "default": REPLY,
+                           "rules": [{"contains": "personality", "reply": "Thinks.\n\nLoves sci-fi."}]})
+    engine.start()
+    samples = BENCHMARK.build_samples(cfg, data)
+    rows = process_samples(BENCHMARK, cfg, samples, lambda role: engine, retries=0)
+    return cfg, rows, tmp_path_factory.mktemp("bu")
+
+
+def test_rows_mapped_and_scored(run):
+    cfg, rows, _ = run
+    assert len(rows) == 6 * 2 * 2 and all(r["status"] == "ok" for r in rows)
+    assert not any(k.startswith("_") for r in rows for k in r)
+    prof = [r for r in rows if r["prompt"] == "profile"]
+    assert all(r["profile"] == "Loves sci-fi." for r in prof)
+    m = BENCHMARK.aggregate(cfg, rows)
+    key = "prompt=history,history_shown=10,order=shuffled/"
+    # 4 titles, 6 pads: 'A Film ...' and the 6 pads are 0 -> 7 of 10 slots
+    assert m[key + "hallucination"] == pytest.approx(0.7)
+    assert m[key + "compliance"] == 1.0 and m[key + "unanswered"] == 0.0
+    assert "prompt=history,history_shown=10/canddif_hr" in m
+    line = BENCHMARK.predictions(rows)[0]
+    assert line["ranked"][:4] == [1, 50, 0, 100]  # exact, case-insensitive, hallucinated, exact
+
+
+def test_contract_files_rescore_to_the_run_metrics(run):
+    cfg, rows, tmp = run
+    files = BENCHMARK.plots(cfg, rows, tmp / "plots")
+    names = {p.name for p in files}
+    assert {"items.jsonl", "candidates.jsonl", "position_bias.png"} <= names
+    m = BENCHMARK.aggregate(cfg, rows)
+    for setting in ("prompt=history__history_shown=10__order=shuffled", "prompt=profile__history_shown=10__order=target_first"):
+        got = score_file("beyond-utility", tmp / "predictions" / f"{setting}.jsonl",
+                         {"items": str(tmp / "items.jsonl"), "k": cfg.k})["metrics"]
+        prefix = setting.replace("__", ",") + "/"
+        for k, v in got.items():
+            assert (v == "NaN") if v == "NaN" else v == pytest.approx(m[prefix + k]), k
+    cands = [json.loads(x) for x in (tmp / "candidates.jsonl").read_text().splitlines()]
+    assert len(cands) == 6 and all(len(c["candidates"]) == 20 == len(c["ids"]) for c in cands)
+    assert all(c["line"]["target"] in c["ids"] for c in cands)
+
+
+def test_noncompliant_answers_are_reasked_then_given_up(tmp_path):
+    data = require_data("ml-100k", "u.data").parents[1]
+    require_data("evallmasrecommender", "eva", "templates", "template.txt")
+    cfg = BeyondUtilityConfig(users=UserSampling(n_users=2, method="first"))
+    engine = build_engine({"type": "fake", "default": "I would pick Toy Story."})
+    engine.start()
+    rows = process_samples(BENCHMARK, cfg, BENCHMARK.build_samples(cfg, data), lambda role: engine, retries=0)
+    assert all(r["attempts"] == cfg.query.max_attempts and r["titles"] is None for r in rows)
+    m = BENCHMARK.aggregate(cfg, rows)
+    assert m["compliance"] == 0.0 and m["unanswered"] == 1.0 and m["hallucination"] == 1.0
+
+
+def test_history_sweep_plot_and_ks_on_a_baseline_metric(tmp_path):
+    import pandas as pd
+
+    data = require_data("ml-100k", "u.data").parents[1]
+    require_data("evallmasrecommender", "eva", "templates", "template.txt")
+    per_user = tmp_path / "per_user_test.parquet"  # the shape a `llmrec train` run writes
+    pd.DataFrame({"user_id": [str(u) for u in range(1, 944)],
+                  "ndcg@10": [(u % 7) / 7 for u in range(1, 944)]}).to_parquet(per_user)
+    cfg = BeyondUtilityConfig(users=UserSampling(n_users=3, statistic="file", values_path=per_user,
+                                                 values_column="ndcg@10"), history_lens=[0, 2])
+    engine = build_engine({"type": "fake", "default": REPLY})
+    engine.start()
+    rows = process_samples(BENCHMARK, cfg, BENCHMARK.build_samples(cfg, data), lambda role: engine, retries=0)
+    assert rows[0]["user_draw"]["statistic"] == "file" and rows[0]["user_draw"]["p_value"] > 0.05
+    assert {r["template"] for r in rows} == {"no_history", "history"}
+    files = BENCHMARK.plots(cfg, rows, tmp_path / "plots")
+    assert (tmp_path / "plots" / "history_length.png") in files
+
+
+def test_reranking_pool_keeps_base_set_and_canddif_on_pools_with_target(tmp_path):
+    from llmrec.pipelines.benchmarks.beyond_utility import results
+
+    data = require_data("ml-100k", "u.data").parents[1]
+    require_data("evallmasrecommender", "eva", "templates", "template.txt")
+    seqs = {"1": None, "2": None, "3": None}
+    probe = BeyondUtilityConfig(users=UserSampling(n_users=None))
+    ds_samples = BENCHMARK.build_samples(probe.model_copy(update={"limit": 1}), data)
+    ds, _ = results.lookup(ds_samples[0]["catalog_key"])
+    lines = []
+    for n, u in enumerate(seqs):
+        target = ds.sequences[u][-1]
+        pool = [str(i) for i in range(1, 40) if str(i) not in ds.sequences[u]][:19]
+        lines.append({"user_id": u, "candidates": ([target] if n < 2 else []) + pool})
+    pool_path = tmp_path / "pool.jsonl"
+    pool_path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    cfg = BeyondUtilityConfig(task="reranking", pool_path=pool_path, users=UserSampling(n_users=None),
+                              orders=["shuffled", "target_first"])
+    engine = build_engine({"type": "fake", "default": REPLY})
+    engine.start()
+    rows = process_samples(BENCHMARK, cfg, BENCHMARK.build_samples(cfg, data), lambda role: engine, retries=0)
+    assert len(rows) == 6
+    for r in rows:
+        assert len(r["base_candidates"]) == 20 and r["base_candidates"][0] == r["target"]  # ranking set kept
+        assert (r["target"] in r["candidates"]) == (r["user_id"] != "3")
+        if r["order"] == "target_first" and r["user_id"] != "3":
+            assert r["candidates"][0] == r["target"]
+    m = BENCHMARK.aggregate(cfg, rows)
+    assert m["target_in_pool"] == pytest.approx(2 / 3) and "canddif_hr" in m  # one pair of orders: plain keys
+
+
+def test_candidates_verb_writes_the_same_users_and_candidates(tmp_path, run):
+    import subprocess
+    import sys
+
+    import yaml
+
+    data = require_data("ml-100k", "u.data").parents[1]
+    cfg, rows, _ = run
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"benchmark": cfg.model_dump(mode="json", exclude_unset=True),
+                                                     "data": {"dir": str(data)}}))
+    res = subprocess.run([sys.executable, "-m", "llmrec.cli", "beyond_utility", "candidates", str(tmp_path / "c.yaml"),
+                          "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    cands = {json.loads(x)["user_id"]: json.loads(x) for x in (tmp_path / "out" / "candidates.jsonl").read_text().splitlines()}
+    shuffled = {r["user_id"]: r["candidates"] for r in rows if r["order"] == "shuffled"}
+    assert {u: c["ids"] for u, c in cands.items()} == shuffled  # what the LLM saw, in its order
+    assert (tmp_path / "out" / "items.jsonl").is_file()
