@@ -41,7 +41,9 @@ class BuildConfig(StrictModel):
     clusters: int = Field(10, ge=1, description="neural: k-means clusters (paper 10)")
     per_cluster: int = Field(50, ge=1, description="neural: prototypes taken per cluster at most")
     history_len: int = Field(5, ge=1, description="knowledge: history items shown before the positive")
-    user_items: int = Field(10, ge=1, description="latest items that describe a user (user targets/candidates)")
+    user_items: int = Field(10, ge=1, description="items that describe a user (user targets/candidates): the "
+                            "latest, or the most played where the data has no time (LastFM)")
+    max_text_chars: int = Field(300, ge=20, description="text knowledge / multimodal: texts are cut to this length")
     factors: list[str] | None = Field(None, description="build only these factors (default: all)")
 
 

@@ -17,6 +17,13 @@ ATTRIBUTE_FIELDS = {"entity_relation": ("brand",), "entity_attribute": ("genres"
 DOMAIN_FIELDS = {"movie": ("genres", "decade"), "music artist": ("tag",), "product": ("brand",)}
 
 
+def _cut(texts: dict[str, str] | None, n: int) -> dict[str, str] | None:
+    """Texts cut to ``n`` characters (at a word boundary, with an ellipsis)."""
+    if not texts:
+        return texts
+    return {k: v if len(v) <= n else v[:n].rsplit(" ", 1)[0] + " …" for k, v in texts.items()}
+
+
 def _plan(catalog: Catalog, b, emb: Embeddings | None, images: dict | None) -> list[tuple[str, str, object]]:
     """(factor, field, thunk | reason) for every measure this catalogue's domain has."""
     n, s = b.per_measure, b.seed
@@ -44,7 +51,8 @@ def _plan(catalog: Catalog, b, emb: Embeddings | None, images: dict | None) -> l
         plan.append(("taxonomy", level, (lambda lv=level, v=values: build_knowledge(catalog, lv, v, n, s,
                                                                                      b.history_len))
                      if values else "the data has no category paths (3+ levels)"))
-    desc = catalog.attributes.get("description")
+    desc = _cut(catalog.attributes.get("description"), b.max_text_chars)
+    images = _cut(images, b.max_text_chars)
     plan.append(("text_knowledge", "description", (lambda: build_knowledge(catalog, "description", desc, n, s,
                                                                              b.history_len))
                  if desc else "the data has no item descriptions"))

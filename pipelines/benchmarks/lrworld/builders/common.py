@@ -34,9 +34,15 @@ def measure_name(factor: str, dataset: str, field: str) -> str:
     return f"{factor}/{dataset}/{field}"
 
 
+def profile(catalog: Catalog, user: str, n: int) -> list[str]:
+    """The ``n`` items that describe a user: the latest (time-ordered data) or the heaviest (LastFM play counts)."""
+    hist = catalog.histories[user]
+    return hist[-n:] if catalog.ordered else hist[:n]
+
+
 def user_text(catalog: Catalog, user: str, n: int) -> str:
-    """A user as the LLM sees them: their latest ``n`` items (no id: ids carry no meaning to a model)."""
-    return "; ".join(catalog.items.get(i, i) for i in catalog.histories[user][-n:])
+    """A user as the LLM sees them: ``profile`` items (no id: ids carry no meaning to a model)."""
+    return "; ".join(catalog.items.get(i, i) for i in profile(catalog, user, n))
 
 
 def draw(rng: random.Random, pool: Iterable[str], k: int) -> list[str] | None:

@@ -15,7 +15,7 @@ import random
 import numpy as np
 from scipy import sparse
 
-from llmrec.pipelines.benchmarks.lrworld.builders.common import draw, make_sample, user_text
+from llmrec.pipelines.benchmarks.lrworld.builders.common import draw, make_sample, profile, user_text
 from llmrec.pipelines.benchmarks.lrworld.catalog import Catalog
 
 
@@ -82,7 +82,7 @@ def build_memory(catalog: Catalog, what: str, n: int, seed: int, threshold: floa
             continue
         best, negs, pool = picked
         target = names[row]
-        hist = catalog.histories[target][-user_items:] if what == "user" else None
+        hist = profile(catalog, target, user_items) if what == "user" else None
         out.append(make_sample(
             factor, catalog.name, what, len(out), domain=catalog.domain,
             user_id=target if what == "user" else None,

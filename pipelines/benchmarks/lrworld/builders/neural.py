@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from llmrec.errors import DataError
-from llmrec.pipelines.benchmarks.lrworld.builders.common import draw, make_sample, user_text
+from llmrec.pipelines.benchmarks.lrworld.builders.common import draw, make_sample, profile, user_text
 from llmrec.pipelines.benchmarks.lrworld.catalog import Catalog
 
 
@@ -102,7 +102,7 @@ def build_neural(catalog: Catalog, emb: Embeddings, direction: str, n: int, seed
             ctx = {"target": catalog.items[target]}
         else:
             show = lambda i: catalog.items[i]  # noqa: E731
-            hist = catalog.histories[target][-user_items:]
+            hist = profile(catalog, target, user_items)
             ctx = {"user_id": target, "history": [catalog.items.get(i, i) for i in hist], "history_ids": hist}
         out.append(make_sample(
             f"neural_{direction}", catalog.name, "user" if direction == "item_users" else "item", len(out),
