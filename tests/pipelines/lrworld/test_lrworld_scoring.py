@@ -135,3 +135,44 @@ def test_benchmark_scores_rows_and_counts_failures(sim_catalog):
     assert m["base/accuracy"] == 0.5 and m["base/missed_rate"] == 0.5 and m["failed_rows"] == 1.0
     lines = BENCHMARK.predictions(rows)
     assert set(metrics.REQUIRED) <= set(lines[0]) and lines[1]["output"] is None
+
+
+def test_whole_build_is_reproducible(sim_catalog, embedding_fixture):
+    from llmrec.pipelines.benchmarks.lrworld.builders import build_measures
+
+    b = BuildConfig(per_measure=5, clusters=3)
+    one = build_measures(sim_catalog, b)
+    assert one == build_measures(sim_catalog, b)
+    assert one != build_measures(sim_catalog, b.model_copy(update={"seed": 1}))
+
+
+def test_plot_verb_writes_figures(tmp_path):
+    from typer.testing import CliRunner
+
+    from llmrec.pipelines.benchmarks.lrworld.cli import app
+
+    lines = [_line(i, "1", "1" if i % 2 else "2", factor=f, measure=f"{f}/toy/x", run=r, variant=v,
+                   base_id=f"b{i}")
+             for f in ("memory_item_item", "memory_user_user", "association_rules") for i in range(4)
+             for r in range(2) for v in ("base", "noisy")]
+    p = tmp_path / "p.jsonl"
+    p.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    res = CliRunner().invoke(app, ["plot", str(p), str(p), "--label", "m1", "--label", "m2", "--out",
+                                   str(tmp_path / "plots")])
+    assert res.exit_code == 0, res.output
+    names = {x.name for x in (tmp_path / "plots").iterdir()}
+    assert {"lrworld_factors.png", "lrworld_radar.png", "lrworld_position_bias.md", "lrworld_noisy_drop.png"} <= names
+    assert "| memory_item_item/toy/x | 50.0 ± 0.00 | 50.0 ± 0.00 |" in (tmp_path / "plots" /
+                                                                      "lrworld_position_bias.md").read_text()
+
+
+def test_benchmark_layer_imports_no_ray_engine_or_trainer():
+    import subprocess
+    import sys
+
+    code = ("import sys, llmrec.pipelines.benchmarks.lrworld as L, llmrec.pipelines.benchmarks.lrworld.cli, "
+            "llmrec.pipelines.benchmarks.lrworld.plots, llmrec.pipelines.benchmarks.lrworld.builders.neural; "
+            "bad=[m for m in sys.modules if m.split('.')[0]=='ray' or m.startswith(('llmrec.serving', "
+            "'llmrec.tuning', 'llmrec.cluster', 'llmrec.models', 'llmrec.pipelines.runner'))]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
