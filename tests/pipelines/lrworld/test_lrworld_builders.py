@@ -89,3 +89,21 @@ def test_build_measures_reports_not_built(sim_catalog):
 def test_pop_groups():
     cat = Catalog("t", "movie", {}, {"u": ["a", "b"], "v": ["a"], "w": ["a"]})
     assert pop_groups(cat) == {"a": "pop", "b": "non-pop"}
+
+
+def test_rules_for_some_antecedents_equal_the_full_rules():
+    import random
+
+    from llmrec.pipelines.benchmarks.lrworld.builders.association import frequent_itemsets, rules_for
+
+    rng = random.Random(0)
+    hist = {f"u{k}": rng.sample([f"i{j}" for j in range(12)], 5) for k in range(40)}
+    cat = Catalog("t", "movie", {f"i{j}": f"I{j}" for j in range(12)}, hist)
+    for max_len in (2, 3):
+        freq = frequent_itemsets(cat, 0.05, max_len)
+        full = rules_for(freq, 0.1, max_len)
+        wanted = {("i1",), ("i3",), ("i2", "i5")} if max_len == 3 else {("i1",), ("i3",)}
+        part = rules_for(freq, 0.1, max_len, wanted)
+        expect = full[full.antecedents.isin(wanted)].sort_values(["antecedents", "consequents"])
+        got = part.sort_values(["antecedents", "consequents"])
+        assert len(got) > 0 and got.reset_index(drop=True).equals(expect.reset_index(drop=True))
