@@ -20,7 +20,8 @@ class SourceConfig(StrictModel):
     name: str = Field(description="dataset name in measure names, e.g. ml-100k")
     data: DataSpec = Field(description="interactions (+ item metadata) read by the interaction data layer")
     embeddings: Path | None = Field(None, description="folder with user_embeddings.parquet and item_embeddings."
-                                    "parquet from `llmrec train` (NeuMF); absent: the neural factors are not built")
+                                    "parquet from `llmrec train` (NeuMF); relative: the working dir if it exists "
+                                    "there, else the data dir; absent: the neural factors are not built")
     image_descriptions: Path | None = Field(None, description="multimodal: JSON lines {item_id, description} "
                                             "(LMM descriptions of posters/product images); absent: not built")
 
@@ -58,8 +59,9 @@ class SamplingConfig(StrictModel):
 
 class LRWorldConfig(BenchmarkConfig):
     name: Literal["lrworld"] = "lrworld"
-    samples_file: Path | None = Field(None, description="a sample file from `llmrec lrworld build` (relative: "
-                                      "to the data dir); absent: samples are built from `build` at run time")
+    samples_file: Path | None = Field(None, description="a sample set folder from `llmrec lrworld build` (relative: "
+                                      "the working dir if it exists there, else the data dir); absent: samples "
+                                      "are built from `build` at run time")
     build: BuildConfig = Field(default_factory=BuildConfig)
     measures: list[str] | None = Field(None, description="run only these measures (factor/dataset/field)")
     per_measure: int | None = Field(None, ge=1, description="run only the first N samples of each measure")

@@ -31,7 +31,11 @@ PROFILE_FACTORS = ("memory_user_user", "neural_user_items", "entity_relation", "
 
 
 def _resolve(path: Path | None, data_dir: Path) -> Path | None:
-    return None if path is None else (path if Path(path).is_absolute() else Path(data_dir) / path)
+    """Absolute as given; relative: the working directory when it exists there (run outputs such as
+    ``runs/baselines/<run>/embeddings``), else the data dir."""
+    if path is None or Path(path).is_absolute() or Path(path).exists():
+        return None if path is None else Path(path)
+    return Path(data_dir) / path
 
 
 def add_noise(samples: list[dict], seed: int) -> None:
