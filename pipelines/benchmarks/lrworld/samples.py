@@ -119,8 +119,12 @@ def load_samples(cfg: LRWorldConfig, data_dir: Path) -> tuple[list[dict], dict[s
             raise DataError(f"measures {unknown} have no samples; available: {sorted({s['measure'] for s in samples})}")
         samples = [s for s in samples if s["measure"] in cfg.measures]
     if cfg.per_measure is not None:
-        seen: Counter = Counter()
-        samples = [s for s in samples if (seen.update([s["measure"]]) or seen[s["measure"]] <= cfg.per_measure)]
+        kept, seen = [], Counter()
+        for s in samples:
+            seen[s["measure"]] += 1
+            if seen[s["measure"]] <= cfg.per_measure:
+                kept.append(s)
+        samples = kept
     return samples, not_built
 
 

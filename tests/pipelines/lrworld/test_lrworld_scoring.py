@@ -176,3 +176,18 @@ def test_benchmark_layer_imports_no_ray_engine_or_trainer():
             "'llmrec.tuning', 'llmrec.cluster', 'llmrec.models', 'llmrec.pipelines.runner'))]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_run_from_a_sample_set_with_filters(sim_catalog, tmp_path):
+    from llmrec.pipelines.benchmarks.lrworld.samples import load_samples
+
+    built = build_memory(sim_catalog, "item", 4, 0) + build_memory(sim_catalog, "user", 4, 0)
+    write_sample_set({"samples": built, "counts": {}, "not_built": {}}, BuildConfig(), tmp_path / "set")
+    cfg = LRWorldConfig(samples_file=tmp_path / "set", per_measure=2, measures=["memory_user_user/toy/user"],
+                        position_runs=3)
+    got, _ = load_samples(cfg, tmp_path)
+    assert [s["sample_id"] for s in got] == ["memory_user_user/toy/user#0", "memory_user_user/toy/user#1"]
+    rows = BENCHMARK.build_samples(cfg, tmp_path)
+    assert len(rows) == 6 and len({r["sample_id"] for r in rows}) == 6
+    with pytest.raises(DataError, match="have no samples"):
+        load_samples(cfg.model_copy(update={"measures": ["nope/toy/x"]}), tmp_path)
