@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from llmrec.pipelines.benchmarks.lrworld.builders.common import FACTORS
+from llmrec.pipelines.benchmarks.lrworld.builders.common import FACTORS, N_OPTIONS
 
 
 def _plt():
@@ -42,6 +42,9 @@ def factor_bars(models: dict[str, dict], path: Path) -> Path:
         lo = [a - m.get(f"base/factor/{f}/accuracy_ci_low", a) for f, a in zip(factors, acc)]
         hi = [m.get(f"base/factor/{f}/accuracy_ci_high", a) - a for f, a in zip(factors, acc)]
         ax.bar(np.arange(len(factors)) + k * width, acc, width, yerr=[lo, hi], capsize=2, label=label)
+    chance = [1 / N_OPTIONS[FACTORS[f][1]] for f in factors]  # random guessing: 1/10 or 1/4
+    ax.hlines(chance, np.arange(len(factors)) - width / 2, np.arange(len(factors)) + width * (len(models) - 0.5),
+              colors="black", linestyles="dashed", lw=1, label="chance")
     ax.set_xticks(np.arange(len(factors)) + width * (len(models) - 1) / 2, factors, rotation=30, ha="right",
                   fontsize=8)
     ax.set_ylim(0, 1)
