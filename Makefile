@@ -15,10 +15,11 @@ export TRANSFORMERS_OFFLINE := 1
 export RAY_USAGE_STATS_ENABLED := 0
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-fast venv clean-runs help
+.PHONY: demo lrworld-demo test test-fast venv clean-runs help
 
 help:
 	@echo "make demo   - PrefEval MCQ slice with the embedded CPU model on a local Ray; prints results + MLflow UI command"
+	@echo "make lrworld-demo - LRWorld on ML-100K (a few samples per measure) with the embedded CPU model"
 	@echo "make test   - the whole test suite (unit + integration with real Ray, Serve, MLflow, llama.cpp)"
 	@echo "make test-fast - unit tests only (-m 'not slow')"
 
@@ -36,6 +37,9 @@ $(VENV)/.installed: pyproject.toml
 demo: venv
 	$(LLMREC) data fetch prefeval --if-missing
 	$(LLMREC) run configs/prefeval_mcq_demo.yaml
+
+lrworld-demo: venv
+	$(LLMREC) run configs/lrworld_demo.yaml
 
 test: venv
 	$(PY) -m pytest $(PYTEST_ARGS)
