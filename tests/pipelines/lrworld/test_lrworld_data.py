@@ -63,3 +63,20 @@ def test_build_verb_on_shared_data(preset, measures, tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert measures <= set(manifest["counts"]) and all(n == 2 for n in manifest["counts"].values())
     assert "not built" in res.output or preset == "amazon-beauty"
+
+
+def test_movielens_catalog_from_files(tmp_path):
+    from llmrec.interactions import DataSpec
+    from llmrec.pipelines.benchmarks.lrworld.catalog import load_catalog
+
+    d = tmp_path / "ml"
+    d.mkdir()
+    (d / "u.data").write_text("1\t10\t5\t300\n1\t20\t3\t100\n2\t10\t4\t50\n")
+    flags = lambda *on: "|".join("1" if k in on else "0" for k in range(19))  # noqa: E731
+    (d / "u.item").write_text(f"10|Heat (1995)|01-Jan-1995||http://x|{flags(1, 6)}\n"
+                              f"20|Nameless|01-Jan-1972||http://y|{flags(0)}\n", encoding="latin-1")
+    cat = load_catalog("ml", DataSpec(format="movielens-100k", path=d))
+    assert cat.histories == {"1": ["20", "10"], "2": ["10"]} and cat.ordered
+    assert cat.attributes["genres"] == {"10": "Action, Crime"} and cat.attributes["decade"] == {"10": "1990s",
+                                                                                              "20": "1970s"}
+    assert cat.items["10"] == "Heat (1995), Action|Crime" and cat.items["20"] == "Nameless, unknown genre"
