@@ -159,6 +159,8 @@ def read_descriptions(path: Path) -> dict[str, str]:
     from llmrec.errors import DataError
     from llmrec.pipelines.common.jsonio import read_jsonl
 
+    if not Path(path).is_file():
+        raise DataError(f"image-description file not found: {path} (JSON lines {{item_id, description}})")
     out = {}
     for n, line in enumerate(read_jsonl(path, ("item_id", "description")), 1):
         if not isinstance(line["description"], str) or not line["description"].strip():

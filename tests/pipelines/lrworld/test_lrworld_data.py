@@ -80,3 +80,8 @@ def test_movielens_catalog_from_files(tmp_path):
     assert cat.attributes["genres"] == {"10": "Action, Crime"} and cat.attributes["decade"] == {"10": "1990s",
                                                                                               "20": "1970s"}
     assert cat.items["10"] == "Heat (1995), Action|Crime" and cat.items["20"] == "Nameless, unknown genre"
+
+
+def test_missing_description_file_is_named(tmp_path):
+    with pytest.raises(DataError, match="image-description file not found: .*nope.jsonl"):
+        read_descriptions(tmp_path / "nope.jsonl")
