@@ -107,3 +107,22 @@ def test_rules_for_some_antecedents_equal_the_full_rules():
         expect = full[full.antecedents.isin(wanted)].sort_values(["antecedents", "consequents"])
         got = part.sort_values(["antecedents", "consequents"])
         assert len(got) > 0 and got.reset_index(drop=True).equals(expect.reset_index(drop=True))
+
+
+def test_embedding_files_as_llmrec_train_writes_them(embedding_fixture, tmp_path):
+    import pandas as pd
+    import pytest
+
+    from llmrec.errors import DataError
+    from llmrec.pipelines.benchmarks.lrworld.builders.neural import read_embeddings
+
+    catalog, emb = embedding_fixture
+    for key, ids, vec in (("user", emb.user_ids, emb.users), ("item", emb.item_ids, emb.items)):
+        pd.DataFrame({f"{key}_id": ids, "embedding": list(vec)}).to_parquet(tmp_path / f"{key}_embeddings.parquet")
+    got = read_embeddings(tmp_path)
+    assert got.user_ids == emb.user_ids and (got.items == emb.items).all()
+    assert build_neural(catalog, got, "item_users", 5, 0, clusters=3) == \
+        build_neural(catalog, emb, "item_users", 5, 0, clusters=3)
+    (tmp_path / "item_embeddings.parquet").unlink()
+    with pytest.raises(DataError, match="item_embeddings.parquet"):
+        read_embeddings(tmp_path)
