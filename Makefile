@@ -15,11 +15,12 @@ export TRANSFORMERS_OFFLINE := 1
 export RAY_USAGE_STATS_ENABLED := 0
 PYTEST_ARGS ?=
 
-.PHONY: demo demo-beyond-utility test test-fast chaos venv clean-runs help
+.PHONY: demo demo-beyond-utility demo-lrworld test test-fast chaos venv clean-runs help
 
 help:
 	@echo "make demo   - PrefEval MCQ slice with the embedded CPU model on a local Ray; prints results + MLflow UI command"
 	@echo "make demo-beyond-utility - Beyond Utility: LLM ranking slice + MostPop/BM25/BPRMF on the same candidates, one table"
+	@echo "make demo-lrworld - LRWorld on ML-100K (a few samples per measure) with the embedded CPU model"
 	@echo "make test   - the whole test suite (unit + integration with real Ray, Serve, MLflow, llama.cpp)"
 	@echo "make test-fast - unit tests only (-m 'not slow')"
 	@echo "make chaos  - fault scenarios (node, engine actor, driver killed) on a local 3-node Ray with the embedded model"
@@ -44,6 +45,9 @@ demo-beyond-utility: venv
 	$(LLMREC) beyond_utility candidates configs/beyond_utility_demo.yaml --out runs/bu-cands
 	$(LLMREC) baselines rank configs/beyond_utility_baselines.yaml
 	$(LLMREC) runs --experiment beyond-utility --metric hr --metric ndcg --metric serendipity --metric hallucination
+
+demo-lrworld: venv
+	$(LLMREC) run configs/lrworld_demo.yaml
 
 test: venv
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -1,0 +1,73 @@
+"""LRWorld (the mental world of LLMs in recommendation: association, personalization and
+knowledgeability probes; seed paper 001). The paper's samples and code are not public, so
+llmrec builds the benchmark from public rating data (catalog.py, builders/), reproducibly
+(seeded draws, a versioned sample file: samples.py), asks each question once per variant
+and position run (prompts.py, stages.py), and scores accuracy / HitRate@1, missed rate,
+position bias, noisy-profile drop and popularity of errors (parsing.py, metrics.py).
+See README.md for the data format and every choice the paper leaves open.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from llmrec.pipelines.benchmarks.lrworld import metrics, samples
+from llmrec.pipelines.benchmarks.lrworld.config import LRWorldConfig
+from llmrec.pipelines.benchmarks.lrworld.stages import build_stages
+from llmrec.pipelines.protocol import ScoreTask
+
+LINE_KEYS = ("sample_id", "base_id", "measure", "factor", "scale", "dataset", "field", "variant", "run",
+             "gold", "gold_pos", "gold_pop", "options", "output", "parsed", "status")
+
+
+class LRWorld:
+    name = "lrworld"
+    config_cls = LRWorldConfig
+    group_keys = ("variant",)
+    protocol_keys = ("samples_file", "build", "measures", "per_measure", "variants", "position_runs", "shots",
+                     "sampling", "seed")
+    headline_metrics = ("base/accuracy", "base/missed_rate")
+    data = None  # built from rating data read by the interaction layer (cfg.build.sources)
+    score_tasks = (
+        ScoreTask("lrworld", metrics.REQUIRED, metrics.score_predictions,
+                  "LRWorld: accuracy / HitRate@1 with bootstrap CI and missed rate per variant, measure, factor "
+                  "and scale; position bias (mean/var over runs, answer-position shares); noisy-profile drop; "
+                  "popularity of errors", options=("confidence", "seed")),
+    )
+
+    @property
+    def cli(self):
+        from llmrec.pipelines.benchmarks.lrworld.cli import app
+
+        return app
+
+    def build_samples(self, cfg: LRWorldConfig, data_dir: Path) -> list[dict]:
+        built, _ = samples.load_samples(cfg, data_dir)
+        rows = samples.expand(cfg, built)
+        return rows[: cfg.limit] if cfg.limit else rows
+
+    def stages(self, cfg: LRWorldConfig) -> list:
+        return build_stages(cfg)
+
+    def score(self, cfg: LRWorldConfig, sample: dict) -> dict:
+        return metrics.score_line({**sample, "parsed": None})
+
+    def aggregate(self, cfg: LRWorldConfig, rows: list[dict]) -> dict[str, float]:
+        """Rows that failed in the engine (error, over context) count as missed answers."""
+        lines = [r if r.get("status", "ok") == "ok" and "correct" in r else
+                 {**r, "parsed": None, "correct": False, "missed": True, "pred_pos": None} for r in rows]
+        out = metrics.aggregate_lines(lines)
+        out["failed_rows"] = float(sum(r.get("status", "ok") != "ok" for r in rows))
+        return out
+
+    def predictions(self, rows: list[dict]) -> list[dict]:
+        """Lines of the ``llmrec score lrworld`` contract (every row; a failed one has output null)."""
+        return [{k: r.get(k) for k in LINE_KEYS} for r in rows]
+
+    def plots(self, cfg: LRWorldConfig, rows: list[dict], out_dir: Path) -> list[Path]:
+        from llmrec.pipelines.benchmarks.lrworld.plots import all_plots
+
+        return all_plots({"this run": self.aggregate(cfg, rows)}, out_dir)
+
+
+BENCHMARK = LRWorld()
