@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from llmrec.config import dump_yaml, fingerprint
-from llmrec.errors import ConfigError, DataError
+from llmrec.errors import ConfigError, DataError, EngineDead
 from llmrec.pipelines.protocol import Benchmark, Sample
 from llmrec.pipelines.registry import benchmark_config, get_benchmark
 from llmrec.pipelines.common.datasets import resolve_data_dir
 from llmrec.pipelines.runner.run_config import RunConfig
 from llmrec.pipelines.common.store import ResultStore
+from llmrec.pipelines.runner.placement import actor_resources, check_gpu_placement
 from llmrec.pipelines.runner.worker import decode, encode, group_by_prefix, process_samples
 
 log = logging.getLogger(__name__)
@@ -50,7 +52,15 @@ class StageWorker:
     def __call__(self, batch: dict) -> dict:
         groups = decode(batch)
         samples = [s for g in groups for s in g]
-        process_samples(self.bench, self.cfg, samples, self._engine, self._retries, self._backoff)
+        try:
+            process_samples(self.bench, self.cfg, samples, self._engine, self._retries, self._backoff)
+        except EngineDead as e:
+            # The engine (e.g. vLLM's EngineCore) is gone and cannot be revived in this process.
+            # Ending the process (not an exception, not ray.actor.exit_actor: both stop the run
+            # or the restarts) lets Ray restart this actor (max_restarts) and re-run this batch
+            # on it (max_task_retries), so the batch's samples are redone, not recorded failed.
+            log.error("engine dead, restarting this actor: %s", e)
+            os._exit(1)
         return encode(groups)
 
 
@@ -59,9 +69,11 @@ def open_engine(cfg: dict, mode: str, role: str, cache_path: str | None):
     from llmrec.serving.engine import build_engine
 
     if mode == "serve":
+        from llmrec.serving.engine import ENGINES
         from llmrec.serving.serve_app import ServeEngine
 
-        engine = ServeEngine(app_name(role), cfg)
+        client = getattr(ENGINES.get(cfg["type"]).engine_cls, "serve_client", None)  # e.g. ray.serve.llm for vllm
+        engine = client(cfg) if client else ServeEngine(app_name(role), cfg)
     else:
         engine = build_engine(cfg)
         engine.start()
@@ -134,8 +146,9 @@ def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
     cfg, ex = p.config, p.config.execution
     ensure_ray(cfg.ray)
     engines = _engine_cfgs(cfg)
+    check_gpu_placement(engines, ex)
     if ex.mode == "serve":
-        start_serve_apps(engines, ex)
+        engines = start_serve_apps(engines, ex)  # an engine's own deployment may add e.g. its base_url
     # Ray Data's own progress output would interleave with the CLI's bar; its switch lives in
     # the process-global DataContext, so it is set here, once per run.
     ray.data.DataContext.get_current().enable_progress_bars = False
@@ -143,15 +156,13 @@ def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
     groups = group_by_prefix(p.pending) if ex.order_by_prefix else [[s] for s in p.pending]
     items = [{"group": json.dumps(g)} for g in groups]
     ds = ray.data.from_items(items, override_num_blocks=max(1, min(len(items), 4 * ex.concurrency)))
-    actor_cpus = ex.num_cpus_per_worker if ex.mode == "actors" else 0.1
     ds = ds.map_batches(
         StageWorker,
         fn_constructor_kwargs=dict(bench_cfg=cfg.benchmark.model_dump(mode="json"), engines=engines,
                                    mode=ex.mode, cache_path=cache_path_for(cfg), retries=ex.retries,
                                    backoff_s=ex.backoff_s),
         batch_size=ex.batch_size, udf_modifying_row_count=False, compute=ray.data.ActorPoolStrategy(size=ex.concurrency),
-        num_cpus=actor_cpus, num_gpus=ex.num_gpus_per_worker if ex.mode == "actors" else 0,
-        batch_format="numpy")
+        batch_format="numpy", **actor_resources(cfg.engine, ex))
     written: list[Sample] = []
     try:
         for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):

@@ -25,13 +25,24 @@ def ensure_ray(cfg: RayConfig) -> None:
     log.info("Ray ready: %s", ray.cluster_resources())
 
 
-def start_serve_apps(engines: dict, ex: ExecutionConfig) -> None:
+def start_serve_apps(engines: dict, ex: ExecutionConfig) -> dict:
+    """One Serve app per role (subject, judge: separate deployments). An engine class with a
+    ``deploy_serve`` hook (vllm: ``ray.serve.llm``) deploys itself and returns the config its
+    client needs; the others run in llmrec's own ``EngineDeployment``."""
     from llmrec.pipelines.runner.execution import app_name
+    from llmrec.serving.engine import ENGINES
     from llmrec.serving.serve_app import deploy
 
+    out = {}
     for role, cfg in engines.items():
+        own = getattr(ENGINES.get(cfg["type"]).engine_cls, "deploy_serve", None)
+        if own is not None:
+            out[role] = own(cfg, app_name(role), ex.concurrency, ex.num_cpus_per_worker, ex.num_gpus_per_worker)
+            continue
         deploy(cfg, app_name=app_name(role), replicas=ex.concurrency, num_cpus=ex.num_cpus_per_worker,
                num_gpus=ex.num_gpus_per_worker, http=False)
+        out[role] = cfg
+    return out
 
 
 def stop_serve_apps(engines: dict) -> None:

@@ -32,6 +32,8 @@ class ExecutionConfig(StrictModel):
     num_gpus_per_worker: float = Field(0.0, ge=0, description="GPUs reserved per engine actor/replica")
     retries: int = Field(3, ge=0, description="engine retries per request before it is recorded as failed")
     backoff_s: float = Field(1.0, ge=0, description="first retry delay; doubles each retry")
+    max_restarts: int = Field(
+        3, ge=-1, description="times Ray restarts a dead engine actor (its batch is re-run); -1 = without limit")
     order_by_prefix: bool = Field(True, description="keep samples sharing a prompt prefix together on one replica, longest first")
 
 
@@ -78,6 +80,15 @@ class RunConfig(StrictModel):
     @classmethod
     def _keep(cls, v: Any) -> Any:
         return v
+
+    @model_validator(mode="after")
+    def _placement(self) -> "RunConfig":
+        from llmrec.pipelines.runner.placement import placement_errors
+
+        errors = placement_errors(self.engine, self.judge, self.execution)
+        if errors:
+            raise ValueError("; ".join(errors))
+        return self
 
     def semantic(self) -> dict:
         """What determines the results (not where/how fast they are computed)."""

@@ -80,6 +80,8 @@ def engine_args(c: VLLMEngineConfig, model: str | None = None) -> dict[str, Any]
     optional = {"max_model_len": max_len, "max_num_seqs": c.max_num_seqs, "block_size": c.block_size,
                 "enable_chunked_prefill": c.enable_chunked_prefill}
     kw.update({k: v for k, v in optional.items() if v is not None})
+    if c.gpus_per_replica > 1:  # TP/PP workers are Ray actors in the replica's placement group
+        kw["distributed_executor_backend"] = "ray"
     return {**kw, **c.engine_kwargs}
 
 

@@ -42,6 +42,21 @@ class VLLMEngine:
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
 
+    # -- mode: serve (the runner looks these two hooks up on the engine class) ---------------
+    @staticmethod
+    def deploy_serve(cfg: dict, app_name: str, replicas: int, num_cpus: float, num_gpus: float) -> dict:
+        """Deploy through ``ray.serve.llm`` instead of llmrec's own Serve app; returns the client's config."""
+        from llmrec.serving.engines.vllm.serve import deploy_llm_app
+
+        c = VLLMEngineConfig.model_validate(cfg)
+        return cfg if c.base_url else deploy_llm_app(c, app_name, replicas, num_cpus, num_gpus)
+
+    @staticmethod
+    def serve_client(cfg: dict):
+        from llmrec.serving.engines.vllm.serve import VLLMServeClient
+
+        return VLLMServeClient(VLLMEngineConfig.model_validate(cfg))
+
     # -- life cycle ---------------------------------------------------------------------------
     def start(self) -> None:
         with self._start_lock:
