@@ -34,6 +34,9 @@ class ExecutionConfig(StrictModel):
     backoff_s: float = Field(1.0, ge=0, description="first retry delay; doubles each retry")
     max_restarts: int = Field(
         3, ge=-1, description="times Ray restarts a dead engine actor (its batch is re-run); -1 = without limit")
+    kv_budget_tokens: int | None = Field(
+        None, ge=1, description="KV-cache tokens of one replica (vLLM logs its measured 'GPU KV cache size'); "
+                                "`llmrec plan` packs batches to it; None = planned from the model config")
     order_by_prefix: bool = Field(True, description="keep samples sharing a prompt prefix together on one replica, longest first")
 
 
