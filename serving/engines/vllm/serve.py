@@ -35,15 +35,22 @@ def _free_port() -> int:
 
 def _serve_port() -> int:
     """Start Serve's HTTP proxy on a free loopback port, or return the port of the running one."""
+    import ray
     from ray import serve
     from ray.serve.context import _get_global_client
 
     try:
         return int(_get_global_client().http_config.port)  # Serve is already up (another app)
     except Exception:  # noqa: BLE001 - "no Serve instance yet" is raised as several types across releases
-        port = _free_port()
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
-        return port
+        pass
+    port = _free_port()
+    for attempt in range(3):
+        try:
+            serve.start(http_options={"host": "127.0.0.1", "port": port})
+            return port
+        except ray.exceptions.RayError as e:  # Serve gives its HTTP proxy a fixed 60 s to start
+            log.warning("Serve's HTTP proxy did not start (try %d of 3; a busy machine?): %s", attempt + 1, e)
+    raise EngineError(f"Serve's HTTP proxy on 127.0.0.1:{port} did not start in 3 tries")
 
 
 def llm_config_kwargs(cfg: VLLMEngineConfig, model_source: str, replicas: int, num_cpus: float,

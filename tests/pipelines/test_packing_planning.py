@@ -1,0 +1,73 @@
+"""KV packer and planner: pure functions on model configs written here (no engine, no GPU)."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmrec.pipelines.runner.packing import GroupNeed, group_need, pack_groups
+from llmrec.pipelines.runner.planning import ModelShape, replica_budget
+
+LLAMA_8B = {"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
+            "intermediate_size": 14336, "vocab_size": 128256, "torch_dtype": "bfloat16"}
+LLAMA_70B = {"num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8, "hidden_size": 8192,
+             "intermediate_size": 28672, "vocab_size": 128256, "torch_dtype": "bfloat16"}
+
+
+def test_llama_8b_kv_bytes_and_100k_sequences_per_h100():
+    shape = ModelShape.from_config(LLAMA_8B)
+    assert shape.kv_bytes_per_token() == 131072  # 2 x 32 layers x 8 heads x 128 x 2 bytes = 128 KiB
+    assert shape.kv_bytes_per_token("fp8") == 65536
+    assert 7.9e9 < shape.params < 8.1e9
+    b = replica_budget(shape, gpus=1, gpu_memory_gib=80, utilization=0.9)
+    assert 14 < b.weight_bytes / 2**30 < 16
+    assert b.sequences_at(100_000) in (3, 4)  # the issue's figure: ~12.5 GiB per 100k-token sequence
+    fp8 = replica_budget(shape, 1, 80, 0.9, kv_cache_dtype="fp8")
+    assert fp8.kv_tokens == pytest.approx(2 * b.kv_tokens, rel=0.01)
+    assert b.kv_tokens % 16 == 0
+
+
+def test_llama_70b_needs_tp8_for_long_contexts():
+    shape = ModelShape.from_config(LLAMA_70B)
+    assert shape.kv_bytes_per_token() == 2 * 80 * 8 * 128 * 2
+    one = replica_budget(shape, gpus=1, gpu_memory_gib=80, utilization=0.9)
+    assert one.kv_tokens == 0  # 140 GB of weights do not fit one GPU
+    tp8 = replica_budget(shape, gpus=8, gpu_memory_gib=80, utilization=0.9)
+    assert tp8.sequences_at(131072) >= 10
+
+
+def test_group_need_counts_the_prefix_tree_once():
+    base = list(range(1000))
+    g = group_need("k", [base[:100], base[:500], base], [10, 10, 10], block_size=16)
+    # 7 + (32 - 6) + (63 - 31) blocks: only the full blocks of a shorter prompt are shared (as in vLLM)
+    assert g.unique_tokens == 65 * 16
+    assert g.kv_tokens(16) == 1040 + 3 * 16
+    assert g.prefill_saved() == 1600 - 1040
+    disjoint = group_need("d", [[1] * 100, [2] * 100], [0, 0], block_size=16)
+    assert disjoint.unique_tokens == 2 * 112 and disjoint.prefill_saved() == 0
+    chars = group_need("c", ["a" * 400, "a" * 400 + "b" * 400], [0, 0], 16, tokens_per_unit=0.25)
+    assert chars.prompt_tokens == (100, 200) and chars.unique_tokens == 224  # 7 blocks + (13 - 6 shared)
+
+
+def _need(key: str, tokens: int, n: int = 1) -> GroupNeed:
+    return GroupNeed(key, (tokens,) * n, tokens * n, (0,) * n)
+
+
+def test_packer_fits_the_budget_longest_first_and_never_splits():
+    groups = [_need("a", 100_000), _need("b", 300_000), _need("c", 150_000), _need("d", 50_000),
+              _need("e", 60_000, n=2)]
+    batches = pack_groups(groups, budget_tokens=400_000)
+    assert [g.key for g in batches[0].groups][0] == "b"  # longest first
+    assert all(b.kv_tokens <= 400_000 for b in batches)
+    keys = [g.key for b in batches for g in b.groups]
+    assert sorted(keys) == ["a", "b", "c", "d", "e"]  # every group once, whole
+    assert len(batches) == 2
+
+
+def test_packer_flags_a_group_larger_than_the_budget_and_limits_sequences():
+    batches = pack_groups([_need("huge", 500_000), _need("x", 10)], budget_tokens=400_000)
+    assert batches[0].oversize and [g.key for g in batches[0].groups] == ["huge"]
+    assert not batches[1].oversize
+    many = pack_groups([_need(str(i), 10) for i in range(10)], budget_tokens=10_000, max_seqs=4)
+    assert [b.sequences for b in many] == [4, 4, 2]
+    with pytest.raises(ValueError, match="positive"):
+        pack_groups([], 0)
