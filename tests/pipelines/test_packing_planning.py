@@ -71,3 +71,37 @@ def test_packer_flags_a_group_larger_than_the_budget_and_limits_sequences():
     assert [b.sequences for b in many] == [4, 4, 2]
     with pytest.raises(ValueError, match="positive"):
         pack_groups([], 0)
+
+
+def test_plan_cli_prints_a_fitting_plan_without_an_engine(tmp_path):
+    import json
+
+    import typer
+    from typer.testing import CliRunner
+
+    from llmrec.cli import EXTRA_VERBS
+    from llmrec.pipelines.runner import plan_cli
+    from tests.conftest import require_data
+
+    assert "llmrec.pipelines.runner.plan_cli" in EXTRA_VERBS
+    app = typer.Typer()
+    app.callback()(lambda: None)  # a group, so that "plan" is a sub-command as under `llmrec`
+    plan_cli.register(app)
+
+    data = require_data("prefeval", "benchmark_dataset", "filtered_inter_turns.json").parents[2]
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_8B))
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(json.dumps({
+        "benchmark": {"name": "prefeval", "task": "mcq", "topics": ["travel_restaurant"], "forms": ["explicit"],
+                      "turns": [2, 10], "methods": ["zero-shot"], "per_topic": 2},
+        "engine": {"type": "vllm", "model": "meta-llama/Llama-3.1-8B-Instruct", "max_model_len": 131072,
+                   "model_config_path": str(tmp_path / "config.json")},
+        "data": {"dir": str(data)}, "execution": {"num_gpus_per_worker": 1}}))
+    out = CliRunner().invoke(app, ["plan", str(cfg)])
+    assert out.exit_code == 0, out.output
+    assert "KV bytes per token: 131,072" in out.output
+    assert "sequences that fit per replica at 131,072 tokens: 3" in out.output
+    assert "prefix groups planned: 2 of 2" in out.output and "every batch fits" in out.output
+    assert "saved" in out.output
+    bad = CliRunner().invoke(app, ["plan", str(cfg), "--set", "engine={type: fake}"])
+    assert bad.exit_code != 0
