@@ -154,6 +154,13 @@ def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
     ray.data.DataContext.get_current().enable_progress_bars = False
     # one row per prefix group: samples sharing a prompt prefix run back to back on one replica
     groups = group_by_prefix(p.pending) if ex.order_by_prefix else [[s] for s in p.pending]
+    batch_size = ex.batch_size
+    if ex.kv_budget_tokens and ex.order_by_prefix:  # one row = one KV-packed batch of whole prefix groups
+        from llmrec.pipelines.runner.prompt_sizes import packed_rows
+
+        groups = packed_rows(p.bench, cfg.benchmark, groups, ex.kv_budget_tokens,
+                             getattr(cfg.engine, "block_size", None) or 16, getattr(cfg.engine, "max_num_seqs", None))
+        batch_size = 1
     items = [{"group": json.dumps(g)} for g in groups]
     ds = ray.data.from_items(items, override_num_blocks=max(1, min(len(items), 4 * ex.concurrency)))
     ds = ds.map_batches(
@@ -161,7 +168,7 @@ def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
         fn_constructor_kwargs=dict(bench_cfg=cfg.benchmark.model_dump(mode="json"), engines=engines,
                                    mode=ex.mode, cache_path=cache_path_for(cfg), retries=ex.retries,
                                    backoff_s=ex.backoff_s),
-        batch_size=ex.batch_size, udf_modifying_row_count=False, compute=ray.data.ActorPoolStrategy(size=ex.concurrency),
+        batch_size=batch_size, udf_modifying_row_count=False, compute=ray.data.ActorPoolStrategy(size=ex.concurrency),
         batch_format="numpy", **actor_resources(cfg.engine, ex))
     written: list[Sample] = []
     try:

@@ -1,9 +1,7 @@
 """``llmrec plan CONFIG``: KV budget, placement and packed batches of a vLLM run, without an engine.
 
-Prompts are found by a dry run of the benchmark's own stages (``process_samples``) against a
-recording engine that answers every request with ``max_tokens`` placeholder words (a choice
-constraint gets its first choice), so later stages see realistic lengths. Tokens are estimated
-at 4 characters per token (no tokenizer download); the figures are planned, not measured.
+Prompt sizes come from a dry run of the benchmark's own stages (``prompt_sizes``); the figures
+are planned, not measured.
 """
 
 from __future__ import annotations
@@ -13,54 +11,21 @@ from pathlib import Path
 import typer
 
 from llmrec.errors import ConfigError
-from llmrec.pipelines.runner.packing import GroupNeed, group_need, pack_groups
+from llmrec.pipelines.runner.packing import GroupNeed, pack_groups
 from llmrec.pipelines.runner.planning import ModelShape, ReplicaBudget, load_model_config, replica_budget
-from llmrec.types import Request, Result
-
-TOKENS_PER_CHAR = 0.25
-
-
-class RecordingEngine:
-    """Answers with placeholders; keeps each sample's longest subject prompt."""
-
-    thread_safe = True
-
-    def __init__(self, role: str):
-        self.role, self.peak = role, {}
-
-    def generate(self, requests: list[Request]) -> list[Result]:
-        out = []
-        for r in requests:
-            text = "".join(f"<{m.role}>{m.content}" for m in r.messages)
-            sid = (r.request_id or "").split(":")[0]
-            if self.role == "subject" and len(text) > len(self.peak.get(sid, ("",))[0]):
-                self.peak[sid] = (text, r.sampling.max_tokens)
-            c = r.constraint
-            answer = c.choices[0] if c is not None and c.choices else " ".join(["word"] * r.sampling.max_tokens)
-            out.append(Result(text=answer, prompt_tokens=int(len(text) * TOKENS_PER_CHAR),
-                              completion_tokens=r.sampling.max_tokens, request_id=r.request_id))
-        return out
-
+from llmrec.pipelines.runner.prompt_sizes import dry_run_needs
 
 def group_needs(cfg, max_groups: int, block_size: int) -> tuple[list[GroupNeed], int]:
     """(needs of up to ``max_groups`` evenly spread prefix groups, number of groups in the run)."""
     from llmrec.pipelines.common.datasets import resolve_data_dir
     from llmrec.pipelines.registry import get_benchmark
-    from llmrec.pipelines.runner.worker import group_by_prefix, process_samples
+    from llmrec.pipelines.runner.worker import group_by_prefix
 
     bench = get_benchmark(cfg.benchmark.name)
     samples = bench.build_samples(cfg.benchmark, resolve_data_dir(cfg.data.dir, bench.data))
     groups = group_by_prefix(samples)
     step = max(1, len(groups) // max_groups)
-    needs = []
-    for g in groups[::step][:max_groups]:
-        engines = {"subject": RecordingEngine("subject"), "judge": RecordingEngine("judge")}
-        process_samples(bench, cfg.benchmark, g, engines.__getitem__, retries=0, backoff_s=0)
-        peaks = list(engines["subject"].peak.values())
-        if peaks:
-            needs.append(group_need(str(g[0].get("prefix_key") or g[0]["sample_id"]), [t for t, _ in peaks],
-                                    [m for _, m in peaks], block_size, TOKENS_PER_CHAR))
-    return needs, len(groups)
+    return dry_run_needs(bench, cfg.benchmark, groups[::step][:max_groups], block_size), len(groups)
 
 
 def budget_for(engine, ex) -> tuple[ModelShape, ReplicaBudget]:

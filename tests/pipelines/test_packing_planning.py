@@ -105,3 +105,23 @@ def test_plan_cli_prints_a_fitting_plan_without_an_engine(tmp_path):
     assert "saved" in out.output
     bad = CliRunner().invoke(app, ["plan", str(cfg), "--set", "engine={type: fake}"])
     assert bad.exit_code != 0
+
+
+def test_runner_rows_follow_the_kv_budget_and_keep_groups_whole():
+    from llmrec.pipelines.registry import benchmark_config, get_benchmark
+    from llmrec.pipelines.runner.prompt_sizes import packed_rows
+    from llmrec.pipelines.runner.worker import group_by_prefix
+    from tests.conftest import require_data
+
+    data = require_data("prefeval", "benchmark_dataset", "filtered_inter_turns.json").parents[2]
+    bench = get_benchmark("prefeval")
+    cfg = benchmark_config({"name": "prefeval", "task": "mcq", "topics": ["travel_restaurant"], "forms": ["explicit"],
+                            "turns": [2, 10], "methods": ["zero-shot", "reminder"], "per_topic": 3})
+    groups = group_by_prefix(bench.build_samples(cfg, data))
+    assert len(groups) == 3 and all("_layout" in s for g in groups for s in g)
+    one = packed_rows(bench, cfg, groups, budget_tokens=10_000_000)
+    assert len(one) == 1 and len(one[0]) == sum(map(len, groups))
+    tight = packed_rows(bench, cfg, groups, budget_tokens=1)  # every group alone (oversize), none split
+    assert sorted(len(r) for r in tight) == sorted(len(g) for g in groups)
+    assert all(len({s["prefix_key"] for s in r}) == 1 for r in tight)
+    assert all("outputs" not in s for g in groups for s in g)  # the dry run worked on copies
