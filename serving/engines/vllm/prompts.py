@@ -1,0 +1,63 @@
+"""Request → vLLM inputs, shared by the in-actor engine and the Serve client.
+
+Prompts are rendered and tokenized by llmrec (the chat template when the tokenizer has one,
+else Gemma turns / plain lines for base models), so ``count_tokens``, the context check and
+the reported ``prompt_tokens`` use the same tokens in both modes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmrec.serving.engines.llamacpp import render_gemma, render_plain
+from llmrec.serving.engines.vllm.config import VLLMEngineConfig
+from llmrec.types import Message, Request
+
+
+def conversation(request: Request, merge_system: bool) -> list[dict]:
+    msgs = [m.model_dump() for m in request.messages]
+    if not merge_system:
+        return msgs
+    system = "\n\n".join(m["content"] for m in msgs if m["role"] == "system")
+    rest = [m for m in msgs if m["role"] != "system"]
+    if system:
+        if rest and rest[0]["role"] == "user":
+            rest[0] = {"role": "user", "content": f"{system}\n\n{rest[0]['content']}"}
+        else:
+            rest.insert(0, {"role": "user", "content": system})
+    return rest
+
+
+def prompt_format(cfg: VLLMEngineConfig, tokenizer) -> str:
+    if cfg.prompt_format != "auto":
+        return cfg.prompt_format
+    return "chat_template" if getattr(tokenizer, "chat_template", None) else "gemma"
+
+
+def render(request: Request, cfg: VLLMEngineConfig, tokenizer, fmt: str) -> str:
+    """The prompt text of a request (special tokens included; encode it without adding more)."""
+    msgs = conversation(request, cfg.merge_system)
+    if fmt == "chat_template":
+        return tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    messages = [Message(**m) for m in msgs]
+    bos = getattr(tokenizer, "bos_token", None) or ""
+    return bos + (render_gemma(messages) if fmt == "gemma" else render_plain(messages))
+
+
+def sampling_kwargs(request: Request) -> dict[str, Any]:
+    """``vllm.SamplingParams`` / OpenAI completion arguments (the constraint: ``structured_outputs``)."""
+    s = request.sampling
+    kw: dict[str, Any] = {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens}
+    if s.stop:
+        kw["stop"] = list(s.stop)
+    if s.seed is not None:
+        kw["seed"] = s.seed
+    return kw
+
+
+def structured_outputs(request: Request) -> dict | None:
+    """vLLM's structured-outputs spec of the request's constraint (``choice`` or ``json``)."""
+    c = request.constraint
+    if c is None:
+        return None
+    return {"choice": list(c.choices)} if c.choices is not None else {"json": c.json_schema}

@@ -1,0 +1,53 @@
+"""GPU placement of engine actors: TP×PP bundles, restarts, and the refusals (no cluster needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmrec.errors import ConfigError
+from llmrec.pipelines.runner.placement import actor_resources, replica_bundles
+from llmrec.config import validate
+from llmrec.pipelines.runner.run_config import ExecutionConfig, RunConfig
+
+BENCH = {"name": "prefeval", "task": "mcq"}
+
+
+def _run(engine: dict, judge: dict | None = None, **ex) -> RunConfig:
+    return validate(RunConfig, {"benchmark": BENCH, "engine": engine, "judge": judge, "execution": ex})
+
+
+def test_tp_pp_replica_gets_a_placement_group_and_the_actor_no_gpu():
+    cfg = _run({"type": "vllm", "model": "m", "tensor_parallel_size": 4, "pipeline_parallel_size": 2},
+               num_gpus_per_worker=8, num_cpus_per_worker=4)
+    res = actor_resources(cfg.engine, cfg.execution)
+    assert res["num_gpus"] == 0 and res["num_cpus"] == 4 and callable(res["ray_remote_args_fn"])
+    assert res["max_restarts"] == 3 and res["max_task_retries"] == -1
+    assert replica_bundles(8, 4) == [{"GPU": 1, "CPU": 4}] + [{"GPU": 1, "CPU": 1}] * 7
+
+
+def test_single_gpu_and_cpu_actors_reserve_directly():
+    one = _run({"type": "vllm", "model": "m"}, num_gpus_per_worker=1)
+    assert actor_resources(one.engine, one.execution) == {"num_cpus": 1.0, "num_gpus": 1.0, "max_restarts": 3,
+                                                          "max_task_retries": -1}
+    serve = _run({"type": "vllm", "model": "m"}, mode="serve", max_restarts=0)
+    assert actor_resources(serve.engine, serve.execution)["num_gpus"] == 0
+    assert actor_resources(serve.engine, serve.execution)["max_restarts"] == 0
+
+
+def test_gpus_per_worker_must_equal_tp_times_pp():
+    with pytest.raises(ConfigError, match=r"num_gpus_per_worker is 2 .* = 4 GPU"):
+        _run({"type": "vllm", "model": "m", "tensor_parallel_size": 4}, num_gpus_per_worker=2)
+    _run({"type": "vllm", "model": "m", "tensor_parallel_size": 4}, num_gpus_per_worker=4)
+
+
+def test_judge_sharing_the_subject_gpu_at_high_utilisation_is_refused():
+    subject = {"type": "vllm", "model": "m"}
+    with pytest.raises(ConfigError, match="judge shares the subject's GPU"):
+        _run(subject, {"type": "vllm", "model": "j"}, num_gpus_per_worker=1)
+    _run(subject, {"type": "vllm", "model": "j"}, num_gpus_per_worker=1, mode="serve")  # separate deployments
+    _run({**subject, "gpu_memory_utilization": 0.5}, {"type": "vllm", "model": "j", "gpu_memory_utilization": 0.4},
+         num_gpus_per_worker=1)
+
+
+def test_max_restarts_default_is_bounded():
+    assert ExecutionConfig().max_restarts == 3
