@@ -24,6 +24,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"error: the job needs {', '.join(missing)} set on the cluster nodes (where `ray start` "
                          "runs, e.g. from a Kubernetes Secret); values are never sent with a job\n")
         return 2
+    import llmrec
+
+    sys.stderr.write(f"llmrec package: {os.path.dirname(llmrec.__file__)}\n")  # which code the job runs
+    sys.stderr.flush()
     # exec, not import: the run is exactly `llmrec run`, with its exit code and progress output
     os.execv(sys.executable, [sys.executable, "-m", "llmrec.cli", "run", args.config])
     return 0  # not reached

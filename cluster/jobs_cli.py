@@ -35,8 +35,13 @@ def client(address: str | None):
     address = address or settings.env_ray_address()
     if not address:
         raise ConfigError("no cluster address: pass --address http://HEAD:8265 or set RAY_ADDRESS")
+    from ray.exceptions import AuthenticationError
+
     try:
         return JobSubmissionClient(address)
+    except AuthenticationError as e:
+        raise ConfigError(f"the cluster at {address} wants its token: export RAY_AUTH_MODE=token and put the "
+                          "token (`ray get-auth-token` on the head) in ~/.ray/auth_token or $RAY_AUTH_TOKEN") from e
     except (ConnectionError, RuntimeError, ValueError) as e:
         raise ConfigError(f"cannot reach the Ray Jobs API at {address}: {e} "
                           "(is the head up, started with the dashboard, and is this its dashboard port?)") from e

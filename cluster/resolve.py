@@ -26,7 +26,7 @@ import yaml
 from pydantic import BaseModel
 
 from llmrec import settings, tracking
-from llmrec.config import validate
+from llmrec.config import apply_overrides, read_yaml, validate
 from llmrec.errors import ConfigError
 
 # String-typed locations (Path-typed fields are found on the model itself).
@@ -120,6 +120,7 @@ def resolve_for_cluster(config: str | Path, overrides: list[str] | None = None, 
     from llmrec.pipelines.runner.run_config import RunConfig, load_run_config
 
     base = (base or Path.cwd()).resolve()
+    given = apply_overrides(read_yaml(config), overrides)  # locations as written (a Path field mangles s3://)
     cfg = load_run_config(config, overrides)
     raw = cfg.model_dump(mode="json")
     leaked = secret_values(raw)
@@ -128,22 +129,17 @@ def resolve_for_cluster(config: str | Path, overrides: list[str] | None = None, 
                           "Set the secret as an environment variable on the cluster nodes and put its NAME "
                           "in the config (e.g. engine.api_key_env) or pass --env NAME")
     for key in sorted(set(path_keys(cfg)) | set(LOCATION_KEYS)):
-        value = _get(raw, key)
-        if isinstance(value, str) and value:
-            _set(raw, key, absolute_location(value, base))
+        value = _get(given, key) if _get(given, key) is not None else _get(raw, key)
+        if isinstance(value, (str, Path)) and str(value):
+            _set(raw, key, absolute_location(str(value), base))
     uri = absolute_tracking_uri(tracking.tracking_uri(cfg.tracking.uri), base)
     raw["tracking"]["uri"] = uri
-    if uri.startswith(("http://", "https://")) and "tracking.artifact_root" not in _keys_set(overrides) \
-            and cfg.tracking.artifact_root == settings.DEFAULT_ARTIFACT_ROOT:
+    if uri.startswith(("http://", "https://")) and cfg.tracking.artifact_root == settings.DEFAULT_ARTIFACT_ROOT:
         # a tracking server stores the artifacts (`mlflow server --serve-artifacts`), not the job's node
         raw["tracking"]["artifact_root"] = SERVER_ARTIFACTS + (cfg.tracking.experiment or cfg.benchmark.name)
     raw["ray"] = {"address": "auto", "num_cpus": None}
     validate(RunConfig, _reload(raw))  # what we ship still validates
     return raw
-
-
-def _keys_set(overrides: list[str] | None) -> set[str]:
-    return {o.split("=", 1)[0].strip() for o in overrides or []}
 
 
 def _reload(raw: dict) -> dict:
