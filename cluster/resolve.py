@@ -7,8 +7,9 @@
   store, ``tracking.artifact_root``, ...) become absolute, so they do not land in the job's
   temporary working directory (URIs such as ``s3://`` are kept as they are);
 - ``tracking.uri`` is fixed now (``$MLFLOW_TRACKING_URI`` of the submitter, else the default);
-- with a tracking server (``http://...``) and the default ``tracking.artifact_root``, artifacts go
-  through the server (``mlflow-artifacts:///<experiment>``) to its artifact store (S3, ...);
+- with a tracking server (``http://...``) and a local ``tracking.artifact_root`` (a folder on the
+  job's node would be lost), artifacts go through the server (``mlflow-artifacts:///<experiment>``)
+  to its artifact store (``mlflow server --serve-artifacts --artifacts-destination s3://...``);
 - ``ray`` points at the cluster the job runs on (``address: auto``, no local CPU count).
 
 Secrets never enter the resolved file: a key that looks like a secret (``*key``, ``*token``,
@@ -18,6 +19,7 @@ reach the job as environment variables set on the cluster nodes, named by ``--en
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -25,9 +27,11 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel
 
-from llmrec import settings, tracking
+from llmrec import tracking
 from llmrec.config import apply_overrides, read_yaml, validate
 from llmrec.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 # String-typed locations (Path-typed fields are found on the model itself).
 LOCATION_KEYS = ("output.dir", "output.cache_path", "data.dir", "tracking.artifact_root")
@@ -134,9 +138,11 @@ def resolve_for_cluster(config: str | Path, overrides: list[str] | None = None, 
             _set(raw, key, absolute_location(str(value), base))
     uri = absolute_tracking_uri(tracking.tracking_uri(cfg.tracking.uri), base)
     raw["tracking"]["uri"] = uri
-    if uri.startswith(("http://", "https://")) and cfg.tracking.artifact_root == settings.DEFAULT_ARTIFACT_ROOT:
-        # a tracking server stores the artifacts (`mlflow server --serve-artifacts`), not the job's node
+    if uri.startswith(("http://", "https://")) and "://" not in cfg.tracking.artifact_root:
+        # a folder on the job's node is lost with it: the tracking server stores the artifacts instead
         raw["tracking"]["artifact_root"] = SERVER_ARTIFACTS + (cfg.tracking.experiment or cfg.benchmark.name)
+        log.info("tracking.artifact_root %s -> %s (artifacts through the tracking server)",
+                 cfg.tracking.artifact_root, raw["tracking"]["artifact_root"])
     raw["ray"] = {"address": "auto", "num_cpus": None}
     validate(RunConfig, _reload(raw))  # what we ship still validates
     return raw
