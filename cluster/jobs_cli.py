@@ -23,9 +23,17 @@ from llmrec.errors import ConfigError, LlmrecError
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
-jobs_app = typer.Typer(no_args_is_help=True, help="Watch and control submitted runs (Ray Jobs): list, status, logs, stop.")
+jobs_app = typer.Typer(no_args_is_help=True,
+                       help="Watch and control submitted runs (Ray Jobs): list, status, logs, stop.")
 
 ADDRESS_HELP = "Ray dashboard URL of the cluster, e.g. http://127.0.0.1:8265 (default: $RAY_ADDRESS)."
+SET_HELP = "Override a config key before resolving, e.g. --set benchmark.limit=20. Repeatable."
+ENV_HELP = ("NAME of a variable the job needs (checked on the cluster, value never sent), "
+            "e.g. --env OPENAI_API_KEY. Repeatable.")
+CODE_HELP = "ship: send this checkout's llmrec package with the job; installed: use the cluster's own llmrec (image)."
+DEPS_HELP = ("cluster: dependencies are installed on the nodes (image); "
+             "pip: install llmrec's pinned requirements per job.")
+DRY_HELP = "Print the job spec (entrypoint, runtime_env) and the resolved config; submit nothing."
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
 
 
@@ -79,14 +87,14 @@ def _exit_for(status: str) -> None:
 
 def submit(
     config: Path = typer.Argument(..., help="Run config YAML, as for `llmrec run` (see configs/)."),
-    set_: list[str] = typer.Option([], "--set", help="Override a config key before resolving, e.g. --set benchmark.limit=20. Repeatable."),
+    set_: list[str] = typer.Option([], "--set", help=SET_HELP),
     address: Optional[str] = typer.Option(None, "--address", help=ADDRESS_HELP),
-    env: list[str] = typer.Option([], "--env", help="NAME of a variable the job needs (checked on the cluster, value never sent), e.g. --env OPENAI_API_KEY. Repeatable."),
-    code: str = typer.Option("ship", help="ship: send this checkout's llmrec package with the job; installed: use the cluster's own llmrec (image)."),
-    deps: str = typer.Option("cluster", help="cluster: dependencies are installed on the nodes (image); pip: install llmrec's pinned requirements per job."),
+    env: list[str] = typer.Option([], "--env", help=ENV_HELP),
+    code: str = typer.Option("ship", help=CODE_HELP),
+    deps: str = typer.Option("cluster", help=DEPS_HELP),
     wait: bool = typer.Option(False, "--wait", help="Block until the job ends; exit 0 only if it SUCCEEDED."),
     follow: bool = typer.Option(False, "--follow", help="Stream the job's log until it ends (implies --wait)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the job spec (entrypoint, runtime_env) and the resolved config; submit nothing."),
+    dry_run: bool = typer.Option(False, "--dry-run", help=DRY_HELP),
 ) -> None:
     """Submit a run to a Ray cluster as a Ray Job (see docs/cluster.md).
 
@@ -96,7 +104,8 @@ def submit(
 
     Secrets are never sent: name them with --env and set them on the cluster nodes.
 
-    Example: llmrec submit configs/prefeval_mcq_demo.yaml --address http://127.0.0.1:8265 --set tracking.uri=http://127.0.0.1:5000 --follow
+    Example: llmrec submit configs/prefeval_mcq_demo.yaml --address http://127.0.0.1:8265
+    --set tracking.uri=http://127.0.0.1:5000 --follow
     """
     from llmrec.cluster.jobs import RESOLVED, build_job
 
