@@ -7,6 +7,7 @@ killing that process group only (never `ray stop`: other Ray instances may share
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -92,6 +93,7 @@ def ray_head(tmp: Path, env: dict[str, str], num_cpus: int = 2):
         yield url
     finally:
         stop_group(proc)
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 @contextmanager
