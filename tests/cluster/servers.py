@@ -85,8 +85,11 @@ def ray_head(tmp: Path, env: dict[str, str], num_cpus: int = 2):
            f"--temp-dir={temp}", "--disable-usage-stats"] + [f"{k}={v}" for k, v in ports.items()]
     log = tmp / "ray-head.log"
     path = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"  # the cluster's `python` is this venv's
+    # RAY_memory_monitor_refresh_ms=0: Ray's OOM killer measures the whole machine, and on a shared test
+    # machine other people's processes would get this head's workers killed
     proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
-                            env={**os.environ, **env, "PATH": path, "RAY_USAGE_STATS_ENABLED": "0"})
+                            env={**os.environ, **env, "PATH": path, "RAY_USAGE_STATS_ENABLED": "0",
+                                 "RAY_memory_monitor_refresh_ms": "0"})
     url = f"http://127.0.0.1:{dash}"
     try:
         wait_http(f"{url}/api/version", 180, proc, log, ok=(200, 401))  # 401: up, token auth on
