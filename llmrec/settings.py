@@ -30,10 +30,16 @@ def env_tracking_uri() -> str | None:
     return os.environ.get(TRACKING_URI_ENV) or None
 
 
-def env_ray_address() -> str | None:
-    return os.environ.get(RAY_ADDRESS_ENV) or None
-
-
 def read_secret(env_name: str | None) -> str | None:
     """Read a secret (an API key) from the environment variable whose *name* is configured."""
     return os.environ.get(env_name) if env_name else None
+
+
+def env_ray_address() -> str | None:
+    """The Ray cluster `llmrec submit` / `llmrec jobs` talk to (the dashboard URL, e.g. http://head:8265)."""
+    return os.environ.get(RAY_ADDRESS_ENV) or None
+
+
+def missing_env(names: list[str]) -> list[str]:
+    """Which of these variables are unset or empty here (their values are never returned)."""
+    return [n for n in names if not os.environ.get(n)]

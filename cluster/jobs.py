@@ -1,0 +1,121 @@
+"""Turn a run config into a Ray Job: the staged files, the ``runtime_env`` and the entrypoint.
+
+What a submitted job carries (built in a staging folder on the submitting machine):
+
+- ``working_dir``: the staging folder, holding ``resolved.yaml`` (see ``cluster/resolve.py``) and
+  nothing else, so the job's current directory cannot shadow the ``llmrec`` package;
+- ``py_modules``: the ``llmrec`` package assembled from this checkout by setuptools (``build_py``
+  applies the ``package_dir`` mapping), so the cluster runs exactly the submitter's code
+  (``code="ship"``); with ``code="installed"`` nothing is shipped and the cluster's own install
+  (the image built from ``cluster/Dockerfile``) is used;
+- ``pip`` (``deps="pip"`` only): llmrec's pinned requirements, for clusters whose image lacks them;
+- ``env_vars``: never secrets. Variables the job needs (``--env NAME``, plus every ``*_env`` name
+  in the config) are checked by name on the cluster by the entrypoint, which fails before any work
+  when one is unset. Their values come from the cluster nodes' environment (set where ``ray start``
+  runs: a Kubernetes Secret, the cluster launcher's ``setup_commands``, a secret manager).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from llmrec.errors import ConfigError
+from llmrec.cluster.resolve import dump, env_names_in, resolve_for_cluster
+
+RESOLVED = "resolved.yaml"
+ENTRY_MODULE = "llmrec.cluster.entrypoint"
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+CODE_MODES = ("ship", "installed")
+DEPS_MODES = ("cluster", "pip")
+
+
+@dataclass
+class JobSpec:
+    """Everything passed to ``JobSubmissionClient.submit_job`` (and nothing secret)."""
+
+    submission_id: str
+    entrypoint: str
+    runtime_env: dict
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    def submit_kwargs(self) -> dict:
+        return {"submission_id": self.submission_id, "entrypoint": self.entrypoint,
+                "runtime_env": self.runtime_env, "metadata": self.metadata}
+
+
+def source_root() -> Path | None:
+    """The checkout llmrec is installed from (editable install), or None for a plain install."""
+    import llmrec
+
+    root = Path(llmrec.__file__).resolve().parents[1]
+    return root if (root / "setup.py").is_file() and (root / "pipelines").is_dir() else None
+
+
+def stage_package(dest: Path) -> Path:
+    """``llmrec`` as an importable folder under ``dest``, built from the checkout by setuptools."""
+    root = source_root()
+    if root is None:
+        raise ConfigError("--code ship needs llmrec installed from a source checkout (pip install -e .); "
+                          "with a packaged install use --code installed and a cluster image holding llmrec")
+    proc = subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(dest)], cwd=root,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ConfigError(f"building the llmrec package from {root} failed:\n{proc.stderr[-2000:]}")
+    return dest / "llmrec"
+
+
+def pinned_requirements() -> list[str]:
+    """llmrec's own pinned dependencies (no extras), as installed here."""
+    reqs = metadata.requires("llmrec") or []
+    return [r.split(";")[0].strip() for r in reqs if "extra ==" not in r]
+
+
+def git_commit() -> str:
+    root = source_root()
+    if root is None:
+        return "unknown"
+    proc = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else "unknown"
+
+
+def submission_id(raw: dict) -> str:
+    name = raw["output"].get("run_name") or raw["benchmark"]["name"]
+    slug = re.sub(r"[^a-z0-9-]+", "-", str(name).lower()).strip("-")[:40]
+    return f"llmrec-{slug}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def check_env_names(names: list[str]) -> list[str]:
+    bad = [n for n in names if not ENV_NAME.match(n)]
+    if bad:
+        raise ConfigError(f"--env takes variable NAMES, never values: {', '.join(bad)} "
+                          "(e.g. --env OPENAI_API_KEY; the value must be set on the cluster nodes)")
+    return sorted(set(names))
+
+
+def build_job(config: str | Path, stage_dir: Path, overrides: list[str] | None = None,
+              env: list[str] | None = None, code: str = "ship", deps: str = "cluster") -> JobSpec:
+    """Resolve ``config``, write the staged files into ``stage_dir`` and describe the Ray Job."""
+    if code not in CODE_MODES or deps not in DEPS_MODES:
+        raise ConfigError(f"code must be one of {CODE_MODES} (got {code!r}); deps one of {DEPS_MODES} (got {deps!r})")
+    raw = resolve_for_cluster(config, overrides)
+    names = check_env_names(list(env or []) + env_names_in(raw))
+    work = stage_dir / "job"
+    work.mkdir(parents=True, exist_ok=True)
+    (work / RESOLVED).write_text(dump(raw), encoding="utf-8")
+    runtime_env: dict = {"working_dir": str(work), "env_vars": {"PYTHONUNBUFFERED": "1"}}
+    if code == "ship":
+        runtime_env["py_modules"] = [str(stage_package(stage_dir / "code"))]
+    if deps == "pip":
+        runtime_env["pip"] = pinned_requirements()
+    entry = f"python -m {ENTRY_MODULE} {RESOLVED}" + "".join(f" --require-env {n}" for n in names)
+    meta = {"llmrec.config": str(config), "llmrec.benchmark": str(raw["benchmark"]["name"]),
+            "llmrec.output_dir": str(raw["output"]["dir"]), "llmrec.tracking_uri": str(raw["tracking"]["uri"]),
+            "llmrec.git_commit": git_commit(), "llmrec.code": code, "llmrec.require_env": ",".join(names)}
+    return JobSpec(submission_id(raw), entry, runtime_env, meta)

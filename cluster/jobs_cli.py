@@ -1,0 +1,216 @@
+"""`llmrec submit` and `llmrec jobs list|status|logs|stop`: runs as Ray Jobs on a cluster.
+
+Mounted by ``llmrec.cli`` through ``EXTRA_VERBS``. All talk to the cluster's dashboard
+(``--address http://HEAD:8265``, default ``$RAY_ADDRESS``) through ``JobSubmissionClient``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from llmrec import settings
+from llmrec.errors import ConfigError, LlmrecError
+
+console = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True)
+jobs_app = typer.Typer(no_args_is_help=True,
+                       help="Watch and control submitted runs (Ray Jobs): list, status, logs, stop.")
+
+ADDRESS_HELP = "Ray dashboard URL of the cluster, e.g. http://127.0.0.1:8265 (default: $RAY_ADDRESS)."
+SET_HELP = "Override a config key before resolving, e.g. --set benchmark.limit=20. Repeatable."
+ENV_HELP = ("NAME of a variable the job needs (checked on the cluster, value never sent), "
+            "e.g. --env OPENAI_API_KEY. Repeatable.")
+CODE_HELP = "ship: send this checkout's llmrec package with the job; installed: use the cluster's own llmrec (image)."
+DEPS_HELP = ("cluster: dependencies are installed on the nodes (image); "
+             "pip: install llmrec's pinned requirements per job.")
+DRY_HELP = "Print the job spec (entrypoint, runtime_env) and the resolved config; submit nothing."
+TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
+
+
+def client(address: str | None):
+    from ray.job_submission import JobSubmissionClient
+
+    address = address or settings.env_ray_address()
+    if not address:
+        raise ConfigError("no cluster address: pass --address http://HEAD:8265 or set RAY_ADDRESS")
+    from ray.exceptions import AuthenticationError
+
+    try:
+        return JobSubmissionClient(address)
+    except AuthenticationError as e:
+        raise ConfigError(f"the cluster at {address} wants its token: export RAY_AUTH_MODE=token and put the "
+                          "token (`ray get-auth-token` on the head) in ~/.ray/auth_token or $RAY_AUTH_TOKEN") from e
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        raise ConfigError(f"cannot reach the Ray Jobs API at {address}: {e} "
+                          "(is the head up, started with the dashboard, and is this its dashboard port?)") from e
+
+
+def _fail(e: Exception) -> None:
+    err.print(f"[bold red]error:[/] {e}", markup=True, highlight=False)
+    raise typer.Exit(2)
+
+
+def wait_for(c, job_id: str, poll_s: float = 2.0) -> str:
+    while True:
+        status = str(c.get_job_status(job_id).value)
+        if status in TERMINAL:
+            return status
+        time.sleep(poll_s)
+
+
+def follow_logs(c, job_id: str) -> str:
+    """Print the job's log as it grows; returns the final status."""
+    async def tail() -> None:
+        async for chunk in c.tail_job_logs(job_id):
+            sys.stdout.write(chunk)
+            sys.stdout.flush()
+
+    asyncio.run(tail())
+    return wait_for(c, job_id, poll_s=0.5)
+
+
+def _exit_for(status: str) -> None:
+    color = "green" if status == "SUCCEEDED" else "red"
+    console.print(f"job finished: [{color}]{status}[/]")
+    raise typer.Exit(0 if status == "SUCCEEDED" else 1)
+
+
+def submit(
+    config: Path = typer.Argument(..., help="Run config YAML, as for `llmrec run` (see configs/)."),
+    set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+    address: Optional[str] = typer.Option(None, "--address", help=ADDRESS_HELP),
+    env: list[str] = typer.Option([], "--env", help=ENV_HELP),
+    code: str = typer.Option("ship", help=CODE_HELP),
+    deps: str = typer.Option("cluster", help=DEPS_HELP),
+    wait: bool = typer.Option(False, "--wait", help="Block until the job ends; exit 0 only if it SUCCEEDED."),
+    follow: bool = typer.Option(False, "--follow", help="Stream the job's log until it ends (implies --wait)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help=DRY_HELP),
+) -> None:
+    """Submit a run to a Ray cluster as a Ray Job (see docs/cluster.md).
+
+    The config is resolved here: overrides applied, validated, relative paths made absolute, the tracking URI fixed.
+
+    It travels with the job as resolved.yaml and the job runs `llmrec run` on it.
+
+    Secrets are never sent: name them with --env and set them on the cluster nodes.
+
+    Example: llmrec submit configs/prefeval_mcq_demo.yaml --address http://127.0.0.1:8265
+    --set tracking.uri=http://127.0.0.1:5000 --follow
+    """
+    from llmrec.cluster.jobs import RESOLVED, build_job
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="llmrec-submit-") as tmp:
+            spec = build_job(config, Path(tmp), set_, env, code=code, deps=deps)
+            if dry_run:
+                console.print_json(data=spec.submit_kwargs())
+                console.print((Path(tmp) / "job" / RESOLVED).read_text(), markup=False, highlight=False)
+                return
+            c = client(address)
+            job_id = c.submit_job(**spec.submit_kwargs())  # uploads the staged files before returning
+    except LlmrecError as e:
+        _fail(e)
+        return
+    console.print(f"submitted [bold]{job_id}[/]  (results: {spec.metadata['llmrec.output_dir']}, "
+                  f"MLflow: {spec.metadata['llmrec.tracking_uri']})")
+    console.print(f"watch: llmrec jobs logs {job_id} --follow    stop: llmrec jobs stop {job_id}")
+    if follow:
+        _exit_for(follow_logs(c, job_id))
+    elif wait:
+        _exit_for(wait_for(c, job_id))
+
+
+def _when(ms: int | None) -> str:
+    return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S") if ms else "-"
+
+
+@jobs_app.command("list")
+def list_jobs(address: Optional[str] = typer.Option(None, "--address", help=ADDRESS_HELP),
+              all_: bool = typer.Option(False, "--all", help="Also jobs not submitted by llmrec.")) -> None:
+    """Jobs on the cluster, newest first: id, status, benchmark, start/end time.
+
+    Example: llmrec jobs list --address http://127.0.0.1:8265
+    """
+    try:
+        found = client(address).list_jobs()
+    except LlmrecError as e:
+        _fail(e)
+        return
+    table = Table(title="jobs")
+    for col in ("submission id", "status", "benchmark", "started", "ended"):
+        table.add_column(col)
+    for j in sorted(found, key=lambda j: j.start_time or 0, reverse=True):
+        meta = j.metadata or {}
+        if not all_ and "llmrec.benchmark" not in meta:
+            continue
+        table.add_row(j.submission_id or j.job_id or "-", str(j.status.value), meta.get("llmrec.benchmark", "-"),
+                      _when(j.start_time), _when(j.end_time))
+    console.print(table)
+
+
+@jobs_app.command("status")
+def status(job_id: str = typer.Argument(..., help="Submission id (from `llmrec submit` or `llmrec jobs list`)."),
+           address: Optional[str] = typer.Option(None, "--address", help=ADDRESS_HELP)) -> None:
+    """Status, message, config, output folder and MLflow store of one job.
+
+    Example: llmrec jobs status llmrec-prefeval-20260101-120000-ab12
+    """
+    try:
+        info = client(address).get_job_info(job_id)
+    except (LlmrecError, RuntimeError) as e:
+        _fail(e)
+        return
+    console.print(f"{job_id}: [bold]{info.status.value}[/]  {info.message or ''}")
+    for k, v in sorted((info.metadata or {}).items()):
+        console.print(f"  {k}: {v}", markup=False, highlight=False)
+    console.print(f"  entrypoint: {info.entrypoint}", markup=False, highlight=False)
+
+
+@jobs_app.command("logs")
+def logs(job_id: str = typer.Argument(..., help="Submission id."),
+         address: Optional[str] = typer.Option(None, "--address", help=ADDRESS_HELP),
+         follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the job ends.")) -> None:
+    """The job's driver log (the `llmrec run` output). --follow tails it until the job ends.
+
+    Example: llmrec jobs logs llmrec-prefeval-20260101-120000-ab12 --follow
+    """
+    try:
+        c = client(address)
+        final = follow_logs(c, job_id) if follow else None
+        if final is None:
+            sys.stdout.write(c.get_job_logs(job_id))
+    except (LlmrecError, RuntimeError) as e:
+        _fail(e)
+        return
+    if final is not None:
+        _exit_for(final)
+
+
+@jobs_app.command("stop")
+def stop(job_id: str = typer.Argument(..., help="Submission id."),
+         address: Optional[str] = typer.Option(None, "--address", help=ADDRESS_HELP)) -> None:
+    """Stop a running job (its finished samples stay in the result store; re-submitting resumes).
+
+    Example: llmrec jobs stop llmrec-prefeval-20260101-120000-ab12
+    """
+    try:
+        stopped = client(address).stop_job(job_id)
+    except (LlmrecError, RuntimeError) as e:
+        _fail(e)
+        return
+    console.print(f"{job_id}: {'stop requested' if stopped else 'already finished'}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("submit")(submit)
+    app.add_typer(jobs_app, name="jobs")

@@ -1,0 +1,156 @@
+"""A run config resolved on the submitting machine, ready to run on a cluster.
+
+`llmrec submit` reads the YAML, applies ``--set`` overrides and validates it exactly as
+``llmrec run`` would, then fixes everything that depends on the submitting machine:
+
+- relative paths (``output.dir``, ``data.dir``, ``engine.model_path``, a ``sqlite:///`` tracking
+  store, ``tracking.artifact_root``, ...) become absolute, so they do not land in the job's
+  temporary working directory (URIs such as ``s3://`` are kept as they are);
+- ``tracking.uri`` is fixed now (``$MLFLOW_TRACKING_URI`` of the submitter, else the default);
+- with a tracking server (``http://...``) and a local ``tracking.artifact_root`` (a folder on the
+  job's node would be lost), artifacts go through the server (``mlflow-artifacts:///<experiment>``)
+  to its artifact store (``mlflow server --serve-artifacts --artifacts-destination s3://...``);
+- ``ray`` points at the cluster the job runs on (``address: auto``, no local CPU count).
+
+Secrets never enter the resolved file: a key that looks like a secret (``*key``, ``*token``,
+``*password``, ...) with a value fails, and so does a tracking URI carrying a password. Secrets
+reach the job as environment variables set on the cluster nodes, named by ``--env``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+from pydantic import BaseModel
+
+from llmrec import tracking
+from llmrec.config import apply_overrides, read_yaml, validate
+from llmrec.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+# String-typed locations (Path-typed fields are found on the model itself).
+LOCATION_KEYS = ("output.dir", "output.cache_path", "data.dir", "tracking.artifact_root")
+ENV_NAME_SUFFIX = "_env"
+# A key holds a secret when one of its `_`-separated words is one of these (`max_tokens` does not).
+SECRET_PARTS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "credential", "credentials"})
+# Artifacts proxied by the tracking server (`mlflow server --serve-artifacts`) to its --artifacts-destination.
+SERVER_ARTIFACTS = "mlflow-artifacts:///"
+
+
+def path_keys(model: BaseModel, prefix: str = "") -> list[str]:
+    """Dotted keys of every ``Path`` value in a validated config (nested models included)."""
+    keys: list[str] = []
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        key = f"{prefix}{name}"
+        if isinstance(value, Path):
+            keys.append(key)
+        elif isinstance(value, BaseModel):
+            keys.extend(path_keys(value, key + "."))
+    return keys
+
+
+def _get(d: dict, key: str) -> Any:
+    for part in key.split("."):
+        if not isinstance(d, dict) or part not in d:
+            return None
+        d = d[part]
+    return d
+
+
+def _set(d: dict, key: str, value: Any) -> None:
+    *parents, leaf = key.split(".")
+    for part in parents:
+        d = d[part]
+    d[leaf] = value
+
+
+def absolute_location(value: str, base: Path) -> str:
+    """A relative local path → absolute under ``base``; absolute paths and URIs unchanged."""
+    if "://" in value:
+        return value
+    p = Path(value).expanduser()
+    return str(p if p.is_absolute() else (base / p).resolve())
+
+
+def absolute_tracking_uri(uri: str, base: Path) -> str:
+    """``sqlite:///mlruns.db`` (relative) → ``sqlite:////abs/mlruns.db``; refuse embedded passwords."""
+    parts = urlsplit(uri)
+    if parts.password:
+        raise ConfigError("tracking.uri carries a password; put it in MLFLOW_TRACKING_PASSWORD on the cluster "
+                          "nodes and name it with --env MLFLOW_TRACKING_PASSWORD")
+    if parts.scheme == "sqlite" and uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        return "sqlite:///" + str((base / uri[len("sqlite:///"):]).resolve())
+    if parts.scheme in ("", "file") and "://" not in uri:
+        return absolute_location(uri, base)
+    return uri
+
+
+def is_secret_key(key: str) -> bool:
+    words = key.lower().replace("-", "_").split("_")
+    return words[-1] != "env" and bool(SECRET_PARTS.intersection(words))
+
+
+def secret_values(raw: dict, prefix: str = "") -> list[str]:
+    """Keys that look like secrets and hold a value (names of env variables, ``*_env``, are fine)."""
+    found = []
+    for k, v in raw.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            found.extend(secret_values(v, key + "."))
+        elif v not in (None, "") and is_secret_key(str(k)):
+            found.append(key)
+    return found
+
+
+def env_names_in(raw: dict) -> list[str]:
+    """Variables a config names (``engine.api_key_env: OPENAI_API_KEY`` → ``OPENAI_API_KEY``)."""
+    names = []
+    for k, v in raw.items():
+        if isinstance(v, dict):
+            names.extend(env_names_in(v))
+        elif str(k).lower().endswith(ENV_NAME_SUFFIX) and isinstance(v, str) and v:
+            names.append(v)
+    return names
+
+
+def resolve_for_cluster(config: str | Path, overrides: list[str] | None = None, base: Path | None = None) -> dict:
+    """Load + override + validate like ``llmrec run``, then make the result machine-independent."""
+    from llmrec.pipelines.runner.run_config import RunConfig, load_run_config
+
+    base = (base or Path.cwd()).resolve()
+    given = apply_overrides(read_yaml(config), overrides)  # locations as written (a Path field mangles s3://)
+    cfg = load_run_config(config, overrides)
+    raw = cfg.model_dump(mode="json")
+    leaked = secret_values(raw)
+    if leaked:
+        raise ConfigError(f"{config}: {', '.join(leaked)} hold secret values; a submitted config must not. "
+                          "Set the secret as an environment variable on the cluster nodes and put its NAME "
+                          "in the config (e.g. engine.api_key_env) or pass --env NAME")
+    for key in sorted(set(path_keys(cfg)) | set(LOCATION_KEYS)):
+        value = _get(given, key) if _get(given, key) is not None else _get(raw, key)
+        if isinstance(value, (str, Path)) and str(value):
+            _set(raw, key, absolute_location(str(value), base))
+    uri = absolute_tracking_uri(tracking.tracking_uri(cfg.tracking.uri), base)
+    raw["tracking"]["uri"] = uri
+    if uri.startswith(("http://", "https://")) and "://" not in cfg.tracking.artifact_root:
+        # a folder on the job's node is lost with it: the tracking server stores the artifacts instead
+        raw["tracking"]["artifact_root"] = SERVER_ARTIFACTS + (cfg.tracking.experiment or cfg.benchmark.name)
+        log.info("tracking.artifact_root %s -> %s (artifacts through the tracking server)",
+                 cfg.tracking.artifact_root, raw["tracking"]["artifact_root"])
+    raw["ray"] = {"address": "auto", "num_cpus": None}
+    validate(RunConfig, _reload(raw))  # what we ship still validates
+    return raw
+
+
+def _reload(raw: dict) -> dict:
+    return yaml.safe_load(yaml.safe_dump(raw))
+
+
+def dump(raw: dict) -> str:
+    return yaml.safe_dump(raw, sort_keys=False)

@@ -1,0 +1,135 @@
+"""`llmrec submit` without a cluster: the resolved config, the job spec, secrets kept out, the entrypoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from llmrec.cluster.entrypoint import main as entrypoint_main
+from llmrec.cluster.jobs import RESOLVED, build_job, pinned_requirements, stage_package
+from llmrec.cluster.resolve import env_names_in, resolve_for_cluster, secret_values
+from llmrec.errors import ConfigError
+from tests.pipelines.conftest import config
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET = "sk-this-value-must-never-leave-the-submitter"
+
+
+def openai_config(tmp_path: Path) -> Path:
+    return config(tmp_path, engine={"type": "openai", "model": "m", "api_key_env": "LLMREC_TEST_API_KEY"})
+
+
+def test_relative_locations_become_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = config(tmp_path)
+    raw = resolve_for_cluster(cfg, ["output.dir=runs", "data.dir=data", "tracking.uri=sqlite:///mlruns.db",
+                                    "tracking.artifact_root=./mlartifacts", "output.cache_path=c/cache.sqlite"])
+    assert raw["output"]["dir"] == str(tmp_path / "runs")
+    assert raw["data"]["dir"] == str(tmp_path / "data")
+    assert raw["output"]["cache_path"] == str(tmp_path / "c" / "cache.sqlite")
+    assert raw["tracking"]["uri"] == f"sqlite:///{tmp_path}/mlruns.db"
+    assert raw["ray"] == {"address": "auto", "num_cpus": None}  # the job joins the cluster it runs on
+
+
+def test_uris_kept_and_server_gets_the_artifacts(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    raw = resolve_for_cluster(config(tmp_path), ["output.dir=s3://bucket/runs", "tracking.uri=http://mlflow:5000",
+                                                 "tracking.artifact_root=./mlartifacts"])
+    assert raw["output"]["dir"] == "s3://bucket/runs"
+    assert raw["tracking"]["uri"] == "http://mlflow:5000"
+    assert raw["tracking"]["artifact_root"] == "mlflow-artifacts:///prefeval"
+    explicit = resolve_for_cluster(config(tmp_path), ["tracking.uri=http://mlflow:5000",
+                                                      "tracking.artifact_root=s3://art/x"])
+    assert explicit["tracking"]["artifact_root"] == "s3://art/x"
+
+
+def test_tracking_uri_from_the_submitters_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://tracking.example:5000")
+    data = yaml.safe_load(config(tmp_path).read_text())
+    data["tracking"] = {}
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(data))
+    assert resolve_for_cluster(tmp_path / "t.yaml")["tracking"]["uri"] == "http://tracking.example:5000"
+
+
+def test_password_in_tracking_uri_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="MLFLOW_TRACKING_PASSWORD"):
+        resolve_for_cluster(config(tmp_path), ["tracking.uri=http://me:hunter2@mlflow:5000"])
+
+
+def test_invalid_config_fails_on_the_submitting_machine(tmp_path):
+    with pytest.raises(ConfigError, match="engine.n_ctxx|n_ctxx"):
+        resolve_for_cluster(config(tmp_path), ["engine.n_ctxx=4"])
+
+
+def test_secret_detection_by_key_words():
+    raw = {"engine": {"api_key": "x", "api_key_env": "NAME", "max_tokens": 3, "hf_token": "", "password": None},
+           "store": {"secret_access_key": "y"}, "judge": {"answer_max_tokens": 16}}
+    assert secret_values(raw) == ["engine.api_key", "store.secret_access_key"]
+    assert env_names_in(raw) == ["NAME"]
+
+
+def test_job_spec_names_variables_and_holds_no_values(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLMREC_TEST_API_KEY", SECRET)
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    spec = build_job(openai_config(tmp_path), tmp_path / "stage", env=["HF_TOKEN"], code="installed")
+    shipped = json.dumps(spec.submit_kwargs()) + (tmp_path / "stage" / "job" / RESOLVED).read_text()
+    assert SECRET not in shipped
+    assert spec.entrypoint.endswith("resolved.yaml --require-env HF_TOKEN --require-env LLMREC_TEST_API_KEY")
+    assert spec.metadata["llmrec.require_env"] == "HF_TOKEN,LLMREC_TEST_API_KEY"
+    assert "py_modules" not in spec.runtime_env and "pip" not in spec.runtime_env
+    assert sorted(os.listdir(spec.runtime_env["working_dir"])) == [RESOLVED]  # only the resolved config
+
+
+def test_env_takes_names_not_values(tmp_path):
+    with pytest.raises(ConfigError, match="NAMES, never values"):
+        build_job(config(tmp_path), tmp_path / "stage", env=[f"OPENAI_API_KEY={SECRET}"])
+
+
+def test_shipped_package_is_the_whole_namespace(tmp_path):
+    pkg = stage_package(tmp_path)
+    for part in ("cli.py", "cluster/entrypoint.py", "pipelines/runner/api.py", "serving/engines/fake.py",
+                 "pipelines/benchmarks/prefeval/manifest.json", "models/__init__.py"):
+        assert (pkg / part).is_file(), part
+    # importable on its own, ahead of the installed copy (as the job's py_modules entry is)
+    code = "import llmrec.pipelines.runner.api, llmrec, sys; print(llmrec.__file__)"
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(tmp_path)},
+                         capture_output=True, text=True, cwd=tmp_path, check=True).stdout
+    assert out.strip() == str(pkg / "__init__.py")
+
+
+def test_pip_deps_are_the_pyproject_pins(tmp_path):
+    pins = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert sorted(pinned_requirements()) == sorted(pins)
+    spec = build_job(config(tmp_path), tmp_path / "stage", deps="pip", code="installed")
+    assert spec.runtime_env["pip"] == pinned_requirements()
+
+
+def test_entrypoint_names_the_missing_variable(monkeypatch, capsys):
+    monkeypatch.delenv("LLMREC_TEST_UNSET", raising=False)
+    monkeypatch.setenv("LLMREC_TEST_SET", SECRET)
+    assert entrypoint_main(["resolved.yaml", "--require-env", "LLMREC_TEST_SET",
+                            "--require-env", "LLMREC_TEST_UNSET"]) == 2
+    message = capsys.readouterr().err
+    assert "LLMREC_TEST_UNSET" in message and "LLMREC_TEST_SET" not in message and SECRET not in message
+
+
+def test_cli_dry_run_and_missing_address(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from llmrec.cli import _mount_extra_verbs, app
+
+    _mount_extra_verbs()
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    runner = CliRunner()
+    out = runner.invoke(app, ["submit", str(config(tmp_path)), "--dry-run", "--code", "installed"])
+    assert out.exit_code == 0, out.output
+    assert "llmrec.cluster.entrypoint resolved.yaml" in out.output and "address: auto" in out.output
+    listed = runner.invoke(app, ["jobs", "list"])
+    assert listed.exit_code == 2 and "RAY_ADDRESS" in listed.output
