@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from llmrec import settings, tracking
 from llmrec.errors import ConfigError
 from llmrec.cluster.resolve import dump, env_names_in, resolve_for_cluster
 
@@ -79,10 +80,7 @@ def pinned_requirements() -> list[str]:
 
 def git_commit() -> str:
     root = source_root()
-    if root is None:
-        return "unknown"
-    proc = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True)
-    return proc.stdout.strip() if proc.returncode == 0 else "unknown"
+    return tracking.git_commit(root) if root is not None else "unknown"
 
 
 def submission_id(raw: dict) -> str:
@@ -112,6 +110,7 @@ def build_job(config: str | Path, stage_dir: Path, overrides: list[str] | None =
     runtime_env: dict = {"working_dir": str(work), "env_vars": {"PYTHONUNBUFFERED": "1"}}
     if code == "ship":
         runtime_env["py_modules"] = [str(stage_package(stage_dir / "code"))]
+        runtime_env["env_vars"][settings.GIT_COMMIT_ENV] = git_commit()  # the shipped copy has no .git
     if deps == "pip":
         runtime_env["pip"] = pinned_requirements()
     entry = f"python -m {ENTRY_MODULE} {RESOLVED}" + "".join(f" --require-env {n}" for n in names)

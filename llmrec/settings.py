@@ -11,6 +11,7 @@ DATA_DIR_ENV = "LLMREC_DATA_DIR"
 CACHE_DIR_ENV = "LLMREC_CACHE_DIR"
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 RAY_ADDRESS_ENV = "RAY_ADDRESS"
+GIT_COMMIT_ENV = "LLMREC_GIT_COMMIT"  # set by `llmrec submit` for code shipped without .git
 
 DEFAULT_TRACKING_URI = "sqlite:///mlruns.db"
 DEFAULT_ARTIFACT_ROOT = "./mlartifacts"
@@ -43,3 +44,8 @@ def env_ray_address() -> str | None:
 def missing_env(names: list[str]) -> list[str]:
     """Which of these variables are unset or empty here (their values are never returned)."""
     return [n for n in names if not os.environ.get(n)]
+
+
+def env_git_commit() -> str | None:
+    """The commit of code shipped to a cluster without its .git (set by ``llmrec submit``)."""
+    return os.environ.get(GIT_COMMIT_ENV) or None

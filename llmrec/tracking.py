@@ -32,7 +32,7 @@ from llmrec.config import StrictModel, flatten
 
 log = logging.getLogger(__name__)
 
-SECRET_WORDS = ("key", "token", "secret", "password")
+SECRET_WORDS = ("key", "token", "secret", "password", "apikey", "passwd")
 MAX_PARAM_LEN = 6000
 
 TAG_GIT = "git_commit"
@@ -85,7 +85,8 @@ def safe_params(config: dict) -> dict[str, str]:
     out = {}
     for k, v in flatten(config).items():
         leaf = k.rsplit(".", 1)[-1].lower()
-        if any(w in leaf for w in SECRET_WORDS) and not leaf.endswith("_env"):
+        words = set(re.split(r"[_\-]", leaf)) | {leaf}
+        if words & set(SECRET_WORDS) and not leaf.endswith("_env"):  # api_key, hf_token; not max_tokens
             continue
         out[metric_key(k)] = str(v)[:MAX_PARAM_LEN]
     return out
@@ -107,11 +108,13 @@ def finite_metrics(metrics: dict[str, Any]) -> dict[str, float]:
 
 
 def git_commit(cwd: Path | None = None) -> str:
+    """HEAD of the checkout the code runs from; for code shipped to a cluster without its .git,
+    the commit ``llmrec submit`` recorded; else "unknown"."""
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
                               cwd=cwd or Path(__file__).resolve().parent).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+        return settings.env_git_commit() or "unknown"
 
 
 def run_tags(kind: str, protocol: dict | None = None, data_fingerprint: str | None = None,
