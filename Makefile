@@ -30,7 +30,7 @@ $(VENV)/.installed: pyproject.toml
 	@mkdir -p $(WHEELS)
 	@ls $(WHEELS)/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1 || \
 	  { echo "building $(LLAMA_CPP) once (several minutes)"; $(PY) -m pip wheel -q --no-deps -w $(WHEELS) "$(LLAMA_CPP)"; }
-	$(PY) -m pip install -q --find-links $(WHEELS) -e ".[cpu,dev]"
+	$(PY) -m pip install -q --find-links $(WHEELS) -e ".[cpu,sft,dev]"
 	@touch $@
 
 demo: venv
