@@ -285,7 +285,7 @@ def _mount_benchmark_clis() -> None:
 
 
 # Verbs that live beside the code they drive: each module has ``register(app)`` adding its commands.
-EXTRA_VERBS: tuple[str, ...] = ()
+EXTRA_VERBS: tuple[str, ...] = ("llmrec.tuning.sft.cli",)
 
 
 def _mount_extra_verbs() -> None:
