@@ -15,12 +15,13 @@ export TRANSFORMERS_OFFLINE := 1
 export RAY_USAGE_STATS_ENABLED := 0
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-fast venv clean-runs help
+.PHONY: demo test test-fast venv clean-runs help sft-demo
 
 help:
 	@echo "make demo   - PrefEval MCQ slice with the embedded CPU model on a local Ray; prints results + MLflow UI command"
 	@echo "make test   - the whole test suite (unit + integration with real Ray, Serve, MLflow, llama.cpp)"
 	@echo "make test-fast - unit tests only (-m 'not slow')"
+	@echo "make sft-demo - PerRecBench SFT demo: point/pair/list LoRA adapters (Ray Train), merged, evaluated (docs/sft.md)"
 
 venv: $(VENV)/.installed
 
@@ -36,6 +37,9 @@ $(VENV)/.installed: pyproject.toml
 demo: venv
 	$(LLMREC) data fetch prefeval --if-missing
 	$(LLMREC) run configs/prefeval_mcq_demo.yaml
+
+sft-demo: venv
+	LLMREC=$(LLMREC) scripts/sft_demo.sh perrecbench
 
 test: venv
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -144,6 +144,7 @@ def _finish(cfg: SFTConfig, out: Path, result, run_id: str | None, uri: str, res
     summary = {
         "run_dir": str(out), "adapter": str(adapter), "base_model": cfg.base_model, "steps": int(final.get("step", 0)),
         "final_loss": final.get("loss"), "valid_loss": final.get("valid/loss"), "resumed": resumed,
+        "resumed_from_step": final.get("resumed_from_step"),
         "wall_s": wall, "mlflow_run_id": run_id,
         "mean_step_time_s": final.get("mean_step_time_s"),
     }

@@ -126,6 +126,7 @@ def train_loop(config: dict) -> None:
         ray.train.report({"step": 0, "epoch": 0.0, "valid/loss": eval_loss, "examples": len(train)})
     model.train()
     per_worker = t.batch_size // world
+    start_step = step
     timed = [0.0, 0]  # seconds and steps of this session (mean step time, eval excluded)
     while step < total:
         t0 = time.perf_counter()
@@ -153,7 +154,7 @@ def train_loop(config: dict) -> None:
             eval_loss = _eval_loss(model, valid, rank, world, pad_id, device)
         metrics = {"step": step, "epoch": step / per_epoch, "loss": _mean_across(loss_sum, device),
                    "lr": sched.get_last_lr()[0], "step_time_s": time.perf_counter() - t0,
-                   "mean_step_time_s": timed[0] / timed[1]}
+                   "mean_step_time_s": timed[0] / timed[1], "resumed_from_step": start_step}
         if eval_loss is not None:
             metrics["valid/loss"] = eval_loss
         if last or step % t.checkpoint_every == 0:
