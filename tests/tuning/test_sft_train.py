@@ -51,11 +51,14 @@ def test_config_checks_batch_split():
         validate(SFTConfig, {"data": {"train": "x.jsonl"}, "train": {"batch_size": 5}, "scaling": {"num_workers": 2}})
 
 
-def _checkpoint_steps(run: Path) -> list[int]:
-    steps = []
-    for state in (run / "train").glob("checkpoint_*/metrics.json"):
-        steps.append(json.loads(state.read_text())["step"])
-    return sorted(steps)
+def _registered_step(run: Path) -> int | None:
+    """Step of the latest checkpoint Ray Train has registered (its snapshot names it), or None."""
+    snap = run / "train" / "checkpoint_manager_snapshot.json"
+    try:
+        latest = json.loads(snap.read_text()).get("latest_checkpoint_result")
+    except (OSError, ValueError):
+        return None
+    return int(latest["metrics"]["step"]) if latest else None
 
 
 @pytest.mark.slow
@@ -68,13 +71,13 @@ def test_killed_run_resumes_from_checkpoint(tmp_path):
                              stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 300
-        while not _checkpoint_steps(run) and time.monotonic() < deadline and first.poll() is None:
+        while _registered_step(run) is None and time.monotonic() < deadline and first.poll() is None:
             time.sleep(0.5)
-        assert _checkpoint_steps(run), "no checkpoint within 300 s"
+        assert _registered_step(run) is not None, "no checkpoint within 300 s"
     finally:
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
-    killed_at = max(_checkpoint_steps(run))
+    killed_at = _registered_step(run)
     assert killed_at < 40 and not (run / "metrics.json").exists()
     done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -89,3 +92,29 @@ def test_killed_run_resumes_from_checkpoint(tmp_path):
     assert {m.step for m in loss} == set(range(1, 41))  # one MLflow run across the kill
     assert {m.step for m in client.get_metric_history(summary["mlflow_run_id"], "valid/loss")} >= {0, 40}
     assert client.get_run(summary["mlflow_run_id"]).info.status == "FINISHED"
+
+
+@pytest.mark.slow
+def test_sweep_parent_and_child_runs(tmp_path):
+    """`tune:` runs each trial as its own Ray Train job under Ray Tune, MLflow parent + one child per trial."""
+    from llmrec.config import load_config
+    from llmrec.tuning.sft.sweep import sweep_from_config
+
+    raw = yaml.safe_load(_config(tmp_path, steps=6).read_text())
+    raw["scaling"] = {"num_workers": 1, "cpus_per_worker": 1}
+    raw["output"]["run_name"] = "sweep"
+    raw["tune"] = {"search_space": {"lora.r": {"type": "choice", "values": [2, 4]},
+                                    "train.learning_rate": {"type": "loguniform", "low": 1e-4, "high": 1e-2}},
+                   "num_samples": 2, "scheduler": {"type": "asha", "grace_period": 3}}
+    (tmp_path / "tune.yaml").write_text(yaml.safe_dump(raw))
+    out = sweep_from_config(load_config(SFTConfig, tmp_path / "tune.yaml"))
+    assert out["n_trials"] == 2 and out["n_errors"] == 0
+    assert set(out["best_config"]) == {"lora.r", "train.learning_rate"} and out["best_value"] > 0
+    assert (Path(out["adapter"]) / "adapter_config.json").is_file()
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlruns.db")
+    exp = client.get_experiment_by_name("sft-test").experiment_id
+    children = client.search_runs([exp], f"tags.`mlflow.parentRunId` = '{out['mlflow_parent_run_id']}'")
+    assert len(children) == 2
+    assert all(client.get_metric_history(c.info.run_id, "loss") for c in children)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from llmrec.config import dump_yaml, fingerprint
 from llmrec.tuning.mlflow_logging import client_for, experiment_id, log_metrics, log_params, start_run, tracking_uri
-from llmrec.tuning.sft.config import SFTConfig
+from llmrec.tuning.sft.config import SFTConfig, with_absolute_paths
 
 log = logging.getLogger(__name__)
 STATE_FILE = "mlflow_run.json"
@@ -112,13 +112,14 @@ def sft_from_config(cfg: SFTConfig) -> dict:
     """Train one adapter; returns (and writes to ``metrics.json``) the final metrics and paths."""
     from llmrec.serving.hf_model import resolve_model_dir
 
+    cfg = with_absolute_paths(cfg)
     out = run_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     (out / "resolved.yaml").write_text(dump_yaml(cfg), encoding="utf-8")
     model_dir = resolve_model_dir(cfg.base_model)
     uri = tracking_uri(cfg.tracking.uri)
     run_id = _mlflow_run(cfg, out)
-    resumed = (out / "train").is_dir()
+    resumed = any((out / "train").glob("checkpoint_*"))
     started, t0 = _ensure_ray(cfg), time.perf_counter()
     try:
         trainer = trainer_for(cfg, model_dir, out, "train", [MLflowStepLogger(uri, run_id)] if run_id else [])

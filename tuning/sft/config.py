@@ -132,3 +132,14 @@ class SFTConfig(StrictModel):
         """What determines the adapter (not where it is written or tracked)."""
         return self.model_dump(mode="json", exclude={"tracking": True, "output": True, "ray": True, "tune": True,
                                                      "scaling": {"max_failures"}})
+
+
+def with_absolute_paths(cfg: SFTConfig) -> SFTConfig:
+    """Relative data/model paths resolved against the current directory (Ray Train workers run
+    elsewhere, so they must receive absolute paths)."""
+    data = cfg.data.model_copy(update={
+        k: Path(v).expanduser().resolve() for k in ("train", "valid", "manifest") if (v := getattr(cfg.data, k))})
+    base = cfg.base_model
+    if base != "embedded" and Path(base).expanduser().exists():
+        base = str(Path(base).expanduser().resolve())
+    return cfg.model_copy(update={"data": data, "base_model": base})

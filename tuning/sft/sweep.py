@@ -20,7 +20,7 @@ from llmrec.tuning.config import set_path
 from llmrec.tuning.mlflow_logging import (MLflowTrialLogger, client_for, experiment_id, log_metrics, start_run,
                                           tracking_uri)
 from llmrec.tuning.sft.api import _ensure_ray, run_dir, trainer_for
-from llmrec.tuning.sft.config import SFTConfig
+from llmrec.tuning.sft.config import SFTConfig, with_absolute_paths
 
 log = logging.getLogger(__name__)
 SFT_KEYS = ("loss", "lr", "step_time_s", "valid/loss", "epoch")
@@ -76,6 +76,7 @@ def sweep_from_config(cfg: SFTConfig) -> dict:
 
     from llmrec.serving.hf_model import resolve_model_dir
 
+    cfg = with_absolute_paths(cfg)
     out = run_dir(cfg)
     if (out / "best.json").is_file():
         raise ConfigError(f"a finished sweep exists at {out}; set output.run_name for a new one")
