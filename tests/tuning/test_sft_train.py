@@ -36,7 +36,7 @@ def _config(tmp_path: Path, steps: int) -> Path:
            "lora": {"r": 4, "target_modules": ["q_proj", "v_proj"]},
            "train": {"max_steps": steps, "batch_size": 4, "micro_batch_size": 2, "learning_rate": 1e-3,
                      "checkpoint_every": 5, "eval_every": 10},
-           "scaling": {"num_workers": 2, "cpus_per_worker": 0.5},
+           "scaling": {"num_workers": 2, "cpus_per_worker": 0.5, "max_failures": 2},
            "ray": {"num_cpus": 2},
            "tracking": {"experiment": "sft-test", "uri": f"sqlite:///{tmp_path}/mlruns.db",
                         "artifact_root": str(tmp_path / "art")},
@@ -101,7 +101,7 @@ def test_sweep_parent_and_child_runs(tmp_path):
     from llmrec.tuning.sft.sweep import sweep_from_config
 
     raw = yaml.safe_load(_config(tmp_path, steps=6).read_text())
-    raw["scaling"] = {"num_workers": 1, "cpus_per_worker": 1}
+    raw["scaling"] = {"num_workers": 1, "cpus_per_worker": 1, "max_failures": 2}
     raw["output"]["run_name"] = "sweep"
     raw["tune"] = {"search_space": {"lora.r": {"type": "choice", "values": [2, 4]},
                                     "train.learning_rate": {"type": "loguniform", "low": 1e-4, "high": 1e-2}},

@@ -98,7 +98,10 @@ def sweep_from_config(cfg: SFTConfig) -> dict:
     started = _ensure_ray(cfg)
     try:
         trainable = tune.with_resources(tune.with_parameters(sft_trial, base=base, model_dir=str(model_dir),
-                                                             storage=str(out / "trials")), {"cpu": 0})
+                                                             storage=str(out / "trials")),
+                                       # the trial only drives its trainer: no CPU of its own (Tune needs a
+                                       # non-empty request, so a token of logical memory)
+                                       {"cpu": 0, "memory": 64 * 2**20})
         grid = tune.Tuner(trainable, param_space=space, tune_config=tune.TuneConfig(
             metric=t.metric, mode=t.mode, scheduler=scheduler, num_samples=t.num_samples,
             max_concurrent_trials=t.max_concurrent, search_alg=tune.search.BasicVariantGenerator(random_state=t.seed)),
