@@ -54,10 +54,14 @@ def _loss_sum(model, ids, mask, labels):
 
 
 def _eval_loss(model, examples, rank: int, world: int, pad_id: int, device) -> float:
-    """Token-weighted loss over the validation set (each worker its share, summed across workers)."""
+    """Token-weighted loss over the validation set (each worker its share, summed across workers).
+
+    Runs the unwrapped module: a DDP forward may broadcast buffers, a collective that would hang
+    when workers hold different numbers of validation examples."""
     import torch
     import torch.distributed as dist
 
+    model = model.module if hasattr(model, "module") else model
     total = torch.zeros(2, dtype=torch.float64, device=device)
     model.eval()
     with torch.no_grad():
