@@ -75,8 +75,10 @@ def _end_ids(tokenizer, prompt_format: str) -> list[int]:
     return ids[:1]
 
 
-def encode(rows: list[dict], tokenizer, prompt_format: str, max_length: int, source: str) -> list[Example]:
-    """Tokenize records; prompt tokens get label -100. Over-long examples are dropped and counted."""
+def encode(rows: list[dict], tokenizer, prompt_format: str, max_length: int, source: str,
+           required: bool = True) -> list[Example]:
+    """Tokenize records; prompt tokens get label -100. Over-long examples are dropped and counted
+    (``required``: raise when none is left)."""
     out, dropped, end = [], 0, _end_ids(tokenizer, prompt_format)
     bos = tokenizer.bos_token_id
     for i, row in enumerate(rows, 1):
@@ -92,7 +94,7 @@ def encode(rows: list[dict], tokenizer, prompt_format: str, max_length: int, sou
     if dropped:
         log.warning("%s: dropped %d of %d examples longer than data.max_length=%d", source, dropped, len(rows),
                     max_length)
-    if not out:
+    if not out and required:
         raise DataError(f"{source}: every example is longer than data.max_length={max_length}")
     return out
 
@@ -114,6 +116,6 @@ def load_splits(data, tokenizer, seed: int) -> tuple[list[Example], list[Example
         valid_rows = [r for i, r in enumerate(rows) if i in held]
         rows = [r for i, r in enumerate(rows) if i not in held]
     train = encode(rows, tokenizer, data.prompt_format, data.max_length, str(data.train))
-    valid = encode(valid_rows, tokenizer, data.prompt_format, data.max_length, str(data.valid or data.train)) \
-        if valid_rows else []
+    valid = encode(valid_rows, tokenizer, data.prompt_format, data.max_length, str(data.valid or data.train),
+                   required=False) if valid_rows else []
     return train, valid
