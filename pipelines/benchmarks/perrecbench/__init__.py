@@ -35,6 +35,12 @@ class PerRecBench:
                   "per mode, and pooled MAE/RMSE of point lines carrying ratings"),
     )
 
+    @property
+    def cli(self):
+        from llmrec.pipelines.benchmarks.perrecbench.cli import app
+
+        return app
+
     def build_samples(self, cfg: PerRecBenchConfig, data_dir: Path) -> list[dict]:
         interactions, items = samples.load_frames(cfg, data_dir)
         return samples.build_from_frames(cfg, interactions, items, data_dir)

@@ -154,11 +154,18 @@ def build_from_frames(cfg: PerRecBenchConfig, interactions: pd.DataFrame, items:
     """Samples for ``cfg.levels × cfg.modes`` (group-major order; ``cfg.limit`` keeps the first)."""
     prepared = prepare(interactions, cfg.groups)
     groups = build_groups(interactions, cfg.groups, cfg.levels, prepared)
+    return samples_from_groups(cfg, prepared, groups, items, data_dir)
+
+
+def samples_from_groups(cfg: PerRecBenchConfig, prepared: pd.DataFrame, groups: list[dict],
+                        items: pd.DataFrame | None, data_dir: Path | None = None, split: str = "test") -> list[dict]:
+    """Samples of the groups whose ``split`` is ``split`` (few-shot material from the "heldout" ones);
+    ``prepared``: ``groups.prepare(...)`` of the rating table the groups were built from."""
     catalog = _Catalog(items)
     records = _Records(_Histories(prepared, catalog), cfg)
     templates = {m: prompts.load_templates(cfg.prompt, m, data_dir) for m in cfg.modes}
     heldout = {lv: [g for g in groups if g["split"] == "heldout" and g["level"] == lv] for lv in cfg.levels}
-    tests = [g for g in groups if g["split"] == "test"]
+    tests = [g for g in groups if g["split"] == split]
     short = {lv: len(pool) for lv, pool in heldout.items() if len(pool) < cfg.prompt.shots}
     if short and {"pair", "list"} & set(cfg.modes):
         log.warning("perrecbench: fewer held-out groups than prompt.shots=%d at %s; those levels get fewer "

@@ -11,7 +11,9 @@ The question is the bare question (no reminder, no word limit), so the model lea
 the preference unprompted. Inserted pairs are the first k pairs of the *last four* inter-turn
 chats, as the reference's trainer takes them (the benchmark itself uses the chats from the
 first one on). Topics split 80/20; the default held-out topics are the ones the reference's
-``train_test_split(test_size=0.2, random_state=42)`` picks.
+``train_test_split(test_size=0.2, random_state=42)`` picks. ``manifest.json`` records the held-out
+(``test_topics``) and training topics; ``llmrec sft`` trains on ``train.jsonl`` (chat records:
+the last assistant message is the target) and logs the manifest with the run.
 """
 
 from __future__ import annotations
@@ -89,5 +91,9 @@ def export_sft(run_dirs: list[Path], data_dir: Path, out_dir: Path, turns: tuple
                         "inserted_turns": k, "split": split, "source_sample_id": r["sample_id"]}
                 (test if split == "test" else train).write(json.dumps(line) + "\n")
                 counts[split] += 1
+    topics = sorted({r["topic"] for r in rows})
+    manifest = {"test_topics": sorted(test_topics), "train_topics": [t for t in topics if t not in test_topics],
+                "turns": list(turns), "counts": counts, "source_runs": [str(d) for d in run_dirs]}
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     log.info("export-sft: %d train and %d test records in %s", counts["train"], counts["test"], out_dir)
     return counts
