@@ -38,7 +38,9 @@ def runs_table(uri: str | None, experiment: str | None, metrics: list[str], limi
     names = {e.experiment_id: e.name for e in exps}
     cols = [tracking.metric_key(m) for m in metrics] or headline_columns(runs)
     table = Table(title=f"MLflow runs ({tracking.tracking_uri(uri)})")
-    for c in ("experiment", "run", "kind", "setting / config") + tuple(cols):
+    for c in ("experiment", "run", "kind"):  # names stay whole (copy-pasteable); the setting folds
+        table.add_column(c, no_wrap=True)
+    for c in ("setting / config",) + tuple(cols):
         table.add_column(c, overflow="fold")
     for r in runs:
         setting = r.data.tags.get(tracking.TAG_SETTING) or "; ".join(

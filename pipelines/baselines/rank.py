@@ -12,6 +12,7 @@ import yaml
 from llmrec import tracking
 from llmrec.config import fingerprint, validate
 from llmrec.errors import ConfigError, DataError
+from llmrec.pipelines.common.jsonio import iter_jsonl
 from llmrec.models.base import build_model
 from llmrec.models.candidates import rank_candidates, round_robin_pool
 from llmrec.models.evaluation import EvalConfig, evaluate
@@ -27,16 +28,8 @@ CANDIDATE_KEYS = ("user_id", "candidates", "ids", "line")
 
 
 def read_candidates(path: Path) -> list[dict]:
-    if not Path(path).is_file():
-        raise DataError(f"candidates file not found: {path} (write one with `llmrec <benchmark> candidates`)")
     out = []
-    for no, text in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if not text.strip():
-            continue
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise DataError(f"{path}: line {no} is not valid JSON: {e.msg}") from e
+    for no, obj in iter_jsonl(path, "candidates file", "write one with `llmrec <benchmark> candidates`"):
         missing = [k for k in CANDIDATE_KEYS if k not in obj]
         if missing or len(obj["candidates"]) != len(obj["ids"]):
             raise DataError(f"{path}: line {no} needs {list(CANDIDATE_KEYS)} with one id per candidate "

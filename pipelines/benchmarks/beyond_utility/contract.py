@@ -6,11 +6,11 @@ baseline exporter or a hand-written predictions file can be fixed without readin
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 from llmrec.errors import ConfigError, DataError
+from llmrec.pipelines.common.jsonio import iter_jsonl
 from llmrec.pipelines.benchmarks.beyond_utility.metrics import METRIC_KEYS, Catalog, UserLine, compute
 
 PREDICTION_KEYS = ("user_id", "target", "candidates", "ranked", "history_len")
@@ -26,20 +26,7 @@ def _int_list(v) -> bool:
 
 def _lines(path: Path):
     """(line number, object) for every non-blank line of a JSONL file."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"file not found: {path}")
-    with open(path, encoding="utf-8") as fh:
-        for no, text in enumerate(fh, 1):
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{path}: line {no} is not valid JSON: {e.msg}") from e
-            if not isinstance(obj, dict):
-                raise DataError(f"{path}: line {no} must be a JSON object, got {type(obj).__name__}")
-            yield no, obj
+    return iter_jsonl(path)
 
 
 def user_line(obj: dict, where: str) -> UserLine:

@@ -9,23 +9,10 @@ from pathlib import Path
 import numpy as np
 
 from llmrec.pipelines.benchmarks.lrworld.builders.common import FACTORS, N_OPTIONS
+from llmrec.pipelines.common.plotting import pyplot, save_figure
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    _plt().close(fig)
-    return path
+_plt, _save = pyplot, save_figure
 
 
 def _factors(models: dict[str, dict]) -> list[str]:

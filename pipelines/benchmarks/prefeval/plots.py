@@ -7,23 +7,10 @@ from collections import defaultdict
 from pathlib import Path
 
 from llmrec.pipelines.benchmarks.prefeval.judge import ERROR_TYPES
+from llmrec.pipelines.common.plotting import pyplot, save_figure
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    _plt().close(fig)
-    return path
+_plt, _save = pyplot, save_figure
 
 
 def _scored(rows: list[dict]) -> list[dict]:
