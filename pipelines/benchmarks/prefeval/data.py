@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from pathlib import Path
 
 from llmrec.errors import DataError
@@ -46,7 +45,6 @@ REQUIRED = {
 }
 
 
-@lru_cache(maxsize=256)
 def load_topic(data_dir: Path, form: str, topic: str) -> tuple[dict, ...]:
     path = Path(data_dir) / ROOT / FORM_DIRS[form] / f"{topic}.json"
     recs = _records(path, REQUIRED[form])
@@ -57,7 +55,6 @@ def load_topic(data_dir: Path, form: str, topic: str) -> tuple[dict, ...]:
     return tuple(recs)
 
 
-@lru_cache(maxsize=8)
 def load_inter_turn_chats(data_dir: Path) -> tuple[tuple[dict, ...], ...]:
     """The inter-turn chats in file order, each a tuple of {role, content} messages."""
     path = Path(data_dir) / ROOT / INTER_TURNS
@@ -78,7 +75,6 @@ def load_inter_turn_chats(data_dir: Path) -> tuple[tuple[dict, ...], ...]:
     return tuple(out)
 
 
-@lru_cache(maxsize=8)
 def load_inter_turn_messages(data_dir: Path) -> tuple[dict, ...]:
     """All inter-turn chats' messages concatenated in file order (632 messages = 316 turns)."""
     return tuple(m for chat in load_inter_turn_chats(Path(data_dir)) for m in chat)
@@ -103,7 +99,6 @@ JUDGE_FILES = {
 }
 
 
-@lru_cache(maxsize=32)
 def judge_prompt(data_dir: Path, check: str, override: Path | None = None) -> str:
     """A judge prompt: ``override`` if given, else the reference's file in the data directory."""
     path = Path(override) if override is not None else Path(data_dir) / ROOT / JUDGE_FILES[check]
