@@ -17,11 +17,13 @@ import time
 from pathlib import Path
 
 from llmrec.config import dump_yaml, fingerprint
-from llmrec.tuning.mlflow_logging import client_for, experiment_id, log_metrics, log_params, start_run, tracking_uri
+from llmrec import tracking
+from llmrec.tracking import log_metrics, log_params
 from llmrec.tuning.sft.config import SFTConfig, with_absolute_paths
 
 log = logging.getLogger(__name__)
 STATE_FILE = "mlflow_run.json"
+SFT_HEADLINE = ("valid/loss", "loss")  # what `llmrec runs` and the MLflow view show for SFT runs
 
 try:
     from ray.train import UserCallback as _UserCallback
@@ -40,7 +42,7 @@ class MLflowStepLogger(_UserCallback):
 
     def after_report(self, run_context, metrics, checkpoint) -> None:
         if self._client is None:
-            self._client = client_for(self.uri)
+            self._client = tracking.client(self.uri)
         row = metrics[0]
         log_metrics(self._client, self.run_id, {k: v for k, v in row.items() if k != "step"}, int(row["step"]))
 
@@ -66,10 +68,12 @@ def _mlflow_run(cfg: SFTConfig, out: Path) -> str | None:
     state = out / STATE_FILE
     if state.is_file():
         return json.loads(state.read_text())["run_id"]
-    client = client_for(tracking_uri(cfg.tracking.uri))
-    exp = experiment_id(client, cfg.tracking.experiment, cfg.tracking.artifact_root)
-    run_id = start_run(client, exp, out.name, cfg.model_dump(mode="json", exclude={"tracking", "tune"}),
-                       {"llmrec.kind": "sft", "llmrec.run_dir": str(out)})
+    client = tracking.client(cfg.tracking.uri)
+    exp = tracking.ensure_experiment(client, cfg.tracking.experiment, cfg.tracking.artifact_root, SFT_HEADLINE)
+    data = cfg.model_dump(mode="json").get("data", {})
+    tags = tracking.run_tags("sft", {"data": data, "lora": cfg.model_dump(mode="json").get("lora")},
+                             fingerprint(data, 16), SFT_HEADLINE, **{"llmrec.run_dir": str(out)})
+    run_id = tracking.start_run(client, exp, out.name, cfg.model_dump(mode="json", exclude={"tracking", "tune"}), tags)
     man = manifest_path(cfg)
     if man is not None:
         client.log_artifact(run_id, str(man))
@@ -117,7 +121,7 @@ def sft_from_config(cfg: SFTConfig) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     (out / "resolved.yaml").write_text(dump_yaml(cfg), encoding="utf-8")
     model_dir = resolve_model_dir(cfg.base_model)
-    uri = tracking_uri(cfg.tracking.uri)
+    uri = tracking.tracking_uri(cfg.tracking.uri)
     run_id = _mlflow_run(cfg, out)
     resumed = any((out / "train").glob("checkpoint_*"))
     started, t0 = _ensure_ray(cfg), time.perf_counter()
@@ -126,7 +130,7 @@ def sft_from_config(cfg: SFTConfig) -> dict:
         result = trainer.fit()
     except BaseException:
         if run_id:
-            client_for(uri).set_terminated(run_id, "FAILED")
+            tracking.client(uri).set_terminated(run_id, "FAILED")
         raise
     finally:
         if started:
@@ -151,7 +155,7 @@ def _finish(cfg: SFTConfig, out: Path, result, run_id: str | None, uri: str, res
     }
     (out / "metrics.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
     if run_id:
-        client = client_for(uri)
+        client = tracking.client(uri)
         log_metrics(client, run_id, {"wall_s": wall, **({"mean_step_time_s": summary["mean_step_time_s"]}
                                                         if summary["mean_step_time_s"] else {})}, summary["steps"])
         client.set_tag(run_id, "llmrec.adapter", str(adapter))

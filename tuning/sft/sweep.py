@@ -17,9 +17,10 @@ from pathlib import Path
 from llmrec.config import dump_yaml, validate
 from llmrec.errors import ConfigError
 from llmrec.tuning.config import set_path
-from llmrec.tuning.mlflow_logging import (MLflowTrialLogger, client_for, experiment_id, log_metrics, start_run,
-                                          tracking_uri)
-from llmrec.tuning.sft.api import _ensure_ray, run_dir, trainer_for
+from llmrec import tracking
+from llmrec.tracking import log_metrics, tracking_uri
+from llmrec.tuning.mlflow_logging import MLflowTrialLogger
+from llmrec.tuning.sft.api import SFT_HEADLINE, _ensure_ray, run_dir, trainer_for
 from llmrec.tuning.sft.config import SFTConfig, with_absolute_paths
 
 log = logging.getLogger(__name__)
@@ -87,10 +88,12 @@ def sweep_from_config(cfg: SFTConfig) -> dict:
     uri, parent = tracking_uri(cfg.tracking.uri), None
     callbacks = []
     if cfg.tracking.enabled:
-        client = client_for(uri)
-        exp = experiment_id(client, cfg.tracking.experiment, cfg.tracking.artifact_root)
+        client = tracking.client(uri)
+        exp = tracking.ensure_experiment(client, cfg.tracking.experiment, cfg.tracking.artifact_root, SFT_HEADLINE)
         params = {**base, "search_space": json.dumps(cfg.tune.model_dump(mode="json")["search_space"])}
-        parent = start_run(client, exp, out.name, params, {"llmrec.kind": "sft-tune", "llmrec.run_dir": str(out)})
+        tags = tracking.run_tags("sft-tune", {"data": base.get("data")}, None, SFT_HEADLINE,
+                                 **{"llmrec.run_dir": str(out)})
+        parent = tracking.start_run(client, exp, out.name, params, tags)
         callbacks.append(SFTTrialLogger(uri, exp, parent))
     scheduler = FIFOScheduler() if t.scheduler.type == "fifo" else ASHAScheduler(
         time_attr="step", grace_period=t.scheduler.grace_period, reduction_factor=t.scheduler.reduction_factor,
@@ -124,7 +127,7 @@ def sweep_from_config(cfg: SFTConfig) -> dict:
         summary["adapter"] = str(out / "best_adapter")
     (out / "best.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
     if parent:
-        client = client_for(uri)
+        client = tracking.client(uri)
         if summary["best_value"] is not None:
             log_metrics(client, parent, {f"best/{t.metric}": summary["best_value"]})
         client.log_artifact(parent, str(out / "best.json"))
