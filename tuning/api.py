@@ -120,18 +120,11 @@ def _protocol_params(protocol: dict) -> dict:
 
 
 def _search_space(cfg: TuneConfig) -> dict:
-    from ray import tune
-
     space = {}
     base = cfg.train_config()
     for key, dim in cfg.tune.search_space.items():
         validate(TrainConfig, set_path(base, key, dim.example()), prefix="")
-        if dim.type == "choice":
-            space[key] = tune.choice(dim.values)
-        elif dim.type == "randint":
-            space[key] = tune.randint(int(dim.low), int(dim.high))
-        else:
-            space[key] = getattr(tune, dim.type)(dim.low, dim.high)
+        space[key] = dim.domain()
     return space
 
 

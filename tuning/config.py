@@ -90,6 +90,16 @@ class SearchDim(StrictModel):
             raise ValueError(f"loguniform needs low > 0 (got {self.low})")
         return self
 
+    def domain(self):
+        """The Ray Tune search domain (``tune.choice``, ``tune.randint``, ``tune.uniform``, …)."""
+        from ray import tune
+
+        if self.type == "choice":
+            return tune.choice(self.values)
+        if self.type == "randint":
+            return tune.randint(int(self.low), int(self.high))
+        return getattr(tune, self.type)(self.low, self.high)
+
     def example(self) -> Any:
         """A value of the right type, used to validate the key before the sweep starts."""
         if self.type == "choice":

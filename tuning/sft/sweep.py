@@ -53,8 +53,6 @@ def sft_trial(config: dict, base: dict, model_dir: str, storage: str) -> None:
 
 
 def _space(cfg: SFTConfig) -> dict:
-    from ray import tune
-
     base = cfg.model_dump(mode="json", exclude={"tune"})
     space = {}
     for key, dim in cfg.tune.search_space.items():
@@ -62,12 +60,7 @@ def _space(cfg: SFTConfig) -> dict:
             trial_config(base, {key: dim.example()})
         except ConfigError as e:
             raise ConfigError(f"tune.search_space['{key}']: {e}") from e
-        if dim.type == "choice":
-            space[key] = tune.choice(dim.values)
-        elif dim.type == "randint":
-            space[key] = tune.randint(int(dim.low), int(dim.high))
-        else:
-            space[key] = getattr(tune, dim.type)(dim.low, dim.high)
+        space[key] = dim.domain()
     return space
 
 
