@@ -8,6 +8,7 @@ discovery function and frozen after it.
 
 from __future__ import annotations
 
+import threading
 from typing import Callable, Generic, Iterator, TypeVar
 
 from llmrec.errors import ConfigError
@@ -26,6 +27,8 @@ class Registry(Generic[T]):
         self._discover = discover
         self._discovered = discover is None
         self._frozen = False
+        self._discovering = False
+        self._lock = threading.RLock()  # two threads' first lookups must not see a half-filled registry
 
     def register(self, name: str, item: T) -> T:
         if self._items.get(name) is item:
@@ -47,10 +50,18 @@ class Registry(Generic[T]):
         return self._frozen
 
     def discover(self) -> None:
-        """Run the discovery function once (idempotent)."""
-        if not self._discovered and self._discover is not None:
-            self._discovered = True
-            self._discover()
+        """Run the discovery function once (idempotent, thread-safe)."""
+        if self._discovered:
+            return
+        with self._lock:  # other threads wait here until discovery is complete
+            if self._discovered or self._discovering or self._discover is None:
+                return  # (a lookup from inside the discovery itself sees the partial registry)
+            self._discovering = True
+            try:
+                self._discover()
+                self._discovered = True
+            finally:
+                self._discovering = False
 
     def get(self, name: str) -> T:
         """The item registered as ``name``; ``"package.module:ATTR"`` imports an item defined

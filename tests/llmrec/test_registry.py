@@ -51,3 +51,21 @@ def test_builtin_registries_are_frozen_after_discovery():
     for reg in (BENCHMARKS, SCORE_TASKS, ENGINES, MODELS):
         reg.names()
         assert reg.frozen, reg.kind
+
+
+def test_concurrent_first_lookups_wait_for_discovery():
+    import threading
+    import time
+
+    def slow_discovery():
+        time.sleep(0.2)
+        r.register("a", A)
+
+    r = Registry("widget", slow_discovery)
+    seen = []
+    threads = [threading.Thread(target=lambda: seen.append(r.names())) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert seen == [["a"]] * 4
