@@ -7,6 +7,7 @@ baseline runs of one experiment share a table; ``--metric`` picks columns by han
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.table import Table
 
 from llmrec import tracking
@@ -38,14 +39,15 @@ def runs_table(uri: str | None, experiment: str | None, metrics: list[str], limi
     names = {e.experiment_id: e.name for e in exps}
     cols = [tracking.metric_key(m) for m in metrics] or headline_columns(runs)
     table = Table(title=f"MLflow runs ({tracking.tracking_uri(uri)})")
-    for c in ("experiment", "run", "kind"):  # names stay whole (copy-pasteable); the setting folds
-        table.add_column(c, no_wrap=True)
+    table.add_column("experiment", no_wrap=True)
+    table.add_column("run", overflow="fold", min_width=24)  # long child names fold; short names stay whole
+    table.add_column("kind", no_wrap=True)
     for c in ("setting / config",) + tuple(cols):
         table.add_column(c, overflow="fold")
     for r in runs:
         setting = r.data.tags.get(tracking.TAG_SETTING) or "; ".join(
             f"{k.split('.', 1)[1]}={r.data.params[k]}" for k in SUMMARY_PARAMS if k in r.data.params)
-        table.add_row(names.get(r.info.experiment_id, "?"), r.info.run_name or r.info.run_id[:8],
-                      r.data.tags.get(tracking.TAG_KIND, ""), setting,
+        table.add_row(escape(names.get(r.info.experiment_id, "?")), escape(r.info.run_name or r.info.run_id[:8]),
+                      escape(r.data.tags.get(tracking.TAG_KIND, "")), escape(setting),  # run names hold [setting]
                       *[f"{r.data.metrics[c]:.4f}" if c in r.data.metrics else "" for c in cols])
     return table
