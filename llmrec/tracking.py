@@ -172,9 +172,18 @@ def ensure_experiment(mlflow_client, name: str, artifact_root: str = settings.DE
 def setup(uri: str | None, experiment: str, artifact_root: str = settings.DEFAULT_ARTIFACT_ROOT,
           headline: Iterable[str] = ()) -> str:
     """Point the fluent MLflow API at the store and make sure the experiment exists; returns its id."""
+    import os
+
     import mlflow
 
+    before = os.environ.get(settings.TRACKING_URI_ENV)
     mlflow.set_tracking_uri(tracking_uri(uri))
+    # MLflow also writes the URI into the process environment, where every later subprocess (and
+    # the next config's default) would inherit it: keep the environment as the user set it.
+    if before is None:
+        os.environ.pop(settings.TRACKING_URI_ENV, None)
+    else:
+        os.environ[settings.TRACKING_URI_ENV] = before
     return ensure_experiment(client(uri), experiment, artifact_root, headline)
 
 
