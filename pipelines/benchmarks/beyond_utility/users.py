@@ -7,12 +7,12 @@ recorded in every sample (``user_draw``) and the run's metrics.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 from scipy.stats import ks_2samp
 
+from llmrec.pipelines.common.jsonio import iter_jsonl
 from llmrec.errors import DataError
 from llmrec.pipelines.benchmarks.beyond_utility.config import UserSampling
 
@@ -30,15 +30,11 @@ def read_values(path: Path, column: str = "value") -> dict[str, float]:
         if "user_id" not in frame.columns or column not in frame.columns:
             raise DataError(f"{path}: needs columns user_id and {column!r}; has {list(frame.columns)}")
         return dict(zip(frame["user_id"].astype(str), frame[column].astype(float)))
-    with open(path, encoding="utf-8") as fh:
-        for no, text in enumerate(fh, 1):
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-                out[str(obj["user_id"])] = float(obj[column])
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
-                raise DataError(f"{path}: line {no} must be {{\"user_id\": str, \"{column}\": number}} ({e})") from e
+    for no, obj in iter_jsonl(path, "users.values_path"):
+        try:
+            out[str(obj["user_id"])] = float(obj[column])
+        except (KeyError, TypeError, ValueError) as e:
+            raise DataError(f"{path}: line {no} must be {{\"user_id\": str, \"{column}\": number}} ({e})") from e
     return out
 
 
