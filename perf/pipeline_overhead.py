@@ -44,6 +44,7 @@ def main() -> None:
     t0 = time.perf_counter()
     engine = build_engine(cfg.engine)
     engine.start()
+    load_s = time.perf_counter() - t0
     ordered = [s for g in group_by_prefix(samples) for s in g]
     process_samples(bench, cfg.benchmark, ordered, lambda role: engine, retries=0, assets=assets)
     direct_s = time.perf_counter() - t0
@@ -63,6 +64,24 @@ def main() -> None:
     print(f"llmrec run    : {n / pipe_s:8.3f} samples/s  ({pipe_s:7.1f} s, incl. actor start + model load)")
     print(f"ray.init      : {ray_s:7.1f} s (once per driver; excluded above)")
     print(f"ratio llmrec/direct: {direct_s / pipe_s:.3f}   (incl. ray.init: {direct_s / (pipe_s + ray_s):.3f})")
+    t = out.stats
+    print("\nwhere the llmrec run's time goes (s):")
+    print(f"  direct: model load {load_s:6.1f}   generate+score {direct_s - load_s:6.1f}")
+    rows = [("plan (samples, assets, store)", t.get("time_plan_s", 0)),
+            ("setup (cache actor, datasets)", t.get("time_setup_s", 0)),
+            ("actor engine start (in worker)", t.get("time_engine_start_s", 0)),
+            ("worker generate+score", t.get("time_worker_s", 0)),
+            ("store writes (driver)", t.get("time_store_write_s", 0)),
+            ("stream rest: actor spawn, scheduling, transfer",
+             t.get("time_stream_s", 0) - t.get("time_engine_start_s", 0) - t.get("time_worker_s", 0)
+             - t.get("time_store_write_s", 0)),
+            ("teardown", t.get("time_teardown_s", 0)),
+            ("aggregate", t.get("time_aggregate_s", 0)),
+            ("outputs (parquet, json, publish)", t.get("time_outputs_s", 0)),
+            ("plots", t.get("time_plots_s", 0))]
+    for name, v in rows:
+        print(f"  {name:48s} {v:6.1f}")
+    print(f"  {'sum':48s} {sum(v for _, v in rows):6.1f}   (run_evaluation: {pipe_s:.1f})")
 
 
 if __name__ == "__main__":

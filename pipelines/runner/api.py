@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,13 +28,20 @@ def run_evaluation(cfg: RunConfig, data_dir: Path | None = None, progress: Progr
     log.info("%s: %d samples, %d already in the store, %d to run", p.run_dir, len(p.samples),
              len(p.samples) - len(p.pending), len(p.pending))
     fresh = stream(p, progress)
+    t0 = time.perf_counter()
     rows = collect(p)
     metrics = p.bench.aggregate(cfg.benchmark, rows)
+    t1 = time.perf_counter()
     stats = {**invocation_stats(fresh), "samples_resumed": float(len(p.samples) - len(p.pending)),
              "samples_new": float(len(fresh))}
     staged = staging_dir(p)
     files = write_outputs(p, rows, metrics, staged)
+    t2 = time.perf_counter()
     plots = p.bench.plots(cfg.benchmark, rows, staged / "plots") if rows else []
+    t3 = time.perf_counter()
     publish(p, staged, list(files.values()) + list(plots))
+    p.timings.update(time_aggregate_s=t1 - t0, time_outputs_s=time.perf_counter() - t3 + t2 - t1,
+                     time_plots_s=t3 - t2)
+    stats.update(p.timings)  # seconds per phase, logged with the run (the MLflow phase itself is not in them)
     run_id = log_mlflow(p, rows, metrics, files, plots, stats)
     return RunOutcome(p.run_dir.local_path or p.run_dir.uri, metrics, stats, run_id, files)

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -25,7 +26,7 @@ from llmrec.pipelines.common.datasets import resolve_data_dir
 from llmrec.pipelines.runner.run_config import RunConfig, absolute_locations
 from llmrec.pipelines.common.store import ResultStore
 from llmrec.pipelines.runner.placement import actor_resources, check_gpu_placement
-from llmrec.pipelines.runner.worker import decode, encode, group_by_prefix, process_samples
+from llmrec.pipelines.runner.worker import batch_timings, decode, encode, group_by_prefix, process_samples
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ class StageWorker:
         self._engine_cfgs, self._mode, self._cache = engines, mode, cache
         self._retries, self._backoff, self._run, self._timeout = retries, backoff_s, run, timeout_s
         self._engines: dict = {}
+        self._load_s = 0.0  # engine start-up time not yet reported to the driver
         # the benchmark's shared read-only assets: one object in the object store, fetched once per actor
         self._assets = ray.get(assets[0]) if assets else None
 
@@ -52,10 +54,13 @@ class StageWorker:
             cfg = self._engine_cfgs.get(role)
             if cfg is None:
                 raise ConfigError(f"benchmark stage needs a '{role}' engine; add a '{role}:' section to the config")
+            t0 = time.perf_counter()
             self._engines[role] = open_engine(cfg, self._mode, role, self._cache, self._run, self._timeout)
+            self._load_s += time.perf_counter() - t0
         return self._engines[role]
 
     def __call__(self, batch: dict) -> dict:
+        t0 = time.perf_counter()
         groups = decode(batch)
         samples = [s for g in groups for s in g]
         try:
@@ -67,7 +72,8 @@ class StageWorker:
             # on it (max_task_retries), so the batch's samples are redone, not recorded failed.
             log.error("engine dead, restarting this actor: %s", e)
             os._exit(1)
-        return encode(groups)
+        load, self._load_s = self._load_s, 0.0
+        return encode(groups, {"engine_start_s": load, "worker_s": time.perf_counter() - t0 - load})
 
 
 def open_engine(cfg: dict, mode: str, role: str, cache, run: str = "", timeout_s: float | None = None):
@@ -106,6 +112,7 @@ class RunPlan:
     store: ResultStore
     pending: list[Sample] = field(default_factory=list)
     assets: dict | None = None  # the benchmark's shared read-only data, read on the driver
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per phase (``time_*`` stats)
 
 
 def run_dir_for(cfg: RunConfig) -> storage.Storage:
@@ -115,6 +122,7 @@ def run_dir_for(cfg: RunConfig) -> storage.Storage:
 
 
 def plan(cfg: RunConfig, data_dir: Path | None = None) -> RunPlan:
+    t0 = time.perf_counter()
     cfg = absolute_locations(cfg)
     bench = get_benchmark(cfg.benchmark.name)
     where = data_dir or cfg.data.dir
@@ -136,7 +144,7 @@ def plan(cfg: RunConfig, data_dir: Path | None = None) -> RunPlan:
         store.clear()
     done = store.finished_ids()
     pending = [s for s in samples if str(s["sample_id"]) not in done]
-    return RunPlan(cfg, bench, samples, run_dir, store, pending, assets)
+    return RunPlan(cfg, bench, samples, run_dir, store, pending, assets, {"time_plan_s": time.perf_counter() - t0})
 
 
 def _engine_cfgs(cfg: RunConfig) -> dict:
@@ -168,7 +176,9 @@ def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
     if not p.pending:
         return []
     cfg, ex, run = p.config, p.config.execution, p.run_dir.name
+    t0 = time.perf_counter()
     ensure_ray(cfg.ray)
+    t_ray = time.perf_counter()
     engines = _engine_cfgs(cfg)
     check_gpu_placement(engines, ex)
     if ex.mode == "serve":
@@ -203,18 +213,30 @@ def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
     # itself because its engine died) up to execution.max_restarts times and runs its in-flight
     # batches again; lost blocks are rebuilt from lineage. A batch is written once it reaches this loop.
     written: list[Sample] = []
+    t = p.timings
+    t.update(time_ray_start_s=t_ray - t0, time_setup_s=time.perf_counter() - t_ray, time_engine_start_s=0.0,
+             time_worker_s=0.0, time_store_write_s=0.0)
+    t_start = time.perf_counter()
     try:
         for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
+            t.setdefault("time_first_batch_s", time.perf_counter() - t_start)
+            t_w = time.perf_counter()
             samples = [s for g in decode(batch) for s in g]
+            for k, v in batch_timings(batch).items():
+                t[f"time_{k}"] += v
             p.store.write(samples)
             written.extend(samples)
+            t["time_store_write_s"] += time.perf_counter() - t_w
             if progress:
                 progress(len(written), len(p.pending))
+        t["time_stream_s"] = time.perf_counter() - t_start
     finally:
+        t_stop = time.perf_counter()
         if ex.mode == "serve":
             stop_serve_apps(engines, run)
         if cache is not None:
             stop_cache_service(cache)
+        t["time_teardown_s"] = time.perf_counter() - t_stop
     return written
 
 

@@ -198,8 +198,21 @@ def group_by_prefix(samples: list[Sample]) -> list[list[Sample]]:
     return [sorted(g, key=lambda s: -int(s.get("prefix_len") or 0)) for g in groups.values()]
 
 
-def encode(groups: list[list[Sample]]) -> dict[str, list]:
-    return {"group": [json.dumps(g) for g in groups]}
+def encode(groups: list[list[Sample]], timings: dict[str, float] | None = None) -> dict[str, list]:
+    """One row per prefix group; a batch's ``timings`` (seconds) ride on its first row."""
+    out: dict[str, list] = {"group": [json.dumps(g) for g in groups]}
+    if timings is not None:
+        out["timing"] = [json.dumps(timings if i == 0 else {}) for i in range(len(groups))]
+    return out
+
+
+def batch_timings(batch: dict) -> dict[str, float]:
+    """The summed ``timings`` a worker put on a batch's rows (see ``encode``)."""
+    out: dict[str, float] = {}
+    for t in batch.get("timing", ()):
+        for k, v in json.loads(t).items():
+            out[k] = out.get(k, 0.0) + float(v)
+    return out
 
 
 def decode(batch: dict) -> list[list[Sample]]:

@@ -81,6 +81,11 @@ def test_runner_end_to_end_with_failures_and_resume(tmp_path, local_ray):
     assert recs["toy-6"]["follow_ups"] == ["yes", "yes"]
     # 5 ok samples x (1 ask + 2 rounds) + the over-long prompt (counted, over_context) = engine calls
     assert first.stats["samples_new"] == 8
+    # seconds per phase: the workers report their engine start and compute, the driver the rest
+    t = first.stats
+    assert t["time_worker_s"] > 0 and t["time_engine_start_s"] >= 0 and t["time_plan_s"] > 0
+    assert t["time_first_batch_s"] <= t["time_stream_s"]
+    assert t["time_worker_s"] + t["time_engine_start_s"] + t["time_store_write_s"] <= t["time_stream_s"] + 1.0
     # resume: ok and over_context are final; the two failed samples are retried (and fail again)
     again = run_evaluation(cfg)
     assert again.stats["samples_resumed"] == 6 and again.stats["samples_new"] == 2
@@ -98,6 +103,7 @@ def test_runner_end_to_end_with_failures_and_resume(tmp_path, local_ray):
     assert len(parent) == 1 and len(children) == 2
     assert parent[0].data.tags["llmrec.headline"] == "accuracy,failed"
     assert parent[0].data.metrics["accuracy"] == 1.0
+    assert parent[0].data.metrics["time_worker_s"] > 0  # the phase timings are logged with the run
 
 
 @pytest.mark.parametrize("bad", [{"n": 0}, {"rounds": -1}])

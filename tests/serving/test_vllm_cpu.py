@@ -77,6 +77,7 @@ def _check_outputs(outcome, n: int) -> None:
     for name in ("samples.parquet", "predictions.jsonl", "metrics.json"):
         assert (outcome.run_dir / name).is_file(), name
     assert outcome.metrics["n_answered"] == n
+    # cached-token counts are read from vLLM (test_prefix_cache_reuse_is_counted shows them non-zero)
     assert outcome.stats["prompt_tokens"] > 0 and 0.0 <= outcome.stats["prefix_cache_hit_rate"] <= 1.0
 
 
@@ -119,3 +120,41 @@ def test_serve_mode_through_ray_serve_llm(tmp_path, ray_here):
     print(f"\n[vllm-cpu] serve mode (ray.serve.llm deploy + run): {time.perf_counter() - t0:.1f}s for 3 samples; "
           f"stats {outcome.stats}")
     _check_outputs(outcome, 3)
+
+
+def _shared_prefix_requests():
+    from llmrec.types import Message, Request, SamplingParams
+
+    shared = "The quick brown fox jumps over the lazy dog. " * 200  # ~2,000 tokens
+    return [Request(messages=[Message(role="user", content=shared + f"Question {i}: which animal?")],
+                    sampling=SamplingParams(max_tokens=4, temperature=0)) for i in range(3)]
+
+
+def _assert_followers_hit(results) -> None:
+    # one call, three prompts sharing ~2,000 tokens: the first computes the prefix, the other two
+    # start once it is cached (shared_prefix_first) and read it from vLLM's prefix cache
+    assert results[0].cached_prompt_tokens == 0, results
+    assert all(r.cached_prompt_tokens >= 1024 for r in results[1:]), results
+
+
+def test_prefix_cache_reuse_is_counted(ray_here):
+    """Actors-mode engine (AsyncLLM) and a ray.serve.llm app: the same three requests, the
+    cached-token counts read from vLLM (num_cached_tokens / usage.prompt_tokens_details)."""
+    from ray import serve
+
+    from llmrec.serving.engine import build_engine
+    from llmrec.serving.engines.vllm.serve import VLLMServeClient, deploy_llm_app
+
+    engine = build_engine({**ENGINE})
+    engine.start()
+    try:
+        _assert_followers_hit(engine.generate(_shared_prefix_requests()))
+    finally:
+        engine.close()
+    cfg = build_engine({**ENGINE}).config
+    served = deploy_llm_app(cfg, "llmrec-prefix-test", replicas=1, num_cpus=1, num_gpus=0)
+    try:
+        client = VLLMServeClient(type(cfg).model_validate(served))
+        _assert_followers_hit(client.generate(_shared_prefix_requests()))
+    finally:
+        serve.delete("llmrec-prefix-test")

@@ -26,6 +26,7 @@ from llmrec.serving.engine import register_engine
 from llmrec.serving.engines.vllm import prompts
 from llmrec.serving.engines.vllm.config import VLLMEngineConfig, engine_args
 from llmrec.serving.engines.vllm.embedded import resolve_model
+from llmrec.serving.prefix_order import leaders
 from llmrec.types import Request, Result
 
 log = logging.getLogger(__name__)
@@ -138,11 +139,21 @@ class VLLMEngine:
             kw["structured_outputs"] = StructuredOutputsParams(**spec)
         return self._vllm.SamplingParams(**kw)
 
-    async def _one(self, request: Request, ids: list[int]) -> Result:
+    async def _one(self, request: Request, ids: list[int], after: asyncio.Event | None = None,
+                   prefilled: asyncio.Event | None = None) -> Result:
+        """One request; waits for ``after`` (a leader's prefill), sets ``prefilled`` at its first output."""
+        if after is not None:
+            await after.wait()
         t0, final = time.perf_counter(), None
         rid = f"{request.request_id or 'req'}-{uuid.uuid4().hex[:8]}"
-        async for out in self._llm.generate({"prompt_token_ids": ids}, self._sampling(request), rid):
-            final = out
+        try:
+            async for out in self._llm.generate({"prompt_token_ids": ids}, self._sampling(request), rid):
+                final = out
+                if prefilled is not None:
+                    prefilled.set()
+        finally:
+            if prefilled is not None:
+                prefilled.set()  # a failed leader never holds its followers back
         comp = final.outputs[0]
         return Result(text=comp.text, prompt_tokens=len(ids), completion_tokens=len(comp.token_ids),
                       cached_prompt_tokens=int(final.num_cached_tokens or 0),
@@ -152,19 +163,23 @@ class VLLMEngine:
     def generate(self, requests: list[Request]) -> list[Result]:
         self.start()
         results: list[Result | None] = [None] * len(requests)
-        jobs = []
+        todo = []
         for i, req in enumerate(requests):
             ids = self._tokens(req)
             if len(ids) + req.sampling.max_tokens > self.context_limit:
                 e = ContextOverflow(len(ids), self.context_limit, req.sampling.max_tokens)
                 results[i] = Result.over_context(req, len(ids), str(e))
             else:
-                jobs.append((i, self._one(req, ids)))
-        if jobs:
+                todo.append((i, ids))
+        lead = leaders([ids for _, ids in todo], self.config.shared_prefix_first)
+        if todo:
             async def gather():
-                return await asyncio.gather(*(c for _, c in jobs), return_exceptions=True)
+                events = {j: asyncio.Event() for j in set(lead) if j is not None}
+                jobs = [self._one(requests[i], ids, events.get(lead[j]) if lead[j] is not None else None,
+                                  events.get(j)) for j, (i, ids) in enumerate(todo)]
+                return await asyncio.gather(*jobs, return_exceptions=True)
 
-            for (i, _), out in zip(jobs, self._run(gather())):
+            for (i, _), out in zip(todo, self._run(gather())):
                 results[i] = self._settle(requests[i], out)
         return results  # type: ignore[return-value]
 

@@ -14,12 +14,13 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 from llmrec.errors import ConfigError, EngineError
 from llmrec.serving.engines.vllm import prompts
 from llmrec.serving.engines.vllm.config import VLLMEngineConfig, engine_args
 from llmrec.serving.engines.vllm.embedded import resolve_model
+from llmrec.serving.prefix_order import leaders
 from llmrec.types import Request, Result
 
 log = logging.getLogger(__name__)
@@ -53,16 +54,24 @@ def _serve_port() -> int:
     raise EngineError(f"Serve's HTTP proxy on 127.0.0.1:{port} did not start in 3 tries")
 
 
+ROUTERS = {"prefix_cache": {"request_router_config": {
+               "request_router_class": "ray.serve.llm.request_router.PrefixCacheAffinityRouter"}},
+           "power_of_two": {}}
+
+
 def llm_config_kwargs(cfg: VLLMEngineConfig, model_source: str, replicas: int, num_cpus: float,
                       num_gpus: float) -> dict:
     """``LLMConfig`` arguments: one replica = one engine placed on TP×PP bundles (CPU-only when no GPU)."""
     kw = {k: v for k, v in engine_args(cfg, model_source).items() if k != "model"}
+    # a frontend argument (Ray routes it to vLLM's FrontendArgs): without it the OpenAI server
+    # leaves ``usage.prompt_tokens_details.cached_tokens`` out and prefix-cache hits read as 0
+    kw.setdefault("enable_prompt_tokens_details", True)
     bundle = {"CPU": num_cpus, "GPU": 1} if num_gpus > 0 else {"CPU": num_cpus}
     out = {"model_loading_config": {"model_id": cfg.model, "model_source": model_source},
            "engine_kwargs": kw,
            "placement_group_config": {"bundles": [dict(bundle) for _ in range(cfg.gpus_per_replica)]
                                       if num_gpus > 0 else [bundle]},
-           "deployment_config": {"num_replicas": replicas}}
+           "deployment_config": {"num_replicas": replicas, **ROUTERS[cfg.router]}}
     if cfg.lora_config is not None:
         out["lora_config"] = cfg.lora_config
     return out
@@ -184,6 +193,11 @@ class VLLMServeClient:
                       finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
                       latency_s=time.perf_counter() - t0, request_id=request.request_id)
 
+    def _after(self, leader, request: Request, ids: list[int]) -> Result:
+        if leader is not None:
+            wait([leader])  # its prompt is in the replica's prefix cache now (same replica: the prefix-cache router)
+        return self._one(request, ids)
+
     def generate(self, requests: list[Request]) -> list[Result]:
         self.start()
         ids = [self._tokens(r) for r in requests]
@@ -196,9 +210,14 @@ class VLLMServeClient:
                                                  f"is {self.context_limit}")
             else:
                 todo.append(i)
+        lead = leaders([ids[i] for i in todo], self.config.shared_prefix_first)
         with ThreadPoolExecutor(max_workers=max(1, min(len(todo), self._max_concurrency))) as pool:
-            for i, res in zip(todo, pool.map(lambda i: self._one(requests[i], ids[i]), todo)):
-                results[i] = res
+            futures: list = []
+            for j, i in enumerate(todo):  # a follower starts once its leader (submitted earlier) has answered
+                after = futures[lead[j]] if lead[j] is not None else None
+                futures.append(pool.submit(self._after, after, requests[i], ids[i]))
+            for i, fut in zip(todo, futures):
+                results[i] = fut.result()
         if todo and all(results[i].finish_reason == "error" and "unreachable" in (results[i].error or "")
                         for i in todo):
             raise EngineError(f"vLLM app {self.config.base_url} is unreachable: {results[todo[0]].error}")
