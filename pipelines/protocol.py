@@ -155,3 +155,10 @@ class Benchmark(Protocol):
     def aggregate(self, cfg: BenchmarkConfig, rows: list[Sample]) -> dict[str, float]: ...
 
     def plots(self, cfg: BenchmarkConfig, rows: list[Sample], out_dir: Path) -> list[Path]: ...
+
+
+def protocol_record(bench: Benchmark, cfg: BenchmarkConfig) -> dict[str, Any]:
+    """The config keys a run records in its MLflow ``protocol`` tag: the benchmark's ``protocol_keys``
+    (the options that change what is measured, e.g. a deliberate difference from the reference)."""
+    keys = getattr(bench, "protocol_keys", ())
+    return {k: v for k, v in cfg.model_dump(mode="json").items() if k in keys}
