@@ -138,7 +138,8 @@ class Benchmark(Protocol):
     score_tasks: tuple[ScoreTask, ...]
     data: DataManifest | None
     # optional: ``cli`` — a typer.Typer mounted as ``llmrec <name> ...`` (benchmark-specific verbs);
-    # ``protocol_keys`` — config keys recorded in the MLflow ``protocol`` tag;
+    # ``protocol_keys`` — config keys recorded in the MLflow ``protocol`` tag (``protocol_record``): every
+    #   option that changes what is measured, e.g. a named difference from the reference;
     # ``predictions(rows)`` — the lines of ``predictions.jsonl`` for ``llmrec score``;
     # ``headline_metrics`` — tuple of metric keys shown by ``llmrec runs`` and pinned in the MLflow UI
     # ``assets(cfg, data_dir) -> dict`` — read-only data every sample's stages share (e.g. a corpus,

@@ -53,7 +53,8 @@ def test_movielens_perrecbench_end_to_end(tmp_path, local_ray):
     assert scored["ptc"] == pytest.approx(m["ptc"]) and scored["missed"] == m["missed"]
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlruns.db")
     run = mlflow.get_run(out.mlflow_run_id)
-    assert json.loads(run.data.tags["protocol"])["levels"] == ["easy", "medium"]
+    protocol = json.loads(run.data.tags["protocol"])
+    assert protocol["levels"] == ["easy", "medium"] and protocol["sampling"]["constrained"] is False
     arts = {a.path for a in mlflow.MlflowClient().list_artifacts(out.mlflow_run_id)}
     assert any(a.endswith(".csv") for a in arts), arts  # the Table-1 style results table
 
