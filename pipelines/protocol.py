@@ -138,7 +138,8 @@ class Benchmark(Protocol):
     score_tasks: tuple[ScoreTask, ...]
     data: DataManifest | None
     # optional: ``cli`` — a typer.Typer mounted as ``llmrec <name> ...`` (benchmark-specific verbs);
-    # ``protocol_keys`` — config keys recorded in the MLflow ``protocol`` tag;
+    # ``protocol_keys`` — config keys recorded in the MLflow ``protocol`` tag (``protocol_record``): every
+    #   option that changes what is measured, e.g. a named difference from the reference;
     # ``predictions(rows)`` — the lines of ``predictions.jsonl`` for ``llmrec score``;
     # ``headline_metrics`` — tuple of metric keys shown by ``llmrec runs`` and pinned in the MLflow UI
     # ``assets(cfg, data_dir) -> dict`` — read-only data every sample's stages share (e.g. a corpus,
@@ -155,3 +156,10 @@ class Benchmark(Protocol):
     def aggregate(self, cfg: BenchmarkConfig, rows: list[Sample]) -> dict[str, float]: ...
 
     def plots(self, cfg: BenchmarkConfig, rows: list[Sample], out_dir: Path) -> list[Path]: ...
+
+
+def protocol_record(bench: Benchmark, cfg: BenchmarkConfig) -> dict[str, Any]:
+    """The config keys a run records in its MLflow ``protocol`` tag: the benchmark's ``protocol_keys``
+    (the options that change what is measured, e.g. a deliberate difference from the reference)."""
+    keys = getattr(bench, "protocol_keys", ())
+    return {k: v for k, v in cfg.model_dump(mode="json").items() if k in keys}

@@ -12,6 +12,7 @@ import pandas as pd
 
 from llmrec import tracking
 from llmrec.config import dump_yaml, fingerprint
+from llmrec.pipelines.protocol import protocol_record
 from llmrec.pipelines.runner.execution import RunPlan
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,7 @@ def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Pat
     run_id = p.run_dir.read_text("mlflow_run_id").strip() if p.run_dir.exists("mlflow_run_id") else None
     engine = cfg.engine
     model = getattr(engine, "model", None) or getattr(engine, "model_path", None) or engine.type
-    protocol = {k: v for k, v in cfg.benchmark.model_dump(mode="json").items() if k in getattr(p.bench, "protocol_keys", ())}
+    protocol = protocol_record(p.bench, cfg.benchmark)
     tags = tracking.run_tags("run", protocol, data_fingerprint(p), headline, benchmark=p.bench.name,
                              engine=engine.type, model=str(model))
     try:

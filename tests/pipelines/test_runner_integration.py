@@ -63,6 +63,8 @@ def test_run_resume_and_cached_rerun(tmp_path, data_root, local_ray):
     assert p.data.metrics["accuracy"] == pytest.approx(first.metrics["accuracy"])
     assert "accuracy_ci_low" in p.data.metrics and p.data.params["engine.type"] == "fake"
     assert p.data.tags["git_commit"] and p.data.tags["data_fingerprint"]
+    protocol = json.loads(p.data.tags["protocol"])  # the reference's MCQ defaults, recorded with the run
+    assert (protocol["constrain_choice"], protocol["answer_max_tokens"], protocol["pref_reply_max_tokens"]) == (False, 5, None)
     arts = {a.path for a in mlflow.MlflowClient().list_artifacts(p.info.run_id)}
     assert {"samples.parquet", "resolved.yaml", "metrics.json", "accuracy_by_turns.png"} <= arts
     # the rule for "Las Vegas" questions fired where the question mentions it

@@ -32,7 +32,9 @@ ENGINE = {"type": "vllm", "model": "embedded", "dtype": "float32", "enforce_eage
 def _config(tmp_path, mode: str) -> RunConfig:
     return validate(RunConfig, {
         "benchmark": {"name": "prefeval", "task": "mcq", "topics": ["travel_restaurant"], "forms": ["explicit"],
-                      "turns": [2], "methods": ["zero-shot"], "per_topic": 3, "pref_reply_max_tokens": 16},
+                      "turns": [2], "methods": ["zero-shot"], "per_topic": 3, "pref_reply_max_tokens": 16,
+                      # not the reference defaults (free-form, 5 tokens): the base model needs closed choices
+                      "constrain_choice": True, "answer_max_tokens": 16},
         "engine": ENGINE,
         "execution": {"mode": mode, "batch_size": 1, "backoff_s": 0.01},
         "ray": {"num_cpus": 4},

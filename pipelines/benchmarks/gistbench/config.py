@@ -82,7 +82,8 @@ class SpecificityConfig(StrictModel):
     overlap_filter: bool = Field(True, description="ask the judge which pool objects overlap the user's interests")
     pool_text_chars: int = Field(200, ge=10, description="object text shown in the overlap prompt")
     exclude_user_objects: bool = Field(
-        True, description="distractors never come from the user's own history (paper appendix 11; the reference allows it)"
+        False, description="false (default, the reference): distractors may come from the user's own history; "
+        "true (option, paper appendix 11): never from it"
     )
     seed: int = Field(42, description="base of every stable seed (pool, backing sample, distractors, shuffle)")
     max_tokens: int = Field(4096, ge=4, description="completion cap of an IS judge call (reference: 4096)")

@@ -81,8 +81,9 @@ class SamplingConfig(StrictModel):
     profile_temperature: float = Field(0.0, ge=0, description="profile generation temperature")
     max_attempts: int = Field(5, ge=1, description="calls per prompt until the answer parses (reference "
                               "max_retries=5: five calls in all); still unparsable = missed")
-    constrained: bool = Field(True, description="ask the engine for constrained output: a JSON schema for "
-                              "point/list, the closed choices for pair (off with cot)")
+    constrained: bool = Field(False, description="false (default, the reference): free text, re-asked until it "
+                              "parses (max_attempts); true (option): ask the engine for constrained output, a JSON "
+                              "schema for point/list, the closed choices for pair (never with cot)")
 
 
 class PerRecBenchConfig(BenchmarkConfig):

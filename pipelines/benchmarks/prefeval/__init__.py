@@ -32,7 +32,9 @@ class PrefEval:
     name = "prefeval"
     config_cls = PrefEvalConfig
     group_keys = ("task", "form", "turns", "method", "position", "extra_prefs", "conflict")
-    protocol_keys = ("task", "topics", "forms", "turns", "methods", "seed", "judge_mode", "truncation")
+    protocol_keys = ("task", "topics", "forms", "turns", "methods", "seed", "judge_mode", "truncation",
+                     "constrain_choice", "answer_max_tokens", "pref_reply_max_tokens", "gen_max_tokens",
+                     "templates", "system_prompt")
     headline_metrics = ("accuracy", "missed_rate", "failed", "over_context")
     data = _manifest()
     score_tasks = (

@@ -56,9 +56,14 @@ class PrefEvalConfig(BenchmarkConfig):
     per_topic: int | None = Field(None, ge=1, description="first N preference/question pairs per topic (None = all)")
     seed: int = Field(41, description="seed for option shuffling and for picking extra preferences (stable per sample)")
     system_prompt: str | None = Field("You are a helpful assistant.", description="system message (None: none)")
-    pref_reply_max_tokens: int = Field(300, ge=1, description="tokens for the model's live reply to an explicit preference statement")
-    answer_max_tokens: int = Field(16, ge=1, description="tokens for the MCQ answer")
-    constrain_choice: bool = Field(True, description="ask the engine to emit exactly one <choice>X</choice> (grammar/structured output)")
+    pref_reply_max_tokens: int | None = Field(
+        None, ge=1, description="tokens for the model's live reply to an explicit (or extra/conflicting) preference "
+        "statement; None (default, the reference): the task's cap, answer_max_tokens for mcq (the reference's "
+        "max_mcq_tokens also truncates this reply) and gen_max_tokens for gen")
+    answer_max_tokens: int = Field(5, ge=1, description="tokens for the MCQ answer (reference max_mcq_tokens: 5)")
+    constrain_choice: bool = Field(
+        False, description="false (default, the reference): free-form answer parsed from <choice>; true (option): "
+        "ask the engine to emit exactly one <choice>X</choice> (grammar/structured output)")
     # generation task
     gen_max_tokens: int = Field(300, ge=1, description="tokens for a generated answer (and for the self-critic critique)")
     word_limit: int = Field(300, ge=1, description="the word limit asked for in the generation question")
@@ -83,6 +88,12 @@ class PrefEvalConfig(BenchmarkConfig):
     conflicting_preferences: Path | None = Field(
         None, description="JSON/JSONL file of {topic, task_id, conflicting_preference}; listed pairs also run with it stated first")
     templates: PrefEvalTemplates = Field(default_factory=PrefEvalTemplates)
+
+    def pref_reply_tokens(self) -> int:
+        """The live preference reply's cap: the override, else the reference's cap for the task."""
+        if self.pref_reply_max_tokens is not None:
+            return self.pref_reply_max_tokens
+        return self.answer_max_tokens if self.task == "mcq" else self.gen_max_tokens
 
     @field_validator("topics")
     @classmethod

@@ -38,12 +38,12 @@ def subject_stages(cfg: PrefEvalConfig) -> list[LLMStage | LoopStage]:
     def render_reply(s: Sample) -> Request | None:
         if s["form"] != "explicit":
             return None
-        return _subject(s, prompts.system(cfg) + [Message(**m) for m in s["_preference"]], cfg.pref_reply_max_tokens)
+        return _subject(s, prompts.system(cfg) + [Message(**m) for m in s["_preference"]], cfg.pref_reply_tokens())
 
     def statement_requests(s: Sample) -> list[Request]:
         if "statement_replies" in s or not s.get("_statements"):
             return []
-        return [_subject(s, prompts.system(cfg) + [Message(role="user", content=text)], cfg.pref_reply_max_tokens)
+        return [_subject(s, prompts.system(cfg) + [Message(role="user", content=text)], cfg.pref_reply_tokens())
                 for _, text in s["_statements"]]
 
     def accept_statements(s: Sample, reqs: list[Request], results: list[Result]) -> dict:

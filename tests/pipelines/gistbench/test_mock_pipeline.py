@@ -130,11 +130,21 @@ def test_stages_record_what_they_did(setup):
     assert (u1["Sourdough Bread Baking"]["correct"], u1["Sourdough Bread Baking"]["backing"]) == (0, 0)
     assert u1["Sourdough Bread Baking"]["insufficient_exp_pos"] is True
     probe = a["1"]["specificity"]["Music Instruments and Theory"]
-    assert len(probe["test_ids"]) == 5 + 15  # the pool minus user 1's own ten objects
-    assert not set(probe["test_ids"]) - set(probe["backing"]) & {str(i) for i in range(1, 11)}
+    # default = the reference: distractors come from the whole pool, user 1's other objects included
+    assert len(probe["test_ids"]) == 25
+    assert set(probe["test_ids"]) - set(probe["backing"]) & {str(i) for i in range(1, 11)}
     assert "_chunks" not in a["1"] and "_pool" not in a["1"]  # transient inputs are not stored
     trail = {x["interest"]: x for x in _by_user(rows["B"])["1"]["interests_scored"]}["Trail Running"]
     assert trail["verified"] and trail["counts"]["explicit_positive"] == 1 and trail["counts"]["implicit_positive"] == 2
+
+
+def test_exclude_user_objects_option_keeps_the_users_own_objects_out(setup):
+    cfg, _, judge, data_dir, _ = setup
+    rows = run_model("A", cfg.model_copy(update={"specificity": cfg.specificity.model_copy(
+        update={"exclude_user_objects": True})}), data_dir, judge)
+    probe = _by_user(rows)["1"]["specificity"]["Music Instruments and Theory"]
+    assert len(probe["test_ids"]) == 5 + 15  # the pool minus user 1's own ten objects
+    assert not set(probe["test_ids"]) - set(probe["backing"]) & {str(i) for i in range(1, 11)}
 
 
 def test_taxonomy_is_shared_across_models(setup):

@@ -45,7 +45,7 @@ def test_distractor_sets_identical_across_processes():
 
 
 def test_test_set_shape():
-    cfg = SpecificityConfig()
+    cfg = SpecificityConfig(exclude_user_objects=True)  # the option (paper appendix 11)
     objects = {f"o{i}": f"text {i}" for i in range(200)}
     history = {f"o{i}": objects[f"o{i}"] for i in range(10)}
     pool = build_pool(objects, cfg.pool_size, cfg.seed)
@@ -56,9 +56,10 @@ def test_test_set_shape():
     assert len(probe.items) == 50 and len(set(probe.ids)) == 50
     distractors = set(probe.ids) - set(probe.backing)
     assert not distractors & set(history) and "o50" not in distractors
-    # the reference's behaviour: the user's other objects may be distractors
-    ref = build_test_set("u", "x", ["o1"], history, overlap_candidates(pool, set(history), False), set(),
-                         cfg.model_copy(update={"exclude_user_objects": False}))
+    # the reference's behaviour (the default): the user's other objects may be distractors
+    ref_cfg = SpecificityConfig()
+    ref = build_test_set("u", "x", ["o1"], history,
+                         overlap_candidates(pool, set(history), ref_cfg.exclude_user_objects), set(), ref_cfg)
     assert ref.backing == ["o1"] and len(ref.items) == 50
     assert build_test_set("u", "x", ["zz"], history, cands, set(), cfg).items == []  # nothing to back it
 

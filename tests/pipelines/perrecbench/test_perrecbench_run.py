@@ -14,8 +14,10 @@ from tests.conftest import require_data
 
 pytestmark = pytest.mark.slow
 
+# free text, as the reference (sampling.constrained: false, the default): every mode's answer is parsed from it
 ENGINE_FAKE = {"type": "fake", "default": '{"predicted_rating": 4}',
-               "rules": [{"contains": "predicted_ranking", "reply": '{"predicted_ranking": [2, 1, 3]}'}]}
+               "rules": [{"contains": "predicted_ranking", "reply": '{"predicted_ranking": [2, 1, 3]}'},
+                         {"contains": "Which user prefer", "reply": "[User A]"}]}
 
 
 def write(tmp_path, engine, groups=2):
@@ -51,7 +53,8 @@ def test_movielens_perrecbench_end_to_end(tmp_path, local_ray):
     assert scored["ptc"] == pytest.approx(m["ptc"]) and scored["missed"] == m["missed"]
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlruns.db")
     run = mlflow.get_run(out.mlflow_run_id)
-    assert json.loads(run.data.tags["protocol"])["levels"] == ["easy", "medium"]
+    protocol = json.loads(run.data.tags["protocol"])
+    assert protocol["levels"] == ["easy", "medium"] and protocol["sampling"]["constrained"] is False
     arts = {a.path for a in mlflow.MlflowClient().list_artifacts(out.mlflow_run_id)}
     assert any(a.endswith(".csv") for a in arts), arts  # the Table-1 style results table
 
@@ -61,7 +64,9 @@ def test_embedded_model_one_group(tmp_path, local_ray):
     data = require_data("ml-100k", "u.data").parents[1]
     engine = {"type": "llamacpp", "n_ctx": 4096, "n_threads": 2}
     cfg = load_run_config(write(tmp_path, engine, groups=1),
-                          ["benchmark.levels=[easy]", "benchmark.modes=[point,list]", "benchmark.prompt.profile=false"])
+                          ["benchmark.levels=[easy]", "benchmark.modes=[point,list]", "benchmark.prompt.profile=false",
+                           # not the reference default (free text): the 270M base model needs constrained answers
+                           "benchmark.sampling.constrained=true"])
     out = run_evaluation(cfg, data)
     m = out.metrics
     assert m["n_samples"] == 2 and m["failed"] == 0 and m["over_context"] == 0

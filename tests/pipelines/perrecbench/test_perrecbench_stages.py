@@ -8,11 +8,13 @@ import json
 import pandas as pd
 import pytest
 
+from llmrec import tracking
 from llmrec.pipelines.benchmarks.perrecbench import BENCHMARK
 from llmrec.pipelines.benchmarks.perrecbench.config import PerRecBenchConfig
 from llmrec.pipelines.benchmarks.perrecbench.profiles import profile_request
 from llmrec.pipelines.benchmarks.perrecbench.samples import build_from_frames
 from llmrec.pipelines.benchmarks.perrecbench.stages import slot_requests
+from llmrec.pipelines.protocol import protocol_record
 from llmrec.pipelines.runner.worker import process_samples
 from llmrec.serving.engines.fake import FakeEngine, FakeEngineConfig
 from tests.conftest import require_data
@@ -132,7 +134,8 @@ def test_profile_requests_are_identical_across_modes_so_the_cache_answers_them()
 
 def test_constraints_follow_the_switch_and_cot():
     inter, items = tables()
-    for over, expect in (({}, True), ({"sampling": {"constrained": False}}, False), ({"prompt": {"cot": True}}, False)):
+    for over, expect in (({}, False), ({"sampling": {"constrained": True}}, True),
+                         ({"sampling": {"constrained": True}, "prompt": {"cot": True}}, False)):
         cfg = config(levels=["easy"], **over)
         for s in build_from_frames(cfg, inter, items):
             s["profiles"] = {}
@@ -204,3 +207,20 @@ def test_bad_configs_fail_at_load_naming_the_key(bad, match):
 
     with pytest.raises(ConfigError, match=match):
         benchmark_config({"name": "perrecbench", **bad})
+
+
+def test_default_is_the_references_free_text_with_five_calls_and_is_recorded_in_protocol():
+    """Reference: no output constraint; an unparsable answer is re-asked (max_retries = 5 calls in
+    all), then "format_not_correct" = missed. The option is in the run's ``protocol`` tag."""
+    defaults = PerRecBenchConfig()
+    assert defaults.sampling.constrained is False and defaults.sampling.max_attempts == 5
+    tag = json.loads(tracking.run_tags("run", protocol_record(BENCHMARK, defaults))[tracking.TAG_PROTOCOL])
+    assert tag["sampling"]["constrained"] is False and tag["sampling"]["max_attempts"] == 5
+    out, rec = run(config(levels=["easy"], modes=["point"]), default="I would say 4 stars")
+    asked = [r for r in rec.requests if "[User History]" in r.messages[-1].content]
+    assert all(r.constraint is None and r.sampling.max_tokens == 800 for r in asked)
+    assert sorted(r.sampling.seed for r in asked) == [k for k in range(5) for _ in range(4)]  # 2 groups x 2 users
+    assert all(s["prediction"] == [None, None] and s["missed"] for s in out)
+    # free text is parsed as the reference does: the last {...} of the reply
+    out, _ = run(config(levels=["easy"], modes=["point"]), default='Sure. {"predicted_rating": 5} Done.')
+    assert all(s["prediction"] == [5, 5] and not s["missed"] for s in out)

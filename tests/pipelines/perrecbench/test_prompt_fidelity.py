@@ -106,3 +106,6 @@ def test_default_prompts_equal_the_reference_construction(built):
             assert [m.role for m in req.messages] == ["system", "user"], s["sample_id"]
             assert req.messages[0].content == (code / sys_file).read_text(), (s["sample_id"], tag)
             assert req.messages[1].content == expected, (s["sample_id"], tag)
+            # sent as the reference sends it: free text, temperature 0.1, 800 tokens (pair: 512)
+            assert req.constraint is None and req.sampling.temperature == 0.1, (s["sample_id"], tag)
+            assert req.sampling.max_tokens == (512 if mode == "pair" else 800), (s["sample_id"], tag)

@@ -13,11 +13,15 @@ from tests.pipelines.conftest import config
 pytestmark = pytest.mark.slow
 pytest.importorskip("llama_cpp", reason="llama-cpp-python (extra 'cpu') is not installed")
 
+# not the reference defaults (free-form answers in 5 tokens, the preference reply capped at 5): the 270M base
+# model needs closed choices, and a short real reply keeps the prefix test meaningful
+OLD = {"constrain_choice": True, "answer_max_tokens": 16}
+
 
 def test_embedded_model_run_and_cached_rerun(tmp_path, data_root, local_ray):
     engine = {"type": "llamacpp", "n_ctx": 4096, "n_threads": 2, "choice_mode": "score"}
     cfg = load_run_config(config(tmp_path, engine=engine, topics=["travel_restaurant"], forms=["explicit"],
-                                 turns=[0, 1], methods=["zero-shot"], per_topic=1, pref_reply_max_tokens=16))
+                                 turns=[0, 1], methods=["zero-shot"], per_topic=1, pref_reply_max_tokens=16, **OLD))
     first = run_evaluation(cfg, data_root)
     assert first.metrics["n_answered"] == 2 and first.metrics["failed"] == 0
     recs = list(ResultStore(first.run_dir / "results").load().values())
@@ -30,7 +34,7 @@ def test_embedded_model_run_and_cached_rerun(tmp_path, data_root, local_ray):
     assert first.stats["prefix_cache_hit_rate"] > 0  # the two answers share the preference prefix
     rerun = run_evaluation(load_run_config(config(tmp_path, engine=engine, topics=["travel_restaurant"],
                                                   forms=["explicit"], turns=[0, 1], methods=["zero-shot"],
-                                                  per_topic=1, pref_reply_max_tokens=16),
+                                                  per_topic=1, pref_reply_max_tokens=16, **OLD),
                                            ["output.resume=false"]), data_root)
     assert rerun.stats["engine_calls"] == 0 and rerun.metrics["accuracy"] == first.metrics["accuracy"]
 
@@ -43,7 +47,7 @@ def test_prefix_reuse_does_not_change_answers(data_root):
     from llmrec.serving.engines.llamacpp import LlamaCppEngine, LlamaCppEngineConfig
 
     cfg = PrefEvalConfig(topics=["travel_restaurant"], per_topic=1, turns=[1, 4], forms=["explicit"],
-                         pref_reply_max_tokens=12)
+                         pref_reply_max_tokens=12, **OLD)
     outs, cached = [], []
     for reuse in (True, False):
         samples = [s for g in group_by_prefix(attach_assets(BENCHMARK.build_samples(cfg, data_root), BENCHMARK.assets(cfg, data_root))) for s in g]

@@ -106,7 +106,10 @@ def test_mcq_methods_and_self_critic(data):
     assert rev[-4].content == "<choice>B</choice>" and rev[-3].content == template(cfg, "critique_mcq")
     assert rev[-1].content.startswith(template(cfg, "revision_mcq")) and "\nA. " in rev[-1].content
     stages = {st.name: st for st in BENCHMARK.stages(cfg)}
-    assert stages["revision"].render(s).constraint.choices[0] == "<choice>A</choice>"
+    revised = stages["revision"].render(s)
+    assert revised.constraint is None and revised.sampling.max_tokens == 5  # reference: free-form, max_mcq_tokens
+    constrained = {st.name: st for st in BENCHMARK.stages(cfg.model_copy(update={"constrain_choice": True}))}
+    assert constrained["revision"].render(s).constraint.choices[0] == "<choice>A</choice>"
     assert stages["answer"].accept(s, _result("<choice>B</choice>")) == {"initial_output": "<choice>B</choice>", "prompt_tokens": 7}
     assert stages["revision"].accept(s, _result("<choice>C</choice>")) == {"output": "<choice>C</choice>"}
 

@@ -93,3 +93,15 @@ def test_with_the_reference_wording_the_conversation_is_byte_equal(data, tmp_pat
         want = reference_messages(data, cfg, s["topic"], s["task_id"], s["options"], reference_suffix(),
                                   s["method"] == "reminder")
         assert got == want, s["sample_id"]
+
+
+def test_default_requests_are_sent_as_the_reference_sends_them(data):
+    """config.yaml max_mcq_tokens: 5 for the answer and for the live preference reply; no constraint."""
+    cfg, samples = first_samples(data)
+    stages = {st.name: st for st in BENCHMARK.stages(cfg)}
+    for s in (dict(s, pref_reply=REPLY) for s in samples if s["form"] == "explicit"):
+        reply, answer = stages["pref_reply"].render(s), stages["answer"].render(s)
+        assert [m.content for m in reply.messages] == [cfg.system_prompt, s["preference"]], s["sample_id"]
+        assert reply.sampling.max_tokens == answer.sampling.max_tokens == 5, s["sample_id"]
+        assert reply.sampling.temperature == answer.sampling.temperature == 0.0, s["sample_id"]
+        assert answer.constraint is None, s["sample_id"]
