@@ -58,3 +58,36 @@ def test_train_on_s3_completes_and_resumes(tmp_path, monkeypatch, caplog):
         assert resumed["test"] == pytest.approx(full["test"])
         assert resumed["valid"] == pytest.approx(full["valid"])
         assert json.loads(storage.Storage(f"{root}/cut").read_text("metrics.json"))["test"] == resumed["test"]
+
+
+@pytest.mark.slow
+def test_tune_sweep_on_s3_resumes(tmp_path, tiny_csv):
+    """output.dir a URI: llmrec's sweep files and (by default) Tune's own state go to the bucket;
+    --resume finds both there."""
+    import ray
+
+    from llmrec.tuning.api import tune_from_config
+    from tests.tuning.helpers import base_config
+
+    was = ray.is_initialized()
+    ray.shutdown()  # the sweep starts its own Ray inside the S3 environment (trial workers inherit it)
+    try:
+        with s3_server() as bucket:
+            root = f"s3://{bucket}/sweeps"
+            cfg = base_config(tmp_path, tracking={"enabled": False},
+                              output={"dir": root, "run_name": "s", "export_topk": 0},
+                              tune={"num_samples": 1, "resources_per_trial": {"cpu": 1}, "num_cpus": 2,
+                                    "search_space": {"train.l2": {"type": "choice", "values": [0.0]}}})
+            cfg["train"]["epochs"] = 2
+            path = write_config(tmp_path, cfg)
+            out = tune_from_config(path, [])
+            keys = set(s3_keys(bucket, "sweeps/s/"))
+            assert {"sweeps/s/resolved.yaml", "sweeps/s/best.yaml", "sweeps/s/best.json", "sweeps/s/tuner.pkl"} <= keys
+            assert out["sweep_dir"] == f"{root}/s" and out["best_config_path"] == f"{root}/s/best.yaml"
+            assert json.loads(storage.Storage(f"{root}/s").read_text("best.json"))["best_config"] == {"train.l2": 0.0}
+            assert not (tmp_path / "runs").exists()
+            again = tune_from_config(path, [], resume=True)
+            assert again["best_config"] == out["best_config"] and again["best_value"] == out["best_value"]
+    finally:
+        if was:
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
