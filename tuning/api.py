@@ -30,6 +30,11 @@ from llmrec.tuning.trainable import prepare_data, train_and_test, tune_trial
 logger = logging.getLogger(__name__)
 
 
+def _absolute(cfg: TrainConfig) -> TrainConfig:
+    """``output.dir`` made absolute here, on the driver (a URI is kept), as resolved.yaml records it."""
+    return cfg.model_copy(update={"output": cfg.output.model_copy(update={"dir": storage.resolve(cfg.output.dir)})})
+
+
 def _run_files(cfg: TrainConfig, kind: str) -> RunFiles:
     """The run (or sweep) directory: ``output.dir`` (a local folder, made absolute here on the
     driver, or a storage URI) / ``output.run_name`` (default ``<kind>-<model>-<config hash>``)."""
@@ -48,7 +53,7 @@ def train_from_config(path: str, overrides: list[str], resume: bool = False) -> 
     (a local folder or a storage URI: see ``run_files``), and logs one MLflow run (params,
     per-epoch validation metrics, test metrics).
     """
-    cfg = load_config(TrainConfig, path, overrides)
+    cfg = _absolute(load_config(TrainConfig, path, overrides))
     files = _run_files(cfg, "train")
     try:
         return _train(cfg, files, resume)
@@ -174,7 +179,7 @@ def tune_from_config(path: str, overrides: list[str], resume: bool = False) -> d
     """
     from llmrec.models.trainer import metric_names
 
-    cfg = load_config(TuneConfig, path, overrides)
+    cfg = _absolute(load_config(TuneConfig, path, overrides))
     metric = f"valid/{cfg.tune.metric or cfg.train.metric}"
 
     if metric.removeprefix("valid/") not in metric_names(cfg.train.eval):
