@@ -114,6 +114,19 @@ class Storage:
     def upload(self, local: Path, name: str | None = None) -> None:
         self.write_bytes(name or Path(local).name, Path(local).read_bytes())
 
+    def put_file(self, local: Path, rel: str) -> None:
+        """Publish the local file ``local`` as ``rel`` (a name, or ``folder/name``) under this directory."""
+        folder, _, name = rel.rpartition("/")
+        (self / folder if folder else self).upload(local, name)
+
+    def get_files(self, local_dir: Path) -> list[str]:
+        """Copy the files directly in this directory into the local folder ``local_dir`` (each
+        written under a temporary name, then renamed); returns their names."""
+        names = self.list()
+        for name in names:
+            Storage(local_dir).write_bytes(name, self.read_bytes(name))
+        return names
+
     def read_bytes(self, name: str) -> bytes:
         try:
             with self.fs.open_input_stream(self._p(name)) as fh:

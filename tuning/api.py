@@ -15,42 +15,59 @@ from typing import Any
 
 import yaml
 
+from llmrec import storage
 from llmrec.config import dump_yaml, fingerprint, load_config, validate
 from llmrec.errors import ConfigError
 from llmrec.models.export import candidate_lists, export_embeddings, topk_frame
+from llmrec.models.trainer import CHECKPOINT, LAST
 from llmrec.tuning.config import TrainConfig, TuneConfig, set_path
 from llmrec import tracking
 from llmrec.tracking import log_metrics, tracking_uri
 from llmrec.tuning.mlflow_logging import HEADLINE, MLflowTrialLogger, epoch_metrics
+from llmrec.tuning.run_files import RunFiles
 from llmrec.tuning.trainable import prepare_data, train_and_test, tune_trial
 
 logger = logging.getLogger(__name__)
 
 
-def _run_dir(cfg: TrainConfig, kind: str) -> Path:
+def _absolute(cfg: TrainConfig) -> TrainConfig:
+    """``output.dir`` made absolute here, on the driver (a URI is kept), as resolved.yaml records it."""
+    return cfg.model_copy(update={"output": cfg.output.model_copy(update={"dir": storage.resolve(cfg.output.dir)})})
+
+
+def _run_files(cfg: TrainConfig, kind: str) -> RunFiles:
+    """The run (or sweep) directory: ``output.dir`` (a local folder, made absolute here on the
+    driver, or a storage URI) / ``output.run_name`` (default ``<kind>-<model>-<config hash>``)."""
     name = cfg.output.run_name or f"{kind}-{cfg.model.name}-{fingerprint(cfg.semantic())}"
-    return Path(cfg.output.dir).expanduser().resolve() / name
+    return RunFiles(storage.resolve(cfg.output.dir), name)
 
 
 def train_from_config(path: str, overrides: list[str], resume: bool = False) -> dict:
-    """Train one configuration; returns metrics, best epoch and the paths written.
+    """Train one configuration; returns metrics, best epoch and the locations written.
 
     ``resume`` continues an interrupted run of the same config from ``checkpoint/last.pt``
     (after its last validated epoch, with optimizer, early-stopping counters and RNG state).
 
     Writes ``resolved.yaml``, ``protocol.json``, ``metrics.json``, ``checkpoint/best.pt``,
-    ``per_user_test.parquet``, ``topk_test.parquet`` and embeddings under the run directory,
-    and logs one MLflow run (params, per-epoch validation metrics, test metrics).
+    ``per_user_test.parquet``, ``topk_test.parquet`` and embeddings under the run directory
+    (a local folder or a storage URI: see ``run_files``), and logs one MLflow run (params,
+    per-epoch validation metrics, test metrics).
     """
-    cfg = load_config(TrainConfig, path, overrides)
-    run_dir = _run_dir(cfg, "train")
-    ckpt_dir = run_dir / "checkpoint"
-    if resume and not any((ckpt_dir / n).is_file() for n in ("last.pt", "best.pt")):
-        raise ConfigError(f"--resume: no checkpoint of this config at {ckpt_dir}")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "resolved.yaml").write_text(dump_yaml(cfg), encoding="utf-8")
+    cfg = _absolute(load_config(TrainConfig, path, overrides))
+    files = _run_files(cfg, "train")
+    try:
+        return _train(cfg, files, resume)
+    finally:
+        files.close()
+
+
+def _train(cfg: TrainConfig, files: RunFiles, resume: bool) -> dict:
+    ckpt_dir = files.work / "checkpoint"
+    if resume and not any(n in files.fetch("checkpoint") for n in (LAST, CHECKPOINT)):
+        raise ConfigError(f"--resume: no checkpoint of this config at {files.location('checkpoint')}")
+    files.write_text("resolved.yaml", dump_yaml(cfg))
     data = prepare_data(cfg)
-    (run_dir / "protocol.json").write_text(json.dumps(data.protocol, indent=2, default=str), encoding="utf-8")
+    files.write_text("protocol.json", json.dumps(data.protocol, indent=2, default=str))
     client = run_id = None
     if cfg.tracking.enabled:
         client = tracking.client(cfg.tracking.uri)
@@ -59,11 +76,13 @@ def train_from_config(path: str, overrides: list[str], resume: bool = False) -> 
             **cfg.model_dump(mode="json", exclude={"tracking", "output"}),
             "protocol": _protocol_params(data.protocol),
         }
-        extra = {"llmrec.run_dir": str(run_dir), **({"llmrec.resumed": "true"} if resume else {})}
+        extra = {"llmrec.run_dir": files.uri, **({"llmrec.resumed": "true"} if resume else {})}
         tags = tracking.run_tags("train", data.protocol, _data_fingerprint(data.protocol), HEADLINE, **extra)
-        run_id = tracking.start_run(client, exp, run_dir.name, params, tags)
+        run_id = tracking.start_run(client, exp, files.name, params, tags)
 
     def on_epoch(row: dict, ckpt: Path | None) -> None:
+        # a new best first, then the last epoch: a resumed run never finds a last.pt newer than its best.pt
+        files.publish(*([f"checkpoint/{CHECKPOINT}"] if ckpt is not None else []), f"checkpoint/{LAST}")
         if client is not None:
             log_metrics(client, run_id, epoch_metrics(row), int(row["epoch"]))
 
@@ -73,40 +92,48 @@ def train_from_config(path: str, overrides: list[str], resume: bool = False) -> 
         if client is not None:
             client.set_terminated(run_id, "FAILED")
         raise
-    test_metrics = {f"test/{k}": v for k, v in test.metrics.items()}
-    out: dict[str, Any] = {
-        "run_dir": str(run_dir),
-        "best_epoch": result.best_epoch,
-        "valid": result.best_valid,
-        "test": test_metrics,
-        "train_seconds_per_epoch": result.train_seconds_per_epoch,
-        "checkpoint": str(result.checkpoint),
-        "protocol": data.protocol,
-        "mlflow_run_id": run_id,
-    }
-    test.per_user.to_parquet(run_dir / "per_user_test.parquet", index=False)
-    for phase in ("valid", "test"):
-        frame = candidate_lists(data, phase)
-        if frame is not None:
-            frame.to_parquet(run_dir / f"candidates_{phase}.parquet", index=False)
-            out[f"candidates_{phase}"] = str(run_dir / f"candidates_{phase}.parquet")
-    if cfg.output.export_topk:
-        topk_frame(data, test).to_parquet(run_dir / "topk_test.parquet", index=False)
-        out["topk"] = str(run_dir / "topk_test.parquet")
-    if cfg.output.export_embeddings:
-        out["embeddings"] = {k: str(v) for k, v in export_embeddings(model, data, run_dir / "embeddings").items()}
-    (run_dir / "metrics.json").write_text(json.dumps(out, indent=2, default=str), encoding="utf-8")
+    out = _write_outputs(cfg, files, data, model, result, test)
+    out["mlflow_run_id"] = run_id
+    files.write_text("metrics.json", json.dumps(out, indent=2, default=str))  # last: the run is complete
     if client is not None:
-        log_metrics(client, run_id, {**test_metrics, "best_epoch": result.best_epoch}, result.best_epoch)
+        log_metrics(client, run_id, {**out["test"], "best_epoch": result.best_epoch}, result.best_epoch)
         for name in ("resolved.yaml", "protocol.json", "metrics.json"):
-            client.log_artifact(run_id, str(run_dir / name))
+            client.log_artifact(run_id, str(files.work / name))
         client.set_terminated(run_id, "FINISHED")
     logger.info(
         "trained %s: best epoch %d, test %s",
         cfg.model.name,
         result.best_epoch,
-        {k: round(v, 4) for k, v in test_metrics.items() if k.endswith("@10")},
+        {k: round(v, 4) for k, v in out["test"].items() if k.endswith("@10")},
     )
+    return out
+
+
+def _write_outputs(cfg: TrainConfig, files: RunFiles, data, model, result, test) -> dict[str, Any]:
+    """Per-user metrics, candidate lists, top-K and embeddings, made in the working folder and
+    published; returns the report (locations are the run directory's)."""
+    out: dict[str, Any] = {
+        "run_dir": files.uri,
+        "best_epoch": result.best_epoch,
+        "valid": result.best_valid,
+        "test": {f"test/{k}": v for k, v in test.metrics.items()},
+        "train_seconds_per_epoch": result.train_seconds_per_epoch,
+        "checkpoint": files.location(f"checkpoint/{CHECKPOINT}") if result.checkpoint else None,
+        "protocol": data.protocol,
+    }
+    test.per_user.to_parquet(files.work / "per_user_test.parquet", index=False)
+    for phase in ("valid", "test"):
+        frame = candidate_lists(data, phase)
+        if frame is not None:
+            frame.to_parquet(files.work / f"candidates_{phase}.parquet", index=False)
+            out[f"candidates_{phase}"] = files.location(f"candidates_{phase}.parquet")
+    if cfg.output.export_topk:
+        topk_frame(data, test).to_parquet(files.work / "topk_test.parquet", index=False)
+        out["topk"] = files.location("topk_test.parquet")
+    if cfg.output.export_embeddings:
+        written = export_embeddings(model, data, files.work / "embeddings")
+        out["embeddings"] = {k: files.location(f"embeddings/{Path(v).name}") for k, v in written.items()}
+    files.publish_all(last="metrics.json", skip=("checkpoint",))
     return out
 
 
@@ -148,33 +175,39 @@ def tune_from_config(path: str, overrides: list[str], resume: bool = False) -> d
 
     One MLflow parent run per sweep, one child per trial. Writes ``best.yaml`` (a train
     config reproducing the best trial) and ``best.json`` (its metrics and checkpoint) to the
-    sweep directory; returns the same information.
+    sweep directory (a local folder or a storage URI); returns the same information.
     """
-    import ray
-    from ray import tune
-
-    cfg = load_config(TuneConfig, path, overrides)
-    sweep_dir = _run_dir(cfg, "tune")
-    metric = f"valid/{cfg.tune.metric or cfg.train.metric}"
     from llmrec.models.trainer import metric_names
+
+    cfg = _absolute(load_config(TuneConfig, path, overrides))
+    metric = f"valid/{cfg.tune.metric or cfg.train.metric}"
 
     if metric.removeprefix("valid/") not in metric_names(cfg.train.eval):
         raise ConfigError(
             f"tune.metric={metric!r} is not computed; available: {', '.join(metric_names(cfg.train.eval))}"
         )
     space = _search_space(cfg)
-    from llmrec import storage
+    sweep = _run_files(cfg, "tune")
+    try:
+        return _sweep(cfg, sweep, metric, space, resume)
+    finally:
+        sweep.close()
 
-    # Tune's own state (experiment + trial checkpoints): local or a storage URI; llmrec's files stay in sweep_dir
-    tune_root = storage.resolve(cfg.tune.storage_path) if cfg.tune.storage_path else str(sweep_dir.parent)
-    tune_dir = storage.Storage(tune_root) / sweep_dir.name
+
+def _sweep(cfg: TuneConfig, sweep: RunFiles, metric: str, space: dict, resume: bool) -> dict:
+    import ray
+    from ray import tune
+
+    # Tune's own state (experiment + trial checkpoints): local or a storage URI; by default in the
+    # sweep directory itself (output.dir/<name>, local or a URI), beside llmrec's files
+    tune_root = storage.resolve(cfg.tune.storage_path) if cfg.tune.storage_path else storage.resolve(cfg.output.dir)
+    tune_dir = storage.Storage(tune_root) / sweep.name
     exists = tune_dir.exists("tuner.pkl")
     if resume and not exists:
         raise ConfigError(f"--resume: no sweep to resume at {tune_dir}")
     if not resume and exists:
-        raise ConfigError(f"a sweep already exists at {sweep_dir}; pass --resume to continue it or set output.run_name")
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    (sweep_dir / "resolved.yaml").write_text(dump_yaml(cfg), encoding="utf-8")
+        raise ConfigError(f"a sweep already exists at {sweep.uri}; pass --resume to continue it or set output.run_name")
+    sweep.write_text("resolved.yaml", dump_yaml(cfg))
     started = False
     if not ray.is_initialized():
         kwargs = {"num_cpus": cfg.tune.num_cpus} if cfg.tune.ray_address is None else {}
@@ -183,10 +216,10 @@ def tune_from_config(path: str, overrides: list[str], resume: bool = False) -> d
     try:
         data = prepare_data(cfg)
         base = cfg.train_config()
-        uri, parent = tracking_uri(cfg.tracking.uri), _parent_run(cfg, sweep_dir, data.protocol, resume)
+        uri, parent = tracking_uri(cfg.tracking.uri), _parent_run(cfg, sweep, data.protocol, resume)
         res = cfg.tune.resources_per_trial
         concurrency = cfg.tune.max_concurrent or fit_concurrency(ray.cluster_resources(), res.cpu, res.gpu)
-        logger.info("sweep %s: up to %d trial(s) at once", sweep_dir.name, concurrency)
+        logger.info("sweep %s: up to %d trial(s) at once", sweep.name, concurrency)
         trainable = tune.with_resources(
             tune.with_parameters(tune_trial, base=base, data=data), {"cpu": res.cpu, "gpu": res.gpu}
         )
@@ -207,7 +240,7 @@ def tune_from_config(path: str, overrides: list[str], resume: bool = False) -> d
                     search_alg=tune.search.BasicVariantGenerator(random_state=cfg.tune.seed),
                 ),
                 run_config=tune.RunConfig(
-                    name=sweep_dir.name,
+                    name=sweep.name,
                     storage_path=tune_root,
                     callbacks=callbacks,
                     verbose=0,
@@ -216,7 +249,7 @@ def tune_from_config(path: str, overrides: list[str], resume: bool = False) -> d
                 ),
             )
         grid = tuner.fit()
-        return _finish_sweep(cfg, grid, metric, sweep_dir, base, parent)
+        return _finish_sweep(cfg, grid, metric, sweep, base, parent)
     finally:
         if started:
             ray.shutdown()
@@ -230,11 +263,10 @@ def fit_concurrency(cluster: dict[str, float], cpu: float, gpu: float) -> int:
     return max(1, min(fits))
 
 
-def _parent_run(cfg: TuneConfig, sweep_dir: Path, protocol: dict, resume: bool) -> dict | None:
+def _parent_run(cfg: TuneConfig, sweep: RunFiles, protocol: dict, resume: bool) -> dict | None:
     """Create (or, on resume, reload from ``sweep.json``) the sweep's MLflow parent run."""
-    state = sweep_dir / "sweep.json"
-    if resume and state.is_file():
-        return json.loads(state.read_text(encoding="utf-8")).get("parent")
+    if resume and sweep.exists("sweep.json"):
+        return json.loads(sweep.read_text("sweep.json")).get("parent")
     if not cfg.tracking.enabled:
         return None
     client = tracking.client(cfg.tracking.uri)
@@ -246,14 +278,14 @@ def _parent_run(cfg: TuneConfig, sweep_dir: Path, protocol: dict, resume: bool) 
         "search_space": json.dumps(cfg.tune.model_dump(mode="json")["search_space"]),
     }
     tags = tracking.run_tags("tune", protocol, _data_fingerprint(protocol), HEADLINE,
-                             **{"llmrec.run_dir": str(sweep_dir)})
-    run_id = tracking.start_run(client, exp, sweep_dir.name, params, tags)
+                             **{"llmrec.run_dir": sweep.uri})
+    run_id = tracking.start_run(client, exp, sweep.name, params, tags)
     parent = {"experiment_id": exp, "run_id": run_id}
-    state.write_text(json.dumps({"parent": parent}, indent=2), encoding="utf-8")
+    sweep.write_text("sweep.json", json.dumps({"parent": parent}, indent=2))
     return parent
 
 
-def _finish_sweep(cfg: TuneConfig, grid, metric: str, sweep_dir: Path, base: dict, parent: dict | None) -> dict:
+def _finish_sweep(cfg: TuneConfig, grid, metric: str, sweep: RunFiles, base: dict, parent: dict | None) -> dict:
     errors = [str(e) for e in grid.errors]
     for err in errors:
         logger.warning("trial failed: %s", err.splitlines()[0] if err else err)
@@ -261,29 +293,29 @@ def _finish_sweep(cfg: TuneConfig, grid, metric: str, sweep_dir: Path, base: dic
         best = grid.get_best_result(metric=metric, mode=cfg.tune.mode, scope="all")
     except RuntimeError as e:
         raise ConfigError(
-            f"no trial of the sweep at {sweep_dir} reported {metric!r}; {len(errors)} trial(s) failed"
+            f"no trial of the sweep at {sweep.uri} reported {metric!r}; {len(errors)} trial(s) failed"
         ) from e
     best_cfg = base
     for key, value in best.config.items():
         best_cfg = set_path(best_cfg, key, value)
     best_cfg = validate(TrainConfig, best_cfg).model_dump(mode="json")
-    (sweep_dir / "best.yaml").write_text(yaml.safe_dump(best_cfg, sort_keys=False), encoding="utf-8")
+    sweep.write_text("best.yaml", yaml.safe_dump(best_cfg, sort_keys=False))
     final = best.metrics or {}
     out = {
-        "sweep_dir": str(sweep_dir),
+        "sweep_dir": sweep.uri,
         "metric": metric,
         "best_value": best.metrics_dataframe[metric].max()
         if cfg.tune.mode == "max"
         else best.metrics_dataframe[metric].min(),
         "best_config": dict(best.config),
-        "best_config_path": str(sweep_dir / "best.yaml"),
+        "best_config_path": sweep.location("best.yaml"),
         "checkpoint": best.checkpoint.path if best.checkpoint else None,
         "test": {k: v for k, v in final.items() if k.startswith("test/")},
         "n_trials": len(grid),
         "n_errors": len(errors),
         "mlflow_parent_run_id": parent["run_id"] if parent else None,
     }
-    (sweep_dir / "best.json").write_text(json.dumps(out, indent=2, default=str), encoding="utf-8")
+    sweep.write_text("best.json", json.dumps(out, indent=2, default=str))
     if parent:
         client = tracking.client(cfg.tracking.uri)
         log_metrics(
@@ -292,8 +324,8 @@ def _finish_sweep(cfg: TuneConfig, grid, metric: str, sweep_dir: Path, base: dic
             {f"best/{metric}": float(out["best_value"]), **{f"best/{k}": v for k, v in out["test"].items()}},
         )
         client.set_tag(parent["run_id"], "llmrec.best_trial", best.path)
-        client.log_artifact(parent["run_id"], str(sweep_dir / "best.yaml"))
-        client.log_artifact(parent["run_id"], str(sweep_dir / "best.json"))
+        client.log_artifact(parent["run_id"], str(sweep.work / "best.yaml"))
+        client.log_artifact(parent["run_id"], str(sweep.work / "best.json"))
         client.set_terminated(parent["run_id"], "FAILED" if errors and len(errors) == len(grid) else "FINISHED")
-    logger.info("sweep %s: best %s = %.4f", sweep_dir.name, metric, out["best_value"])
+    logger.info("sweep %s: best %s = %.4f", sweep.name, metric, out["best_value"])
     return out

@@ -8,7 +8,6 @@ train config, the ASHA scheduler, resources per trial and concurrency.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, SerializeAsAny, model_validator
@@ -30,7 +29,9 @@ class TrackingConfig(BaseTrackingConfig):
 class OutputConfig(StrictModel):
     """Where run directories, checkpoints and exports go."""
 
-    dir: Path = Field(Path("runs/baselines"), description="parent folder of run (and sweep) directories")
+    dir: str = Field("runs/baselines", description="parent of run (and sweep) directories: a local folder "
+                     "(relative: to the driver's working directory) or a storage URI every node and the "
+                     "next driver can reach (s3://bucket/baselines, gs://…); --resume reads it back")
     run_name: str | None = Field(None, description="run/sweep directory name; default <model>-<config hash>")
     export_topk: int = Field(20, ge=0, description="write each test user's top-K items to topk_test.parquet (0 = off)")
     export_embeddings: bool = Field(True, description="write user/item embeddings (models that have them)")

@@ -20,6 +20,14 @@ def load_template(package_dir: Path, name: str, override: Path | None) -> str:
     return _read(str(override) if override is not None else str(Path(package_dir) / "templates" / name))
 
 
+def read_templates(package_dir: Path, overrides: dict[str, Path | None], suffix: str = ".txt") -> dict[str, str]:
+    """``name → text`` of every named template: the override file where one is given, else
+    ``<package_dir>/templates/<name><suffix>``. Meant for a benchmark's ``assets`` (read once on
+    the driver): stages render from these texts and open no file, since on a cluster a path from
+    the config exists only on the machine the driver runs on."""
+    return {name: load_template(package_dir, f"{name}{suffix}", path) for name, path in overrides.items()}
+
+
 def fill(template: str, **values: str) -> str:
     """Replace ``{key}`` placeholders in one pass (no str.format: data may contain braces,
     and a value that itself contains ``{other_key}`` is left as it is)."""

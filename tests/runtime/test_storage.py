@@ -79,21 +79,31 @@ def test_run_on_s3_completes_and_resumes(tmp_path, data_root, local_ray):
 
 @pytest.mark.slow
 def test_data_directory_moved_away_after_planning(tmp_path, data_root, local_ray):
-    """Workers never read the data directory: it is gone before any sample runs (judge prompts
-    and inter-turn conversations come through the object store)."""
+    """Workers never read the data directory nor a template file named in the config: both are
+    gone before any sample runs (judge prompts, inter-turn conversations and template texts come
+    through the object store), and the overridden templates are still the ones rendered."""
     from llmrec.pipelines.runner.api import run_evaluation
     from llmrec.pipelines.runner import execution
     from tests.pipelines.prefeval.test_prefeval_integration import JUDGE, SUBJECT, with_judge
 
-    data = tmp_path / "data"
+    data, tpl = tmp_path / "data", tmp_path / "templates"
     shutil.copytree(data_root / "prefeval", data / "prefeval")
-    path = with_judge(config(tmp_path, engine=SUBJECT, task="gen", topics=["travel_hotel"], per_topic=1,
-                             turns=[3], forms=["explicit", "choice"], methods=["zero-shot", "self-critic"]), JUDGE)
+    tpl.mkdir()
+    (tpl / "gen.txt").write_text("OVERRIDE-GEN {question}{reminder} ({word_limit} words)")
+    (tpl / "critique.txt").write_text("OVERRIDE-CRITIQUE: what did you miss?")
+    subject = {**SUBJECT, "rules": [{"contains": "OVERRIDE-GEN", "reply": "Answer from the overridden template."},
+                                     {"contains": "OVERRIDE-CRITIQUE", "reply": "Critique of the override."},
+                                     *SUBJECT["rules"]]}
+    templates = {"gen_question": str(tpl / "gen.txt"), "critique": str(tpl / "critique.txt")}
+    path = with_judge(config(tmp_path, engine=subject, task="gen", topics=["travel_hotel"], per_topic=1, turns=[3],
+                             forms=["explicit", "choice"], methods=["zero-shot", "self-critic"],
+                             templates=templates), JUDGE)
     real_plan = execution.plan
 
     def plan_then_move(cfg, data_dir=None):
         p = real_plan(cfg, data_dir)
         shutil.move(str(data), str(tmp_path / "moved"))
+        shutil.move(str(tpl), str(tmp_path / "moved-templates"))
         return p
 
     execution_plan = pytest.MonkeyPatch()
@@ -102,11 +112,16 @@ def test_data_directory_moved_away_after_planning(tmp_path, data_root, local_ray
         out = run_evaluation(load_run_config(path, ["output.cache=false"]), data)
     finally:
         execution_plan.undo()
-    assert not data.exists()
+    assert not data.exists() and not tpl.exists()
     m = out.metrics
     assert m["n_samples"] == 4 and m["n_judged"] == 4 and m["failed"] == 0
-    recs = ResultStore(Path(out.run_dir) / "results").load().values()
+    recs = list(ResultStore(Path(out.run_dir) / "results").load().values())
     assert all(r["status"] == "ok" for r in recs)
+    zero = [r for r in recs if r["method"] == "zero-shot"]
+    critic = [r for r in recs if r["method"] == "self-critic"]
+    assert [r["output"] for r in zero] == ["Answer from the overridden template."] * 2
+    assert all(r["initial_output"] == "Answer from the overridden template." for r in critic)
+    assert all(r["critique"] == "Critique of the override." for r in critic)
 
 
 def test_request_cache_file_stays_on_the_driver_disk(tmp_path, monkeypatch):

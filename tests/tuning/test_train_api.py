@@ -6,6 +6,7 @@ import json
 
 import pandas as pd
 import pytest
+import yaml
 from mlflow.tracking import MlflowClient
 
 from tests.tuning.helpers import base_config, write_config
@@ -95,3 +96,15 @@ def test_train_resume_continues_after_the_last_epoch(tmp_path, tiny_csv):
     # the same config (same run dir) with a larger budget: resuming trains epochs 3.. only
     second = train_from_config(path, ["train.epochs=3", "train.patience=50"], resume=True)
     assert second["best_epoch"] == first["best_epoch"] and second["test"] == first["test"]
+
+
+def test_relative_output_dir_is_made_absolute_on_the_driver(tmp_path, tiny_csv, monkeypatch):
+    cfg = base_config(tmp_path, tracking={"enabled": False}, output={"dir": "rel/runs", "run_name": "r"})
+    cfg["train"]["epochs"] = 1
+    path = write_config(tmp_path, cfg)
+    monkeypatch.chdir(tmp_path)
+    out = train_from_config(path, [])
+    assert out["run_dir"] == str(tmp_path / "rel" / "runs" / "r")
+    resolved = yaml.safe_load((tmp_path / "rel" / "runs" / "r" / "resolved.yaml").read_text())
+    assert resolved["output"]["dir"] == str(tmp_path / "rel" / "runs")
+    assert not [p for p in (tmp_path / "rel" / "runs" / "r").iterdir() if p.name.startswith(".")]  # no temporaries

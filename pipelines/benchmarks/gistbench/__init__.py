@@ -15,7 +15,7 @@ from llmrec.pipelines.protocol import DataFile, DataManifest, LoopStage, ScoreTa
 from llmrec.pipelines.benchmarks.gistbench import aggregate as agg
 from llmrec.pipelines.benchmarks.gistbench.config import GistbenchConfig
 from llmrec.pipelines.benchmarks.gistbench.predictions import REQUIRED, score_predictions
-from llmrec.pipelines.benchmarks.gistbench.samples import build_samples
+from llmrec.pipelines.benchmarks.gistbench.samples import assets, build_samples
 from llmrec.pipelines.benchmarks.gistbench.stages import build_stages, score_sample
 
 _REPO, _COMMIT = "facebookresearch/GISTBench", "0d7e033a09ebc298bb1d3e16e9a50eb513701af2"
@@ -50,6 +50,9 @@ class GistBench:
 
     def build_samples(self, cfg: GistbenchConfig, data_dir: Path) -> list[dict]:
         return build_samples(cfg, data_dir)
+
+    def assets(self, cfg: GistbenchConfig, data_dir: Path) -> dict:
+        return assets(cfg, data_dir)
 
     def stages(self, cfg: GistbenchConfig) -> list[LoopStage]:
         return build_stages(cfg)

@@ -30,9 +30,22 @@ def _ok(rows: list[dict]) -> list[dict]:
     return [r for r in rows if _is_ok(r)]
 
 
+def run_mappings(ok: list[dict]) -> dict[str, int]:
+    """The llm mappings this run's stages produced, one per name: the first row's (sample order) wins."""
+    out: dict[str, int] = {}
+    for r in ok:
+        for name, cat in (r.get("categories") or {}).items():
+            out.setdefault(name, int(cat))
+    return out
+
+
 def resolve_categories(rows: list[dict]) -> list[list[dict] | None]:
-    """Interest records per row (None for failed rows) with final categories: the shared cache's
-    entry wins (one mapping per name for every model); the embedding mapper maps what it lacks."""
+    """Interest records per row (None for failed rows) with final categories.
+
+    Runs on the driver, the only process that opens the shared cache: this run's new llm
+    mappings are committed to it first (earlier runs' entries are kept: first writer wins), then
+    the cache's entry wins for every name (one mapping per name for every model and user); the
+    embedding mapper maps what it lacks. Idempotent: aggregation and predictions both call it."""
     ok = _ok(rows)
     if not ok:
         return [None] * len(rows)
@@ -41,6 +54,8 @@ def resolve_categories(rows: list[dict]) -> list[list[dict] | None]:
     final: dict[str, int] = {}
     if ref["mapper"] != "none":
         cache = taxonomy.TaxonomyCache(ref["cache_path"], ref["namespace"]) if ref.get("cache_path") else None
+        if cache is not None and ref["mapper"] == "llm":
+            cache.put_many(run_mappings(ok))
         final = cache.get_many(names) if cache is not None else {}
         missing = [n for n in names if n not in final]
         if ref["mapper"] == "embedding" and missing:
@@ -90,6 +105,9 @@ def _extras(rows: list[dict], recs: list[list[dict]]) -> dict[str, float]:
     return {"users_failed": float(len(rows) - len(ok)), "failed_chunks": float(sum(r.get("failed_chunks", 0) for r in ok)),
             "chunk_failure_rate": sum(r.get("failed_chunks", 0) for r in ok) / chunks if chunks else math.nan,
             "taxonomy_other_rate": sum(1 for x in flat if x["category_id"] == taxonomy.OTHER) / len(flat) if flat else math.nan,
+            # names answered by the shared cache (read on the driver at planning) vs. mapped by this run's calls
+            "taxonomy_cache_hits": float(sum(r.get("taxonomy_hits", 0) for r in ok)),
+            "taxonomy_mapped": float(sum(len(r.get("categories") or {}) for r in ok)),
             "interests_per_user": len(flat) / len(ok) if ok else math.nan}
 
 

@@ -75,16 +75,21 @@ def _retry(messages: list[Message], raw: str | None, nudge_key: str) -> list[Mes
     return messages + [Message(role="assistant", content=raw), Message(role="user", content=_json("nudges.json")[nudge_key])]
 
 
-def extraction_prompt(object_name: str, signals, t: Thresholds, chunk: list[Engagement],
-                      template_path: Path | None = None) -> str:
-    text = load_template(HERE, "extraction.txt", template_path)
-    return fill(text, object_name=object_name,
+def extraction_template(cfg: GistbenchConfig) -> str:
+    """The extraction prompt file's text: ``extraction.template`` if set, else the package's. Read on
+    the driver (a benchmark asset): the override path exists only where the driver runs."""
+    return load_template(HERE, "extraction.txt", cfg.extraction.template)
+
+
+def extraction_prompt(template: str, object_name: str, signals, t: Thresholds, chunk: list[Engagement]) -> str:
+    return fill(template, object_name=object_name,
                 instructions=extraction_instructions(object_name, signals, t), history=format_engagements(chunk))
 
 
-def extraction_request(cfg: GistbenchConfig, object_name: str, signals, chunk: list[Engagement],
+def extraction_request(cfg: GistbenchConfig, template: str, object_name: str, signals, chunk: list[Engagement],
                        retry_raw: str | None = None) -> Request:
-    text = extraction_prompt(object_name, signals, cfg.thresholds, chunk, cfg.extraction.template)
+    """``template``: the text of ``extraction_template(cfg)`` (the sample's assets carry it)."""
+    text = extraction_prompt(template, object_name, signals, cfg.thresholds, chunk)
     msgs = [Message(role="user", content=text)]
     constraint = None
     if cfg.extraction.json_schema:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 
 from llmrec.errors import DataError
+from llmrec.pipelines.benchmarks.gistbench import prompts, taxonomy
 from llmrec.pipelines.benchmarks.gistbench import schema as S
-from llmrec.pipelines.benchmarks.gistbench import taxonomy
 from llmrec.pipelines.benchmarks.gistbench.config import GistbenchConfig
 from llmrec.pipelines.benchmarks.gistbench.history import chunk_history, select_users, user_histories
 from llmrec.pipelines.benchmarks.gistbench.mappers import load_mapped, load_published
@@ -75,6 +75,26 @@ def taxonomy_ref(cfg: GistbenchConfig, categories: list[list], tax_path: Path) -
             "embedding_model": str(t.embedding_model) if t.embedding_model else None}
 
 
+def shared_taxonomy(cfg: GistbenchConfig, data_dir: Path) -> tuple[list[list], dict]:
+    """The category list and the ``taxonomy_ref`` of this config."""
+    categories, tax_path = [], None
+    if cfg.taxonomy.mapper != "none":
+        tax_path = resolve_path(cfg.taxonomy.path or taxonomy.BUNDLED, data_dir)
+        categories = taxonomy.load_categories(tax_path)
+    return categories, taxonomy_ref(cfg, categories, tax_path)
+
+
+def assets(cfg: GistbenchConfig, data_dir: Path) -> dict:
+    """What every sample's stages share, read here on the driver (workers open no file): the
+    extraction template's text and the shared taxonomy cache's mappings for this run's namespace
+    (``taxonomy_known``: the stages skip those names; new ones are written back at aggregation)."""
+    _, ref = shared_taxonomy(cfg, data_dir)
+    known = taxonomy.TaxonomyCache(ref["cache_path"], ref["namespace"]).all() if ref["cache_path"] else {}
+    if known:
+        log.info("gistbench: %d interest mappings reused from %s", len(known), ref["cache_path"])
+    return {"extraction_template": prompts.extraction_template(cfg), "taxonomy_known": known}
+
+
 def build_samples(cfg: GistbenchConfig, data_dir: Path) -> list[dict]:
     spec = S.dataset_spec(cfg.dataset)
     frame = load_engagements(cfg, spec, data_dir)
@@ -84,11 +104,7 @@ def build_samples(cfg: GistbenchConfig, data_dir: Path) -> list[dict]:
     histories = user_histories(frame, users, cfg.extraction.max_history)
     needs_pool = cfg.judge.enabled and cfg.specificity.enabled
     pool = build_pool(all_objects(frame), cfg.specificity.pool_size, cfg.specificity.seed) if needs_pool else []
-    categories, tax_path = [], None
-    if cfg.taxonomy.mapper != "none":
-        tax_path = resolve_path(cfg.taxonomy.path or taxonomy.BUNDLED, data_dir)
-        categories = taxonomy.load_categories(tax_path)
-    ref = taxonomy_ref(cfg, categories, tax_path)
+    categories, ref = shared_taxonomy(cfg, data_dir)
     many = len(cfg.extraction.chunk_sizes) > 1
     out = []
     for user in users:

@@ -6,16 +6,19 @@ note (up to the configured retries), then recorded as failed. ``next_requests`` 
 the sample alone, so ``accept`` can recompute which answer belongs to which item.
 
 Sample fields used: ``_chunks`` (history chunks, most recent first), ``_pool`` (global IS
-pool), ``_categories`` (taxonomy list), ``signals``, ``object_name``, ``user_id``,
-``taxonomy_ref``. Fields written: ``extraction``, ``interests``, ``judge``, ``overlap``,
-``specificity``, ``categories``; ``score_sample`` adds ``interests_scored`` and counts.
+pool), ``_categories`` (taxonomy list), ``signals``, ``object_name``, ``user_id``, and the
+shared assets (``extraction_template``; ``taxonomy_known``: the shared taxonomy cache's
+mappings, read on the driver — stages never open the cache file). Fields written:
+``extraction``, ``interests``, ``judge``, ``overlap``, ``specificity``, ``categories`` (this
+sample's new mappings, committed to the cache when the run is aggregated); ``score_sample``
+adds ``interests_scored``, counts and ``taxonomy_hits``.
 """
 
 from __future__ import annotations
 
 from functools import partial
 
-from llmrec.pipelines.protocol import LoopStage, Sample
+from llmrec.pipelines.protocol import LoopStage, Sample, sample_assets
 from llmrec.pipelines.benchmarks.gistbench import parsing, prompts, taxonomy
 from llmrec.pipelines.benchmarks.gistbench.config import GistbenchConfig
 from llmrec.pipelines.benchmarks.gistbench.history import objects_of, types_of
@@ -48,7 +51,8 @@ def _open_chunks(s: Sample) -> list[int]:
 
 def next_extract(cfg: GistbenchConfig, s: Sample) -> list[Request]:
     st = s.get("extraction") or {}
-    return [prompts.extraction_request(cfg, s["object_name"], s["signals"], s["_chunks"][i],
+    template = sample_assets(s)["extraction_template"]
+    return [prompts.extraction_request(cfg, template, s["object_name"], s["signals"], s["_chunks"][i],
                                        (st.get(str(i)) or {}).get("last")) for i in _open_chunks(s)]
 
 
@@ -158,18 +162,14 @@ def accept_specificity(cfg: GistbenchConfig, s: Sample, requests: list[Request],
 
 # ---- 4. taxonomy (llm mapper) ----------------------------------------------------------------
 
-def _cache(s: Sample) -> taxonomy.TaxonomyCache | None:
-    ref = s["taxonomy_ref"]
-    return taxonomy.TaxonomyCache(ref["cache_path"], ref["namespace"]) if ref.get("cache_path") else None
+def _known(s: Sample) -> dict[str, int]:
+    """The shared cache's mappings, read on the driver when the run was planned."""
+    return sample_assets(s)["taxonomy_known"]
 
 
 def next_taxonomy(cfg: GistbenchConfig, s: Sample) -> list[Request]:
-    known = s.get("categories") or {}
-    names = [i["interest"] for i in s.get("interests", []) if i["interest"] not in known]
-    cache = _cache(s)
-    if cache is not None and names:
-        cached = cache.get_many(names)
-        names = [n for n in names if n not in cached]
+    mine, known = s.get("categories") or {}, _known(s)
+    names = [i["interest"] for i in s.get("interests", []) if i["interest"] not in mine and i["interest"] not in known]
     return [prompts.taxonomy_request(cfg, batch, s["_categories"])
             for batch in taxonomy.batches(names, cfg.taxonomy.batch_size)]
 
@@ -181,9 +181,7 @@ def accept_taxonomy(cfg: GistbenchConfig, s: Sample, requests: list[Request], re
         names = prompts.taxonomy_batch_names(req)
         got = parsing.parse_taxonomy(res.text, len(names), valid)
         mapping.update({n: got.get(i, taxonomy.OTHER) for i, n in enumerate(names)})
-    cache = _cache(s)
-    if cache is not None:
-        mapping = cache.put_many(mapping)  # first writer wins: every model gets one mapping per name
+    # the shared cache is written on the driver, at aggregation (first writer wins there)
     return {"categories": {**(s.get("categories") or {}), **mapping}}
 
 
@@ -221,8 +219,8 @@ def score_sample(cfg: GistbenchConfig, s: Sample) -> dict:
     types, objects = types_of(history), objects_of(history)
     judged, spec = s.get("judge") or {}, s.get("specificity") or {}
     names = [i["interest"] for i in s.get("interests", [])]
-    cache = _cache(s) if cfg.taxonomy.mapper != "none" else None
-    cached = cache.get_many(names) if cache is not None else {}
+    cached = _known(s) if cfg.taxonomy.mapper != "none" else {}
+    mine = s.get("categories") or {}
     recs = []
     for item in s.get("interests", []):
         name = item["interest"]
@@ -240,4 +238,5 @@ def score_sample(cfg: GistbenchConfig, s: Sample) -> dict:
     ext = s.get("extraction") or {}
     return {"interests_scored": recs, "n_interests": len(recs), "n_verified": sum(r["verified"] for r in recs),
             "n_chunks": len(s["_chunks"]),
+            "taxonomy_hits": sum(1 for n in dict.fromkeys(names) if n not in mine and n in cached),
             "failed_chunks": sum(1 for e in ext.values() if e.get("status") == "unparsable")}

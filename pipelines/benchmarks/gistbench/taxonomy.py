@@ -10,6 +10,11 @@
 The cache is a small sqlite file keyed by (namespace, interest name): the namespace
 holds the mapper kind and a fingerprint of the category list, *not* the evaluated
 model, so all models share one mapping per name (first writer wins).
+
+Only the driver opens it (on a cluster the workers are other machines, and sqlite on a
+network filesystem is unsafe with several writers): ``assets`` reads the namespace's
+mappings into the run's shared assets (one object-store copy, read-only on workers), and
+the run's aggregation writes the new mappings the stages produced back (``commit``).
 """
 
 from __future__ import annotations
@@ -67,7 +72,8 @@ def namespace(kind: str, categories: list[list], model: str = "") -> str:
 
 
 class TaxonomyCache:
-    """Name → category, shared by every worker, run and model (a connection per call, no globals)."""
+    """Name → category, shared by every run and model; opened on the driver only (a connection
+    per call, no globals)."""
 
     def __init__(self, path: Path, ns: str):
         self.path, self.ns = Path(path), ns
@@ -90,6 +96,13 @@ class TaxonomyCache:
                 q = f"SELECT interest, category_id FROM mapping WHERE ns = ? AND interest IN ({','.join('?' * len(part))})"
                 out.update(dict(conn.execute(q, [self.ns, *part]).fetchall()))
         return out
+
+    def all(self) -> dict[str, int]:
+        """Every mapping of this namespace ({} when the file does not exist yet)."""
+        if not self.path.exists():
+            return {}
+        with closing(self._connect()) as conn:
+            return dict(conn.execute("SELECT interest, category_id FROM mapping WHERE ns = ?", [self.ns]).fetchall())
 
     def put_many(self, mapping: dict[str, int]) -> dict[str, int]:
         """Insert new names (existing ones are kept); returns the stored value of every given name."""

@@ -46,6 +46,12 @@ class LRWorld:
         rows = samples.expand(cfg, built)
         return rows[: cfg.limit] if cfg.limit else rows
 
+    def assets(self, cfg: LRWorldConfig, data_dir: Path) -> dict:
+        """Template texts, read on the driver (stages open no file)."""
+        from llmrec.pipelines.benchmarks.lrworld.prompts import read_templates
+
+        return {"templates": read_templates(cfg)}
+
     def stages(self, cfg: LRWorldConfig) -> list:
         return build_stages(cfg)
 

@@ -2,15 +2,17 @@
 knowledge factors share ``knowledge.txt``), following the structure of the paper's Figure 13
 in our own wording: history or target, the question, numbered (HitRate@1, 10 candidates) or
 lettered (MCQ, 4 options) choices, then the answer instruction. Any file can be replaced
-by one of the same name in ``templates_dir``.
+by one of the same name in ``templates_dir``. Every file is read once on the driver
+(``read_templates``, the benchmark's assets); the functions here take the texts, never a path.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Mapping
 
 from llmrec.pipelines.benchmarks.lrworld.config import LRWorldConfig
-from llmrec.pipelines.common.templates import fill, load_template
+from llmrec.pipelines.common.templates import fill, read_templates as _read_templates
 from llmrec.types import Message
 
 PACKAGE_DIR = Path(__file__).parent
@@ -28,9 +30,19 @@ QUESTIONS = {
 TEMPLATE_OF = {"entity_relation": "knowledge", "entity_attribute": "knowledge", "taxonomy": "knowledge"}
 
 
-def template(cfg: LRWorldConfig, name: str) -> str:
-    override = cfg.templates_dir / name if cfg.templates_dir and (cfg.templates_dir / name).is_file() else None
-    return load_template(PACKAGE_DIR, name, override)
+Texts = Mapping[str, str]  # template file name → text
+
+
+def read_templates(cfg: LRWorldConfig) -> dict[str, str]:
+    """Every template file's text (the one of the same name in ``templates_dir`` if there, else
+    the package's), read on the driver: on a cluster ``templates_dir`` exists only there."""
+    names = sorted(p.name for p in (PACKAGE_DIR / "templates").glob("*.txt"))
+    d = cfg.templates_dir
+    return _read_templates(PACKAGE_DIR, {n: d / n if d and (d / n).is_file() else None for n in names}, suffix="")
+
+
+def template(texts: Texts, name: str) -> str:
+    return texts[name]
 
 
 def option_lines(kind: str, options: list[str]) -> str:
@@ -39,30 +51,31 @@ def option_lines(kind: str, options: list[str]) -> str:
     return "\n".join(f"{chr(65 + k)}) {o}" for k, o in enumerate(options))
 
 
-def instruction(kind: str, cot: bool, cfg: LRWorldConfig) -> str:
+def instruction(kind: str, cot: bool, texts: Texts) -> str:
     label = "number" if kind == "hit1" else "letter"
     if cot:
-        return fill(template(cfg, "cot.txt"), label=label).rstrip("\n")
+        return fill(template(texts, "cot.txt"), label=label).rstrip("\n")
     what = "one candidate" if kind == "hit1" else "one option"
     return f"Answer with the {label} of {what} only.\nAnswer:"
 
 
-def question_text(cfg: LRWorldConfig, row: dict, cot: bool = False) -> str:
+def question_text(texts: Texts, row: dict, cot: bool = False) -> str:
     """The task prompt of one row (or of a few-shot example, which carries the same fields)."""
     domain = row.get("domain") or "item"
     hist = row.get("history") or []
     body = fill(
-        template(cfg, f"{TEMPLATE_OF.get(row['factor'], row['factor'])}.txt"),
+        template(texts, f"{TEMPLATE_OF.get(row['factor'], row['factor'])}.txt"),
         domain=domain, domains=f"{domain}s", verb=VERBS.get(domain, "interacted with"),
         history="\n".join(f"{k}. {h}" for k, h in enumerate(hist, 1)),
         target=row.get("target") or "", question=QUESTIONS.get(row["field"], ""),
-        options=option_lines(row["kind"], row["options"]), instruction=instruction(row["kind"], cot, cfg))
+        options=option_lines(row["kind"], row["options"]), instruction=instruction(row["kind"], cot, texts))
     return body.rstrip("\n")
 
 
-def messages(cfg: LRWorldConfig, row: dict) -> list[Message]:
+def messages(texts: Texts, row: dict) -> list[Message]:
+    """``texts``: ``read_templates(cfg)`` (a row's assets carry it)."""
     cot = row.get("variant") == "cot"
-    shots = "".join(fill(template(cfg, "shot.txt"), prompt=question_text(cfg, s), answer=s["gold"])
+    shots = "".join(fill(template(texts, "shot.txt"), prompt=question_text(texts, s), answer=s["gold"])
                     for s in row.get("_shots") or [])
-    return [Message(role="system", content=template(cfg, "system.txt").strip()),
-            Message(role="user", content=shots + question_text(cfg, row, cot))]
+    return [Message(role="system", content=template(texts, "system.txt").strip()),
+            Message(role="user", content=shots + question_text(texts, row, cot))]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from llmrec.pipelines.benchmarks.lrworld import prompts
 from llmrec.pipelines.benchmarks.lrworld.config import LRWorldConfig
 from llmrec.pipelines.benchmarks.lrworld.samples import labels
-from llmrec.pipelines.protocol import LLMStage
+from llmrec.pipelines.protocol import LLMStage, sample_assets
 from llmrec.types import Constraint, Request, Result, SamplingParams
 
 
@@ -15,7 +15,7 @@ def render(cfg: LRWorldConfig, row: dict) -> Request:
     cot = row.get("variant") == "cot"
     s = cfg.sampling
     constraint = Constraint(choices=labels(row["kind"])) if s.constrained and not cot else None
-    return Request(messages=prompts.messages(cfg, row), constraint=constraint,
+    return Request(messages=prompts.messages(sample_assets(row)["templates"], row), constraint=constraint,
                    sampling=SamplingParams(temperature=s.temperature, max_tokens=s.cot_max_tokens if cot else
                                            s.max_tokens),
                    prefix_key=f"lrworld/{row['factor']}/{row['variant']}")

@@ -65,9 +65,9 @@ def rag_exchanges(cfg: PrefEvalConfig, sample: dict) -> list[tuple[str, str]]:
 
 def method_prefix(cfg: PrefEvalConfig, sample: dict, method: str) -> str:
     if method == "cot":
-        return prompts.template(cfg, "cot")
+        return prompts.template(prompts.texts(sample), "cot")
     if method == "rag":
-        return prompts.rag_prefix(cfg, rag_exchanges(cfg, sample))
+        return prompts.rag_prefix(prompts.texts(sample), rag_exchanges(cfg, sample))
     return ""
 
 
@@ -78,8 +78,8 @@ def final_question(cfg: PrefEvalConfig, sample: dict, method: str | None = None)
         method = "zero-shot"
     prefix = method_prefix(cfg, sample, method)
     if cfg.task == "mcq":
-        return prompts.mcq_question(cfg, sample["question"], sample["options"], method, prefix)
-    return prompts.gen_question(cfg, sample["question"], method, prefix)
+        return prompts.mcq_question(prompts.texts(sample), sample["question"], sample["options"], method, prefix)
+    return prompts.gen_question(cfg, prompts.texts(sample), sample["question"], method, prefix)
 
 
 def answer_messages(cfg: PrefEvalConfig, sample: dict) -> list[Message]:
@@ -90,7 +90,7 @@ def _asked(cfg: PrefEvalConfig, sample: dict) -> str:
     """The question as the self-critic transcript shows it: the reference shows the bare question
     (generation) or the question with its options (MCQ), without the word limit."""
     if cfg.task == "mcq":
-        return prompts.mcq_question(cfg, sample["question"], sample["options"], "zero-shot")
+        return prompts.mcq_question(prompts.texts(sample), sample["question"], sample["options"], "zero-shot")
     return sample["question"]
 
 
@@ -98,14 +98,15 @@ def critique_messages(cfg: PrefEvalConfig, sample: dict) -> list[Message]:
     return context_messages(cfg, sample) + [
         Message(role="user", content=_asked(cfg, sample)),
         Message(role="assistant", content=sample.get("initial_output") or ""),
-        Message(role="user", content=prompts.critique_request(cfg)),
+        Message(role="user", content=prompts.critique_request(cfg, prompts.texts(sample))),
     ]
 
 
 def revision_messages(cfg: PrefEvalConfig, sample: dict) -> list[Message]:
     return critique_messages(cfg, sample) + [
         Message(role="assistant", content=sample.get("critique") or ""),
-        Message(role="user", content=prompts.revision_request(cfg, sample["question"], sample.get("options"))),
+        Message(role="user", content=prompts.revision_request(cfg, prompts.texts(sample), sample["question"],
+                                                                sample.get("options"))),
     ]
 
 

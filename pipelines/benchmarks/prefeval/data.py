@@ -109,9 +109,13 @@ def judge_prompt(data_dir: Path, check: str, override: Path | None = None) -> st
 
 
 def assets(cfg, data_dir: Path) -> dict:
-    """What stages share, read here on the driver (workers never open data files): the inter-turn
-    messages, and the four judge prompts when the judge runs."""
-    out: dict = {"inter_turn_messages": list(load_inter_turn_messages(Path(data_dir)))}
+    """What stages share, read here on the driver (workers never open data or template files): the
+    inter-turn messages, every prompt template's text (``benchmark.templates.*`` overrides
+    included), and the four judge prompts when the judge runs."""
+    from llmrec.pipelines.benchmarks.prefeval.prompts import read_templates
+
+    out: dict = {"inter_turn_messages": list(load_inter_turn_messages(Path(data_dir))),
+                 "templates": read_templates(cfg)}
     if cfg.task == "gen" and cfg.evaluate:
         out["judge_prompts"] = {c: judge_prompt(Path(data_dir), c, getattr(cfg.templates, f"judge_{c}"))
                                 for c in JUDGE_FILES}

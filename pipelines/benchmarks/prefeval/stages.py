@@ -93,7 +93,7 @@ def judge_request(cfg: PrefEvalConfig, sample: Sample, check: str) -> Request:
                        question=sample["question"], end_generation=sample.get("output") or "",
                        preference=sample["preference"],
                        assistant_restatement=parse_tag(sample.get("judge_acknowledge"), "preference"))
-    msgs = [Message(role="system", content=prompts.template(cfg, "judge_system")), Message(role="user", content=text)]
+    msgs = [Message(role="system", content=prompts.template(prompts.texts(sample), "judge_system")), Message(role="user", content=text)]
     return Request(messages=msgs, sampling=SamplingParams(max_tokens=cfg.judge_max_tokens))
 
 

@@ -97,9 +97,10 @@ def run_model(model: str, cfg: GistbenchConfig, data_dir, judge: ScriptedEngine)
     samples = bench.build_samples(cfg, data_dir)
     subject = extractor(model)
     rows = process_samples(bench, cfg, samples, {"subject": subject, "judge": judge}.__getitem__,
-                           retries=0, backoff_s=0)
+                           retries=0, backoff_s=0, assets=bench.assets(cfg, data_dir))
     for r in rows:
         r["model_label"] = model
+    bench.aggregate(cfg, rows)  # as the runner does on the driver: commits the new taxonomy mappings
     return rows
 
 

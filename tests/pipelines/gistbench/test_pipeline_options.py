@@ -28,7 +28,8 @@ def run(cfg: GistbenchConfig, subject, judge=None):
     bench = get_benchmark("gistbench")
     samples = bench.build_samples(cfg, data_dir())
     engines = {"subject": subject, "judge": judge or subject}
-    return process_samples(bench, cfg, samples, engines.__getitem__, retries=0, backoff_s=0)
+    return process_samples(bench, cfg, samples, engines.__getitem__, retries=0, backoff_s=0,
+                           assets=bench.assets(cfg, data_dir()))
 
 
 def cfg_of(**kw) -> GistbenchConfig:

@@ -20,6 +20,7 @@ import pytest
 from llmrec.pipelines.benchmarks.gistbench import BENCHMARK
 from llmrec.pipelines.benchmarks.gistbench.config import GistbenchConfig
 from llmrec.pipelines.benchmarks.gistbench.stages import next_extract
+from llmrec.pipelines.protocol import attach_assets
 from tests.conftest import require_data
 
 MOCK = "gistbench/gistbench/assets/mock_dataset.json"
@@ -49,8 +50,8 @@ def built() -> tuple[Path, list[dict]]:
 
 
 def samples(data_dir: Path, **extraction) -> tuple[GistbenchConfig, list[dict]]:
-    cfg = GistbenchConfig(name="gistbench", path=MOCK, extraction=extraction)
-    return cfg, BENCHMARK.build_samples(cfg, data_dir)
+    cfg = GistbenchConfig(name="gistbench", path=MOCK, extraction=extraction, taxonomy={"mapper": "none"})
+    return cfg, attach_assets(BENCHMARK.build_samples(cfg, data_dir), BENCHMARK.assets(cfg, data_dir))
 
 
 def test_default_extraction_requests_follow_the_reference(built):

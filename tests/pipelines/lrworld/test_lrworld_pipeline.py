@@ -30,7 +30,8 @@ def test_all_variants_through_the_worker(sim_catalog):
     rows = expand(cfg, built)
     engine = Recording(FakeEngineConfig(type="fake", default="The answer is B"))
     engine.start()
-    out = process_samples(BENCHMARK, cfg, rows, lambda _: engine, retries=0, backoff_s=0)
+    out = process_samples(BENCHMARK, cfg, rows, lambda _: engine, retries=0, backoff_s=0,
+                          assets=BENCHMARK.assets(cfg, None))
     assert all(r["status"] == "ok" for r in out) and len(engine.requests) == len(rows)
     cot = [q for q, r in zip(engine.requests, out) if r["variant"] == "cot"]
     assert cot and all(q.constraint is None and q.sampling.max_tokens == cfg.sampling.cot_max_tokens for q in cot)
@@ -52,5 +53,6 @@ def test_unconstrained_engine_answers_are_parsed(sim_catalog):
     cfg = LRWorldConfig(sampling={"constrained": False})
     engine = FakeEngine(FakeEngineConfig(type="fake", default="I think candidate 3 fits."))
     engine.start()
-    out = process_samples(BENCHMARK, cfg, rows, lambda _: engine, retries=0, backoff_s=0)
+    out = process_samples(BENCHMARK, cfg, rows, lambda _: engine, retries=0, backoff_s=0,
+                          assets=BENCHMARK.assets(cfg, None))
     assert [r["parsed"] for r in out] == ["3", "3"] and all(not r["missed"] for r in out)

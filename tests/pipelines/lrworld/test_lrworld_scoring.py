@@ -12,7 +12,7 @@ from llmrec.pipelines.benchmarks.lrworld.builders.memory import build_memory
 from llmrec.pipelines.benchmarks.lrworld.builders.knowledge import build_knowledge
 from llmrec.pipelines.benchmarks.lrworld.config import LRWorldConfig
 from llmrec.pipelines.benchmarks.lrworld.parsing import parse_choice
-from llmrec.pipelines.benchmarks.lrworld.prompts import messages
+from llmrec.pipelines.benchmarks.lrworld.prompts import messages, read_templates
 from llmrec.pipelines.benchmarks.lrworld.samples import (add_noise, expand, read_sample_set, shuffled,
                                                          write_sample_set)
 from llmrec.pipelines.benchmarks.lrworld.config import BuildConfig
@@ -106,11 +106,11 @@ def test_expand_variants_and_prompt(sim_catalog, tmp_path):
     clean = next(r for r in knowledge if r["variant"] == "base" and r["base_id"] == noisy["base_id"])
     assert sum(a != b for a, b in zip(noisy["history"], clean["history"])) == 1
     shot = next(r for r in knowledge if r["variant"] == "fewshot")
-    user_msg = messages(cfg, shot)[1].content
+    user_msg = messages(read_templates(cfg), shot)[1].content
     assert user_msg.count("Answer:") == 2 and shot["_shots"][0]["gold"] in user_msg
-    cot = messages(cfg, next(r for r in knowledge if r["variant"] == "cot"))[1].content
+    cot = messages(read_templates(cfg), next(r for r in knowledge if r["variant"] == "cot"))[1].content
     assert "step by step" in cot
-    base = messages(cfg, clean)[1].content
+    base = messages(read_templates(cfg), clean)[1].content
     assert "Which genres" in base and "A) " in base and "D) " in base and clean["history"][0] in base
 
 

@@ -9,7 +9,7 @@ from llmrec.pipelines.protocol import attach_assets
 from llmrec.pipelines.benchmarks.prefeval import BENCHMARK
 from llmrec.pipelines.benchmarks.prefeval import conversation as conv
 from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
-from llmrec.pipelines.benchmarks.prefeval.prompts import template
+from llmrec.pipelines.benchmarks.prefeval.prompts import read_templates, template
 from llmrec.pipelines.benchmarks.prefeval.samples import build_layout, prefix_of
 from tests.conftest import require_data
 
@@ -69,8 +69,8 @@ def test_explicit_gen_message_sequences_per_method(data, chats):
         finals[m] = msgs[-1].content
     assert finals["zero-shot"] == q + SUFFIX
     assert finals["self-critic"] == finals["zero-shot"]  # the initial answer is the zero-shot one
-    assert finals["reminder"] == q + template(cfg, "reminder") + SUFFIX
-    assert finals["cot"] == template(cfg, "cot") + q + SUFFIX
+    assert finals["reminder"] == q + template(read_templates(cfg), "reminder") + SUFFIX
+    assert finals["cot"] == template(read_templates(cfg), "cot") + q + SUFFIX
     rag = finals["rag"]
     assert rag.endswith(q + SUFFIX) and "the 2 messages" in rag
     assert f"exchange 1. User: {raw['preference']}\nexchange 2. Assistant: {chats[1]['content']}\n" in rag
@@ -83,7 +83,7 @@ def test_self_critic_transcripts(data):
     crit = conv.critique_messages(cfg, s)
     assert roles(crit) == ["system", "user", "assistant"] + ["user", "assistant"] * 2 + ["user", "assistant", "user"]
     assert crit[-3].content == s["question"]  # the bare question, as the reference shows it
-    assert crit[-2].content == "FIRST" and crit[-1].content == template(cfg, "critique")
+    assert crit[-2].content == "FIRST" and crit[-1].content == template(read_templates(cfg), "critique")
     rev = conv.revision_messages(cfg, s)
     assert rev[:-2] == crit and rev[-2].content == "CRIT"
     assert rev[-1].content.startswith("Revision request") and s["question"] in rev[-1].content
@@ -98,13 +98,13 @@ def test_mcq_methods_and_self_critic(data):
     for s in ss.values():
         s["pref_reply"] = "LIVE"
     zero = conv.answer_messages(cfg, ss["zero-shot"])[-1].content
-    assert conv.answer_messages(cfg, ss["cot"])[-1].content == template(cfg, "cot") + zero
+    assert conv.answer_messages(cfg, ss["cot"])[-1].content == template(read_templates(cfg), "cot") + zero
     s = ss["self-critic"]
     s.update(initial_output="<choice>B</choice>", critique="CRIT")
     rev = conv.revision_messages(cfg, s)
     assert rev[-5].content == zero  # question with its options
-    assert rev[-4].content == "<choice>B</choice>" and rev[-3].content == template(cfg, "critique_mcq")
-    assert rev[-1].content.startswith(template(cfg, "revision_mcq")) and "\nA. " in rev[-1].content
+    assert rev[-4].content == "<choice>B</choice>" and rev[-3].content == template(read_templates(cfg), "critique_mcq")
+    assert rev[-1].content.startswith(template(read_templates(cfg), "revision_mcq")) and "\nA. " in rev[-1].content
     stages = {st.name: st for st in BENCHMARK.stages(cfg)}
     revised = stages["revision"].render(s)
     assert revised.constraint is None and revised.sampling.max_tokens == 5  # reference: free-form, max_mcq_tokens
@@ -131,7 +131,7 @@ def test_implicit_forms_gen(data):
     prec = json.loads((data / f"prefeval/benchmark_dataset/implicit_preference/persona-driven/{TOPIC}.json").read_text())[0]
     pm = conv.answer_messages(cfg, persona)
     assert len(pm) == 1 + 2 * len(prec["conversation"]) + 2 + 1
-    assert pm[-1].content == prec["question"] + template(cfg, "reminder") + SUFFIX
+    assert pm[-1].content == prec["question"] + template(read_templates(cfg), "reminder") + SUFFIX
     assert BENCHMARK.stages(cfg)[0].render(persona) is None  # no live reply for implicit forms
 
 

@@ -12,7 +12,7 @@ from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
 from llmrec.pipelines.benchmarks.prefeval.metrics import mcq_metrics, score_predictions
 from llmrec.pipelines.benchmarks.prefeval.parsing import parse_choice
 from llmrec.pipelines.benchmarks.prefeval.conversation import conversation
-from llmrec.pipelines.benchmarks.prefeval.prompts import mcq_question, shuffle_options
+from llmrec.pipelines.benchmarks.prefeval.prompts import mcq_question, read_templates, shuffle_options
 from llmrec.types import Result
 from tests.conftest import require_data
 
@@ -48,8 +48,8 @@ def test_shuffle_keeps_gold_and_is_stable_across_processes():
 
 def test_reminder_and_question_template():
     cfg = PrefEvalConfig(topics=["travel_hotel"])
-    q0 = mcq_question(cfg, "Where to stay?", ["a", "b", "c", "d"], "zero-shot")
-    q1 = mcq_question(cfg, "Where to stay?", ["a", "b", "c", "d"], "reminder")
+    q0 = mcq_question(read_templates(cfg), "Where to stay?", ["a", "b", "c", "d"], "zero-shot")
+    q1 = mcq_question(read_templates(cfg), "Where to stay?", ["a", "b", "c", "d"], "reminder")
     assert q0.startswith("Where to stay?") and "A. a\nB. b\nC. c\nD. d" in q0 and "<choice>" in q0
     assert q1.startswith("Where to stay?\n") and len(q1) > len(q0) and "preference" in q1
 
@@ -58,7 +58,9 @@ def test_custom_template_file(tmp_path):
     t = tmp_path / "q.txt"
     t.write_text("{question}{reminder} || {options}")
     cfg = PrefEvalConfig(templates={"mcq_question": str(t)})
-    assert mcq_question(cfg, "Q {x}?", ["a", "b", "c", "d"], "zero-shot") == "Q {x}? || A. a\nB. b\nC. c\nD. d"
+    texts = read_templates(cfg)  # on the driver; the file may be gone when stages render
+    t.unlink()
+    assert mcq_question(texts, "Q {x}?", ["a", "b", "c", "d"], "zero-shot") == "Q {x}? || A. a\nB. b\nC. c\nD. d"
 
 
 @pytest.fixture(scope="module")
