@@ -40,15 +40,12 @@ def test_llm_config_places_tp_pp_bundles_and_passes_lora():
                          "lora_config": {"max_num_adapters_per_replica": 4}})
     kw = llm_config_kwargs(cfg, "/models/m", replicas=2, num_cpus=1, num_gpus=8)
     assert kw["placement_group_config"]["bundles"] == [{"CPU": 1, "GPU": 1}] * 8
-    assert kw["deployment_config"]["num_replicas"] == 2 and "PrefixCacheAffinityRouter" in str(
-        kw["deployment_config"]["request_router_config"]) and kw["lora_config"]["max_num_adapters_per_replica"] == 4
+    assert kw["deployment_config"] == {"num_replicas": 2} and kw["lora_config"]["max_num_adapters_per_replica"] == 4
     assert kw["model_loading_config"] == {"model_id": "m", "model_source": "/models/m"}
     assert "model" not in kw["engine_kwargs"] and kw["engine_kwargs"]["tensor_parallel_size"] == 4
     assert kw["engine_kwargs"]["enable_prompt_tokens_details"] is True  # cached-token counts in usage
     cpu = llm_config_kwargs(engine_config({"type": "vllm", "model": "m"}), "m", 1, 1, 0)
     assert cpu["placement_group_config"] == {"bundles": [{"CPU": 1}]} and "lora_config" not in cpu
-    plain = llm_config_kwargs(engine_config({"type": "vllm", "model": "m", "router": "power_of_two"}), "m", 1, 1, 0)
-    assert plain["deployment_config"] == {"num_replicas": 1}
 
 
 def test_requests_sharing_a_prefix_wait_for_the_first():

