@@ -126,3 +126,18 @@ def judge_pool_resources(judge_cfg, ex) -> dict:
         bundles = replica_bundles(need, cpus)
         return {"num_cpus": bundles[0]["CPU"], "num_gpus": 0, "bundles": bundles, "max_restarts": ex.max_restarts}
     return {"num_cpus": cpus, "num_gpus": gpus, "bundles": None, "max_restarts": ex.max_restarts}
+
+
+def judge_placement(judge, ex) -> str:
+    """One line for ``llmrec plan``: where the judge runs and what its actors reserve."""
+    if judge is None:
+        return "judge: none"
+    if ex.mode == "serve":
+        return f"judge: its own Serve app ({judge.type}), {ex.concurrency} replica(s)"
+    if not judge_pooled(judge, ex):
+        why = "a remote API" if ex.judge_replicas > 0 else "execution.judge_replicas: 0"
+        return f"judge: {judge.type} inside each subject actor ({why})"
+    res = judge_pool_resources(judge, ex)
+    what = (f"{len(res['bundles'])} bundle(s) {{GPU: 1, CPU: 1}}" if res["bundles"]
+            else f"{res['num_cpus']:g} CPU, {res['num_gpus']:g} GPU")
+    return f"judge: {ex.judge_replicas} {judge.type} actor(s) of its own, each {what}; shares no GPU with the subject"

@@ -80,3 +80,16 @@ def test_remote_or_unpooled_judges_stay_in_the_subject_actor():
 
 def test_max_restarts_default_is_bounded():
     assert ExecutionConfig().max_restarts == 3
+
+
+def test_plan_line_says_where_the_judge_runs():
+    from llmrec.pipelines.runner.placement import judge_placement
+
+    vllm = {"type": "vllm", "model": "m"}
+    own = _run(vllm, {"type": "vllm", "model": "j", "tensor_parallel_size": 2}, num_gpus_per_worker=1,
+               judge_num_gpus_per_worker=2, judge_replicas=2)
+    assert judge_placement(own.judge, own.execution) == ("judge: 2 vllm actor(s) of its own, each 2 bundle(s) "
+                                                         "{GPU: 1, CPU: 1}; shares no GPU with the subject")
+    remote = _run(vllm, {"type": "openai", "model": "j"}, num_gpus_per_worker=1)
+    assert "inside each subject actor (a remote API)" in judge_placement(remote.judge, remote.execution)
+    assert judge_placement(None, remote.execution) == "judge: none"
