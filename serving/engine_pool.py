@@ -244,7 +244,7 @@ def start_engine_pool(cfg: dict, replicas: int, name: str, num_cpus: float = 1.0
     cls = ENGINES.get(str(cfg["type"])).engine_cls
     calls = THREADED_CALLS if getattr(cls, "thread_safe", False) else 1
     remote = ray.remote(EngineActor)
-    pool = EnginePool(cfg, [])
+    pool, t0 = EnginePool(cfg, []), time.perf_counter()
     try:
         for i in range(replicas):
             opts = {"num_cpus": num_cpus, "num_gpus": num_gpus, "max_restarts": max_restarts,
@@ -259,7 +259,7 @@ def start_engine_pool(cfg: dict, replicas: int, name: str, num_cpus: float = 1.0
     except BaseException:
         stop_engine_pool(pool)
         raise
-    log.info("engine pool %s: %d %s actor(s) ready", name, replicas, cfg["type"])
+    log.info("engine pool %s: %d %s actor(s) ready in %.1fs", name, replicas, cfg["type"], time.perf_counter() - t0)
     return pool
 
 

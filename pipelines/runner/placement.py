@@ -141,3 +141,27 @@ def judge_placement(judge, ex) -> str:
     what = (f"{len(res['bundles'])} bundle(s) {{GPU: 1, CPU: 1}}" if res["bundles"]
             else f"{res['num_cpus']:g} CPU, {res['num_gpus']:g} GPU")
     return f"judge: {ex.judge_replicas} {judge.type} actor(s) of its own, each {what}; shares no GPU with the subject"
+
+
+def _actor_totals(cfg, cpus: float, gpus: float) -> tuple[float, float]:
+    """CPUs and GPUs one engine actor takes, its placement group's bundles included."""
+    need = gpus_needed(cfg)
+    if need is not None and need > 1 and gpus > 0:
+        return sum(b["CPU"] for b in replica_bundles(need, cpus)), float(need)
+    return cpus, gpus
+
+
+def shortfalls(engine, judge, ex, cluster: dict) -> list[str]:
+    """Warnings when the subject actors plus the judge's own actors need more CPUs/GPUs than the
+    cluster has now (some actors would wait for resources, or for an autoscaler to add nodes)."""
+    sub = _actor_totals(engine, ex.num_cpus_per_worker, ex.num_gpus_per_worker)
+    jud = _actor_totals(judge, judge_cpus(ex), judge_gpus(ex))
+    out = []
+    for i, kind in enumerate(("CPU", "GPU")):
+        need = ex.concurrency * sub[i] + ex.judge_replicas * jud[i]
+        if need > cluster.get(kind, 0):
+            out.append(f"{ex.concurrency} subject actor(s) ({sub[i]:g} {kind} each) and {ex.judge_replicas} judge "
+                       f"actor(s) ({jud[i]:g} {kind} each) need {need:g} {kind} but the cluster has "
+                       f"{cluster.get(kind, 0):g}: some will wait for resources (an autoscaling cluster adds nodes). "
+                       f"Lower execution.concurrency / judge_replicas or their per-worker {kind}s")
+    return out

@@ -65,11 +65,15 @@ def start_judge_pool(cfg: RunConfig, engines: dict, run: str):
     or None when the judge runs inside the subject actors (no judge, serve mode, a remote judge
     such as openai, or judge_replicas 0). Returns once every judge engine has loaded; the run
     stops it with ``serving.engine_pool.stop_engine_pool``."""
-    from llmrec.pipelines.runner.placement import judge_pool_resources, judge_pooled
+    import ray
+
+    from llmrec.pipelines.runner.placement import judge_pool_resources, judge_pooled, shortfalls
     from llmrec.serving.engine_pool import start_engine_pool
 
     ex = cfg.execution
     if not judge_pooled(cfg.judge, ex):
         return None
+    for line in shortfalls(cfg.engine, cfg.judge, ex, ray.cluster_resources()):
+        log.warning("%s", line)
     return start_engine_pool(engines["judge"], ex.judge_replicas, f"llmrec-{run}-judge",
                              **judge_pool_resources(cfg.judge, ex))

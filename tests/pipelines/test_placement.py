@@ -93,3 +93,13 @@ def test_plan_line_says_where_the_judge_runs():
     remote = _run(vllm, {"type": "openai", "model": "j"}, num_gpus_per_worker=1)
     assert "inside each subject actor (a remote API)" in judge_placement(remote.judge, remote.execution)
     assert judge_placement(None, remote.execution) == "judge: none"
+
+
+def test_shortfall_counts_the_judge_actors_and_their_bundles():
+    from llmrec.pipelines.runner.placement import shortfalls
+
+    cfg = _run({"type": "vllm", "model": "m"}, {"type": "vllm", "model": "j", "tensor_parallel_size": 2},
+               num_gpus_per_worker=1, judge_num_gpus_per_worker=2, concurrency=6)
+    assert shortfalls(cfg.engine, cfg.judge, cfg.execution, {"CPU": 64, "GPU": 8}) == []
+    [gpu] = shortfalls(cfg.engine, cfg.judge, cfg.execution, {"CPU": 64, "GPU": 7})
+    assert "6 subject actor(s) (1 GPU each) and 1 judge actor(s) (2 GPU each) need 8 GPU" in gpu
