@@ -130,3 +130,18 @@ def test_pool_reserves_its_cpus_reraises_engine_errors_and_frees_everything(loca
     finally:
         stop_engine_pool(pool)
     assert _wait_cpu(ray, free) == pytest.approx(free)
+
+
+@pytest.mark.slow
+def test_a_permanently_dead_actor_s_share_goes_to_the_others(local_ray):
+    import ray
+
+    pool = start_engine_pool(FAKE, 2, "t-gone", num_cpus=0.5, max_restarts=0)
+    try:
+        survivor = ray.get(pool.actors[1].pid.remote())
+        ray.kill(pool.actors[0], no_restart=True)  # like a lost node once restarts are used up
+        out = pool.client(0.01).generate([req(i) for i in range(4)])
+        assert [r.text.split()[0] for r in out] == [f"a{i}" for i in range(4)]
+        assert {pid_of(r.text) for r in out} == {survivor}
+    finally:
+        stop_engine_pool(pool)
