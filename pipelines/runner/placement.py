@@ -5,9 +5,9 @@ pipeline parallel size). As in ``ray.data.llm``'s vLLM stage, a multi-GPU replic
 placement group of one ``{GPU: 1, CPU: 1}`` bundle per GPU (PACK: on one node when it fits)
 that captures child tasks, and the actor itself reserves no GPU: vLLM's Ray executor places
 its TP/PP workers in that group. In actors mode a (non-remote) judge gets actors of its own
-(``execution.judge_replicas``) with its own CPUs/GPUs, so it shares no GPU with the subject. Dead actors are restarted by Ray (``max_restarts``) and
-their batch re-run (``max_task_retries``); see ``StageWorker`` for how an engine death ends
-the actor.
+(``execution.judge_replicas``) with its own CPUs/GPUs, so it shares no GPU with the subject.
+Dead actors are restarted by Ray (``max_restarts``) and their batch re-run
+(``max_task_retries``); see ``StageWorker`` for how an engine death ends the actor.
 """
 
 from __future__ import annotations
