@@ -279,7 +279,8 @@ def _wait_ready(pool: EnginePool, name: str) -> None:
     try:
         ray.get(done)
     except RayActorError as e:
-        raise EngineError(f"engine pool {name}: an engine actor could not start: {e}") from e
+        cause = [line for line in str(e).splitlines() if line.strip()][-1]  # the engine's own error, last
+        raise EngineError(f"engine pool {name}: an engine actor could not start: {cause}") from e
 
 
 def stop_engine_pool(pool: EnginePool, timeout_s: float = 30.0) -> None:

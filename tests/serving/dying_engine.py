@@ -1,6 +1,7 @@
-"""An engine whose first ``generate`` in a run raises ``EngineDead`` (as vLLM's dead EngineCore does),
-for the engine-pool recovery test. ``marker``: a file; absent = die (and create it), present = answer.
-Referenced as ``type: "tests.serving.dying_engine:DYING"``."""
+"""Engines for the engine-pool fault tests, referenced as ``type: "tests.serving.dying_engine:DYING"``.
+
+DYING: its first ``generate`` raises ``EngineDead`` (as vLLM's dead EngineCore does); ``marker`` is a
+file: absent = die (and create it), present = answer. BROKEN: ``start`` raises (a missing model file)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from llmrec.errors import EngineDead
+from llmrec.errors import ConfigError, EngineDead
 from llmrec.serving.engine import EngineSpec
 from llmrec.serving.engines.fake import FakeEngine, FakeEngineConfig
 
@@ -28,3 +29,13 @@ class DyingEngine(FakeEngine):
 
 
 DYING = EngineSpec("dying", DyingConfig, DyingEngine)
+
+
+class BrokenEngine(FakeEngine):
+    """Cannot start (as a missing model file would): the pool must fail at start, naming why."""
+
+    def start(self) -> None:
+        raise ConfigError(f"model file {self.config.marker} not found")
+
+
+BROKEN = EngineSpec("broken", DyingConfig, BrokenEngine)

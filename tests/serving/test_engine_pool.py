@@ -145,3 +145,14 @@ def test_a_permanently_dead_actor_s_share_goes_to_the_others(local_ray):
         assert {pid_of(r.text) for r in out} == {survivor}
     finally:
         stop_engine_pool(pool)
+
+
+@pytest.mark.slow
+def test_an_engine_that_cannot_start_fails_the_pool_start_naming_why(local_ray, tmp_path):
+    import ray
+
+    total = ray.cluster_resources()["CPU"]
+    cfg = {"type": "tests.serving.dying_engine:BROKEN", "marker": str(tmp_path / "model.gguf")}
+    with pytest.raises(EngineError, match=r"could not start.*model file .*model.gguf not found"):
+        start_engine_pool(cfg, 2, "t-broken", num_cpus=0.5, max_restarts=1)
+    assert _wait_cpu(ray, total) == pytest.approx(total)  # nothing left behind
