@@ -289,7 +289,8 @@ def stop_engine_pool(pool: EnginePool, timeout_s: float = 30.0) -> None:
     from ray.exceptions import RayError
 
     try:
-        ray.wait([a.close.remote() for a in pool.actors], num_returns=len(pool.actors), timeout=timeout_s)
+        if pool.actors:
+            ray.wait([a.close.remote() for a in pool.actors], num_returns=len(pool.actors), timeout=timeout_s)
     except RayError as e:  # a dead actor has nothing to close
         log.warning("engine pool: close failed: %s", e)
     for a in pool.actors:
