@@ -34,7 +34,10 @@ class EngineConfig(StrictModel):
 @runtime_checkable
 class Engine(Protocol):
     """``config``: the validated config. Optional attribute ``thread_safe: bool`` (default
-    False): when False, the Serve deployment serialises calls to the engine with a lock."""
+    False): when False, the Serve deployment serialises calls to the engine with a lock (and an
+    engine pool actor takes one call at a time). Optional attribute ``remote: bool`` (default
+    False): True for a client of a server elsewhere (openai), which runs inside its caller
+    instead of in an engine pool of its own (``serving/engine_pool.py``)."""
 
     config: EngineConfig
 

@@ -2,8 +2,9 @@
 
 prepare → samples (stable ids) and the run directory; the result store says which are
 finished; the rest stream through one Ray Data actor pool whose actors hold the
-engines (or clients of a Ray Serve deployment) and run every stage per batch; each
-finished batch is written to the store as it arrives; then metrics are aggregated.
+engines (or clients of a Ray Serve deployment, or of the judge's own engine actors) and
+run every stage per batch; each finished batch is written to the store as it arrives;
+then metrics are aggregated.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class StageWorker:
     """Ray Data actor: holds the engines for its lifetime and runs all stages per batch."""
 
     def __init__(self, bench_cfg: dict, engines: dict, mode: str, cache, retries: int, backoff_s: float,
-                 assets: tuple = (), run: str = "", timeout_s: float | None = None):
+                 assets: tuple = (), run: str = "", timeout_s: float | None = None, pools: dict | None = None):
         import ray
 
         self.bench = get_benchmark(bench_cfg["name"])
@@ -46,6 +47,7 @@ class StageWorker:
         self._retries, self._backoff, self._run, self._timeout = retries, backoff_s, run, timeout_s
         self._engines: dict = {}
         self._load_s = 0.0  # engine start-up time not yet reported to the driver
+        self._pools = pools or {}  # role → client of that role's own engine actors (the judge pool)
         # the benchmark's shared read-only assets: one object in the object store, fetched once per actor
         self._assets = ray.get(assets[0]) if assets else None
 
@@ -55,7 +57,8 @@ class StageWorker:
             if cfg is None:
                 raise ConfigError(f"benchmark stage needs a '{role}' engine; add a '{role}:' section to the config")
             t0 = time.perf_counter()
-            self._engines[role] = open_engine(cfg, self._mode, role, self._cache, self._run, self._timeout)
+            self._engines[role] = open_engine(cfg, self._mode, role, self._cache, self._run, self._timeout,
+                                              self._pools.get(role))
             self._load_s += time.perf_counter() - t0
         return self._engines[role]
 
@@ -76,9 +79,11 @@ class StageWorker:
         return encode(groups, {"engine_start_s": load, "worker_s": time.perf_counter() - t0 - load})
 
 
-def open_engine(cfg: dict, mode: str, role: str, cache, run: str = "", timeout_s: float | None = None):
-    """An engine (actors mode) or a Serve client (serve mode), wrapped by the run's request
-    cache (``cache``: the cache service actor handle, or None)."""
+def open_engine(cfg: dict, mode: str, role: str, cache, run: str = "", timeout_s: float | None = None,
+                pool=None):
+    """An engine (actors mode), a client of the role's own engine actors (``pool``, e.g. the judge
+    pool), or a Serve client (serve mode), wrapped by the run's request cache (``cache``: the
+    cache service actor handle, or None)."""
     from llmrec.serving.engine import build_engine
 
     if mode == "serve":
@@ -87,6 +92,8 @@ def open_engine(cfg: dict, mode: str, role: str, cache, run: str = "", timeout_s
 
         client = getattr(ENGINES.get(cfg["type"]).engine_cls, "serve_client", None)  # e.g. ray.serve.llm for vllm
         engine = client(cfg) if client else ServeEngine(app_name(run, role), cfg, timeout_s=timeout_s)
+    elif pool is not None:
+        engine = pool
     else:
         engine = build_engine(cfg)
         engine.start()
@@ -170,8 +177,9 @@ def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
     """Send pending samples through Ray Data; write each finished batch; return them."""
     import ray
 
-    from llmrec.pipelines.runner.ray_env import ensure_ray, start_serve_apps, stop_serve_apps
+    from llmrec.pipelines.runner.ray_env import ensure_ray, start_judge_pool, start_serve_apps, stop_serve_apps
     from llmrec.serving.cache_service import start_cache_service, stop_cache_service
+    from llmrec.serving.engine_pool import stop_engine_pool
 
     if not p.pending:
         return []
@@ -183,6 +191,7 @@ def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
     check_gpu_placement(engines, ex)
     if ex.mode == "serve":
         engines = start_serve_apps(engines, ex, run)  # an engine's own deployment may add e.g. its base_url
+    judge_pool = start_judge_pool(cfg, engines, run)  # actors mode: the judge's own engine actors, or None
     cache_path = cache_path_for(cfg)
     cache = start_cache_service(cache_path, f"llmrec-cache-{run}") if cache_path else None
     assets = (ray.put(p.assets),) if p.assets is not None else ()  # once, shared by every actor
@@ -206,7 +215,8 @@ def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
         fn_constructor_kwargs=dict(bench_cfg=cfg.benchmark.model_dump(mode="json"), engines=engines,
                                    mode=ex.mode, cache=cache, retries=ex.retries,
                                    backoff_s=ex.serve_backoff_s if ex.mode == "serve" else ex.backoff_s,
-                                   assets=assets, run=run, timeout_s=ex.request_timeout_s),
+                                   assets=assets, run=run, timeout_s=ex.request_timeout_s,
+                                   pools={"judge": judge_pool.client(ex.backoff_s)} if judge_pool else None),
         batch_size=batch_size, udf_modifying_row_count=False, compute=ray.data.ActorPoolStrategy(size=ex.concurrency),
         batch_format="numpy", **actor_resources(cfg.engine, ex))
     # Fault tolerance: the actor pool restarts a dead actor (one on a lost node, or one that ended
@@ -236,6 +246,8 @@ def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
             stop_serve_apps(engines, run)
         if cache is not None:
             stop_cache_service(cache)
+        if judge_pool is not None:
+            stop_engine_pool(judge_pool)
         t["time_teardown_s"] = time.perf_counter() - t_stop
     return written
 

@@ -4,9 +4,10 @@ Engines that span several GPUs expose ``gpus_per_replica`` on their config (vllm
 pipeline parallel size). As in ``ray.data.llm``'s vLLM stage, a multi-GPU replica gets a
 placement group of one ``{GPU: 1, CPU: 1}`` bundle per GPU (PACK: on one node when it fits)
 that captures child tasks, and the actor itself reserves no GPU: vLLM's Ray executor places
-its TP/PP workers in that group. Dead actors are restarted by Ray (``max_restarts``) and
-their batch re-run (``max_task_retries``); see ``StageWorker`` for how an engine death ends
-the actor.
+its TP/PP workers in that group. In actors mode a (non-remote) judge gets actors of its own
+(``execution.judge_replicas``) with its own CPUs/GPUs, so it shares no GPU with the subject.
+Dead actors are restarted by Ray (``max_restarts``) and their batch re-run
+(``max_task_retries``); see ``StageWorker`` for how an engine death ends the actor.
 """
 
 from __future__ import annotations
@@ -21,22 +22,55 @@ def gpus_needed(engine_cfg) -> int | None:
     return getattr(engine_cfg, "gpus_per_replica", None)
 
 
+def judge_pooled(judge, ex) -> bool:
+    """Whether the judge runs in its own engine actors (``execution.judge_replicas`` > 0 in actors
+    mode, and an engine that runs in-process: a remote judge such as ``openai`` stays a client
+    inside the subject actors)."""
+    from llmrec.serving.engine_pool import runs_in_process
+
+    return judge is not None and ex.mode == "actors" and ex.judge_replicas > 0 and runs_in_process(judge)
+
+
+def judge_gpus(ex) -> float:
+    return ex.num_gpus_per_worker if ex.judge_num_gpus_per_worker is None else ex.judge_num_gpus_per_worker
+
+
+def judge_cpus(ex) -> float:
+    return ex.num_cpus_per_worker if ex.judge_num_cpus_per_worker is None else ex.judge_num_cpus_per_worker
+
+
+def _role_gpus(ex, pooled: bool) -> tuple[tuple[str, float, str], ...]:
+    judge_key = "execution.judge_num_gpus_per_worker" if pooled else "execution.num_gpus_per_worker"
+    return (("engine", ex.num_gpus_per_worker, "execution.num_gpus_per_worker"),
+            ("judge", judge_gpus(ex) if pooled else ex.num_gpus_per_worker, judge_key))
+
+
 def placement_errors(engine, judge, ex) -> list[str]:
     """Static checks of a run's GPU placement (no cluster needed); empty when consistent."""
     errors: list[str] = []
-    if ex.mode != "actors" or ex.num_gpus_per_worker == 0:
+    if ex.mode != "actors":
         return errors
-    for role, cfg in (("engine", engine), ("judge", judge)):
+    pooled = judge_pooled(judge, ex)
+    for (role, gpus, key), cfg in zip(_role_gpus(ex, pooled), (engine, judge)):
         need = gpus_needed(cfg) if cfg is not None else None
-        if need is not None and ex.num_gpus_per_worker != need:
-            errors.append(f"execution.num_gpus_per_worker is {ex.num_gpus_per_worker:g} but {role} needs "
-                          f"tensor_parallel_size x pipeline_parallel_size = {need} GPU(s) per replica; set them equal")
+        if need is not None and gpus != 0 and gpus != need:
+            errors.append(f"{key} is {gpus:g} but {role} needs tensor_parallel_size x pipeline_parallel_size "
+                          f"= {need} GPU(s) per replica; set them equal")
     shares = [getattr(c, "gpu_memory_utilization", None) for c in (engine, judge) if c is not None]
-    if len(shares) == 2 and None not in shares and sum(shares) > 0.95:
-        errors.append(f"in mode 'actors' the judge shares the subject's GPU(s) (one actor holds both), but "
-                      f"engine.gpu_memory_utilization ({shares[0]}) + judge.gpu_memory_utilization ({shares[1]}) "
-                      f"> 0.95: vLLM would run out of memory. Use execution.mode: serve (separate deployments), "
-                      f"an openai judge on its own GPUs, or lower both so that they sum to at most 0.95")
+    if len(shares) != 2 or None in shares or sum(shares) <= 0.95:
+        return errors
+    if not pooled and ex.num_gpus_per_worker > 0:
+        why = "with execution.judge_replicas: 0 the judge shares the subject's GPU(s) (one actor holds both)"
+    elif pooled and 0 < ex.num_gpus_per_worker < 1 and 0 < judge_gpus(ex) < 1:
+        why = (f"the subject's and the judge's actors reserve fractions of a GPU ({ex.num_gpus_per_worker:g}, "
+               f"{judge_gpus(ex):g}), so Ray may put both on one GPU")
+    else:
+        return errors
+    errors.append(f"in mode 'actors' {why}, but engine.gpu_memory_utilization ({shares[0]}) + "
+                  f"judge.gpu_memory_utilization ({shares[1]}) > 0.95: vLLM would run out of memory. Give the "
+                  f"judge actors of their own with whole GPUs (execution.judge_replicas >= 1, "
+                  f"judge_num_gpus_per_worker), use execution.mode: serve (separate deployments), or lower both "
+                  f"so that they sum to at most 0.95")
     return errors
 
 
@@ -46,13 +80,15 @@ def check_gpu_placement(engines: dict, ex) -> None:
 
     from llmrec.serving.engine import engine_config
 
-    if ex.mode != "actors" or ex.num_gpus_per_worker > 0:
+    if ex.mode != "actors":
         return
     gpus = ray.cluster_resources().get("GPU", 0)
-    for role, cfg in engines.items():
-        if gpus and gpus_needed(engine_config(cfg)) is not None:
-            raise ConfigError(f"the cluster has {gpus:g} GPU(s) but execution.num_gpus_per_worker is 0: the {role} "
-                              f"engine ({cfg['type']}) would run on CPU. Set num_gpus_per_worker to its "
+    pooled = "judge" in engines and judge_pooled(engine_config(engines["judge"], "judge"), ex)
+    for role, reserved, key in _role_gpus(ex, pooled):
+        cfg = engines.get("subject" if role == "engine" else role)
+        if cfg is not None and reserved == 0 and gpus and gpus_needed(engine_config(cfg)) is not None:
+            raise ConfigError(f"the cluster has {gpus:g} GPU(s) but {key} is 0: the {role} engine "
+                              f"({cfg['type']}) would run on CPU. Set it to its "
                               f"tensor_parallel_size x pipeline_parallel_size")
 
 
@@ -80,3 +116,52 @@ def actor_resources(engine_cfg, ex) -> dict:
         return {"num_cpus": bundles[0]["CPU"], "num_gpus": 0,
                 "ray_remote_args_fn": partial(_pg_strategy, bundles), **restart}
     return {"num_cpus": ex.num_cpus_per_worker, "num_gpus": ex.num_gpus_per_worker, **restart}
+
+
+def judge_pool_resources(judge_cfg, ex) -> dict:
+    """``serving.engine_pool.start_engine_pool`` resource arguments for the judge's own actors:
+    the judge's GPUs (one placement group of TP x PP bundles per actor when it spans several)."""
+    cpus, gpus, need = judge_cpus(ex), judge_gpus(ex), gpus_needed(judge_cfg)
+    if need is not None and need > 1 and gpus > 0:
+        bundles = replica_bundles(need, cpus)
+        return {"num_cpus": bundles[0]["CPU"], "num_gpus": 0, "bundles": bundles, "max_restarts": ex.max_restarts}
+    return {"num_cpus": cpus, "num_gpus": gpus, "bundles": None, "max_restarts": ex.max_restarts}
+
+
+def judge_placement(judge, ex) -> str:
+    """One line for ``llmrec plan``: where the judge runs and what its actors reserve."""
+    if judge is None:
+        return "judge: none"
+    if ex.mode == "serve":
+        return f"judge: its own Serve app ({judge.type}), {ex.concurrency} replica(s)"
+    if not judge_pooled(judge, ex):
+        why = "a remote API" if ex.judge_replicas > 0 else "execution.judge_replicas: 0"
+        return f"judge: {judge.type} inside each subject actor ({why})"
+    res = judge_pool_resources(judge, ex)
+    what = (f"{len(res['bundles'])} bundle(s) {{GPU: 1, CPU: 1}}" if res["bundles"]
+            else f"{res['num_cpus']:g} CPU, {res['num_gpus']:g} GPU")
+    return f"judge: {ex.judge_replicas} {judge.type} actor(s) of its own, each {what}; shares no GPU with the subject"
+
+
+def _actor_totals(cfg, cpus: float, gpus: float) -> tuple[float, float]:
+    """CPUs and GPUs one engine actor takes, its placement group's bundles included."""
+    need = gpus_needed(cfg)
+    if need is not None and need > 1 and gpus > 0:
+        return sum(b["CPU"] for b in replica_bundles(need, cpus)), float(need)
+    return cpus, gpus
+
+
+def shortfalls(engine, judge, ex, cluster: dict) -> list[str]:
+    """Warnings when the subject actors plus the judge's own actors need more CPUs/GPUs than the
+    cluster has now (some actors would wait for resources, or for an autoscaler to add nodes)."""
+    sub = _actor_totals(engine, ex.num_cpus_per_worker, ex.num_gpus_per_worker)
+    jud = _actor_totals(judge, judge_cpus(ex), judge_gpus(ex))
+    out = []
+    for i, kind in enumerate(("CPU", "GPU")):
+        need = ex.concurrency * sub[i] + ex.judge_replicas * jud[i]
+        if need > cluster.get(kind, 0):
+            out.append(f"{ex.concurrency} subject actor(s) ({sub[i]:g} {kind} each) and {ex.judge_replicas} judge "
+                       f"actor(s) ({jud[i]:g} {kind} each) need {need:g} {kind} but the cluster has "
+                       f"{cluster.get(kind, 0):g}: some will wait for resources (an autoscaling cluster adds nodes). "
+                       f"Lower execution.concurrency / judge_replicas or their per-worker {kind}s")
+    return out

@@ -12,6 +12,7 @@ import typer
 
 from llmrec.errors import ConfigError
 from llmrec.pipelines.runner.packing import GroupNeed, pack_groups
+from llmrec.pipelines.runner.placement import judge_placement
 from llmrec.pipelines.runner.planning import ModelShape, ReplicaBudget, load_model_config, replica_budget
 from llmrec.pipelines.runner.prompt_sizes import dry_run_needs
 
@@ -58,6 +59,7 @@ def plan_lines(cfg, gpus_per_node: int, max_groups: int) -> list[str]:
         f"sequences that fit per replica at {context:,} tokens: {b.sequences_at(context)}",
         f"placement: {b.gpus} bundle(s) {{GPU: 1, CPU: 1}} per replica; {per_node} replica(s) per "
         f"{gpus_per_node}-GPU node; {ex.concurrency} replica(s) -> {-(-ex.concurrency // max(per_node, 1))} node(s)",
+        judge_placement(cfg.judge, ex),
     ]
     needs, n_groups = group_needs(cfg, max_groups, b.block_size)
     batches = pack_groups(needs, b.kv_tokens, b.block_size, engine.max_num_seqs)

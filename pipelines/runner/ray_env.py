@@ -1,10 +1,10 @@
-"""Ray start-up and Serve app lifecycle for a run (the only module touching ray.init)."""
+"""Ray start-up, Serve app and engine pool lifecycle for a run (the only module touching ray.init)."""
 
 from __future__ import annotations
 
 import logging
 
-from llmrec.pipelines.runner.run_config import ExecutionConfig, RayConfig
+from llmrec.pipelines.runner.run_config import ExecutionConfig, RayConfig, RunConfig
 
 log = logging.getLogger(__name__)
 
@@ -58,3 +58,22 @@ def stop_serve_apps(engines: dict, run: str) -> None:
             shutdown(app_name(run, role))
         except Exception as e:  # noqa: BLE001 - shutting down must not hide the run's own error
             log.warning("could not shut down Serve app %s: %s", app_name(run, role), e)
+
+
+def start_judge_pool(cfg: RunConfig, engines: dict, run: str):
+    """The judge's own engine actors (``execution.judge_replicas``, the judge's own CPUs/GPUs),
+    or None when the judge runs inside the subject actors (no judge, serve mode, a remote judge
+    such as openai, or judge_replicas 0). Returns once every judge engine has loaded; the run
+    stops it with ``serving.engine_pool.stop_engine_pool``."""
+    import ray
+
+    from llmrec.pipelines.runner.placement import judge_pool_resources, judge_pooled, shortfalls
+    from llmrec.serving.engine_pool import start_engine_pool
+
+    ex = cfg.execution
+    if not judge_pooled(cfg.judge, ex):
+        return None
+    for line in shortfalls(cfg.engine, cfg.judge, ex, ray.cluster_resources()):
+        log.warning("%s", line)
+    return start_engine_pool(engines["judge"], ex.judge_replicas, f"llmrec-{run}-judge",
+                             **judge_pool_resources(cfg.judge, ex))

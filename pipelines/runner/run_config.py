@@ -31,6 +31,15 @@ class ExecutionConfig(StrictModel):
     batch_size: int = Field(4, ge=1, description="prefix groups (samples sharing a prompt prefix) per Ray Data batch")
     num_cpus_per_worker: float = Field(1.0, gt=0, description="CPUs reserved per engine actor/replica")
     num_gpus_per_worker: float = Field(0.0, ge=0, description="GPUs reserved per engine actor/replica")
+    judge_replicas: int = Field(
+        1, ge=0, description="actors mode: engine actors of the judge's own pool, shared by all subject actors, so "
+                             "neither engine idles behind the other; 0 = each subject actor also holds the judge. "
+                             "A remote judge (type: openai) always runs inside the subject actors")
+    judge_num_cpus_per_worker: float | None = Field(
+        None, gt=0, description="CPUs reserved per judge actor; None = num_cpus_per_worker")
+    judge_num_gpus_per_worker: float | None = Field(
+        None, ge=0, description="GPUs reserved per judge actor (a vLLM judge: its tensor_parallel_size x "
+                                "pipeline_parallel_size); None = num_gpus_per_worker")
     retries: int = Field(3, ge=0, description="engine retries per request before it is recorded as failed")
     backoff_s: float = Field(1.0, ge=0, description="first retry delay; doubles each retry")
     serve_backoff_s: float = Field(

@@ -8,6 +8,7 @@ the choices, the first choice is returned. Tokens are whitespace-separated words
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Literal
 
@@ -31,6 +32,8 @@ class FakeEngineConfig(EngineConfig):
     rules: list[FakeRule] = Field(default_factory=list, description="substring → reply rules")
     fail_first: int = Field(0, ge=0, description="raise EngineError on the first N calls (fault tests)")
     delay_s: float = Field(0.0, ge=0.0, description="sleep per request")
+    report_pid: bool = Field(False, description="append ' pid=<process id>' to every reply (tests check which "
+                                                "process answered)")
 
 
 @register_engine("fake", FakeEngineConfig)
@@ -75,7 +78,8 @@ class FakeEngine:
                 continue
             if self.config.delay_s:
                 time.sleep(self.config.delay_s)
-            words = self._reply(req).split(" ")
+            reply = self._reply(req) + (f" pid={os.getpid()}" if self.config.report_pid else "")
+            words = reply.split(" ")
             text = " ".join(words[: req.sampling.max_tokens])
             finish = "length" if len(words) > req.sampling.max_tokens else "stop"
             out.append(Result(text=text, prompt_tokens=n_prompt, completion_tokens=min(len(words), req.sampling.max_tokens),

@@ -57,6 +57,7 @@ def _context_overflow(text: str, fallback_prompt: int) -> ContextOverflow:
 @register_engine("openai", OpenAIEngineConfig)
 class OpenAIEngine:
     thread_safe = True  # one httpx.Client shared by threads
+    remote = True  # a client of a server elsewhere: runs inside its caller, never in an engine pool
 
     def __init__(self, config: OpenAIEngineConfig):
         self.config = config

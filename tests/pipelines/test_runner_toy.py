@@ -4,6 +4,8 @@ loop stages, resume. No data files, fast tier."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from llmrec.pipelines.common.store import ResultStore
@@ -112,3 +114,37 @@ def test_toy_config_is_validated(bad):
 
     with pytest.raises(ConfigError, match="benchmark"):
         benchmark_config({"name": NAME, **bad})
+
+
+def _pids(run_dir, key: str) -> list[tuple[str, str]]:
+    """(subject pid, judge pid) per sample, read from the fake engines' ' pid=N' reply suffix."""
+    recs = ResultStore(run_dir / "results").load()
+    assert all(r["status"] == "ok" for r in recs.values())
+    return [(r["answer"].rsplit("pid=", 1)[1], r[key].rsplit("pid=", 1)[1]) for r in recs.values()]
+
+
+@pytest.mark.slow
+def test_judge_runs_in_its_own_actor_process(tmp_path, local_ray):
+    """Actors mode: the judge gets its own engine actor (execution.judge_replicas, default 1), started
+    and removed by the run; judge_replicas 0 puts it back into the subject actor."""
+    import ray
+
+    def cfg(name: str, **ex) -> RunConfig:
+        c = run_config(tmp_path, engine={"type": "fake", "default": "yes", "report_pid": True},
+                       n=4, rounds=0, judged=True).model_dump(mode="json")
+        c["judge"] = {"type": "fake", "default": "fine", "report_pid": True}
+        c["execution"].update(ex)
+        c["output"].update(run_name=name, cache=False)  # no cached answer carries another run's pid
+        return RunConfig.model_validate(c)
+
+    pooled = _pids(run_evaluation(cfg("pooled")).run_dir, "verdict")
+    assert len(pooled) == 4
+    subject_pids, judge_pids = {s for s, _ in pooled}, {j for _, j in pooled}
+    assert not subject_pids & judge_pids and len(judge_pids) == 1  # one judge actor, not the subject's process
+    total = ray.cluster_resources()["CPU"]
+    deadline = time.monotonic() + 30
+    while ray.available_resources().get("CPU", 0.0) < total and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ray.available_resources().get("CPU", 0.0) == total  # the judge pool was removed with the run
+    inside = _pids(run_evaluation(cfg("inside", judge_replicas=0)).run_dir, "verdict")
+    assert all(s == j for s, j in inside)

@@ -1,7 +1,8 @@
 """A toy benchmark that exists only to drive the real runner in tests (no data files).
 
 Each sample asks the fake engine one question (an ``LLMStage`` with a truncation policy),
-then asks ``rounds`` follow-ups one round at a time (a ``LoopStage``). Samples can be made
+then asks ``rounds`` follow-ups one round at a time (a ``LoopStage``), and with ``judged`` asks
+the judge engine about the answer (an ``LLMStage`` on ``engine="judge"``). Samples can be made
 to misbehave on purpose: ``long`` (a prompt over the engine's context), ``bad_render``
 (render raises), ``bad_score`` (score raises), ``no_text`` (a required key is missing).
 Referenced in run configs as ``benchmark.name: "tests.pipelines.toy.benchmark:BENCHMARK"``.
@@ -27,6 +28,7 @@ class ToyConfig(BenchmarkConfig):
     no_text: list[int] = Field(default_factory=list, description="indices built without the 'text' key")
     truncate: bool = Field(False, description="shrink over-long prompts word by word until they fit")
     rounds: int = Field(2, ge=0, description="follow-up rounds of the loop stage")
+    judged: bool = Field(False, description="a last stage asks the judge engine about each answer")
 
 
 def _ask(text: str) -> Request:
@@ -76,7 +78,9 @@ class Toy:
                        shrink=shrink if cfg.truncate else None, requires=("text",), adds=("answer",))
         loop = LoopStage("follow", lambda s: next_round(cfg, s), accept_round, requires=("answer",),
                          adds=("follow_ups",))
-        return [ask, loop]
+        judge = LLMStage("judge", lambda s: _ask(f"judge the answer {s['answer']!r}"),
+                         lambda s, r: {"verdict": r.text}, engine="judge", requires=("answer",), adds=("verdict",))
+        return [ask, loop] + ([judge] if cfg.judged else [])
 
     def score(self, cfg: ToyConfig, s: Sample) -> dict:
         if s["index"] in cfg.bad_score:
