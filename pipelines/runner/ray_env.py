@@ -19,8 +19,10 @@ def ensure_ray(cfg: RayConfig) -> None:
     if cfg.address:
         kwargs["address"] = cfg.address
         kwargs.pop("include_dashboard")
-    elif cfg.num_cpus:
-        kwargs["num_cpus"] = cfg.num_cpus
+    else:  # a local instance: this process starts its raylet, so its system config applies
+        kwargs["_system_config"] = {"worker_niceness": cfg.worker_niceness}
+        if cfg.num_cpus:
+            kwargs["num_cpus"] = cfg.num_cpus
     ray.init(**kwargs)
     log.info("Ray ready: %s", ray.cluster_resources())
 
