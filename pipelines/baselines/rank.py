@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
 
-from llmrec import tracking
+from llmrec import storage, tracking
 from llmrec.config import fingerprint, validate
 from llmrec.errors import ConfigError, DataError
 from llmrec.pipelines.common.jsonio import iter_jsonl
@@ -76,22 +78,44 @@ def label_of(entry: ModelEntry, model_name: str) -> str:
     return f"{base}-h{entry.history_cut}" if entry.history_cut and not entry.label else base
 
 
-def trained_run(cfg: BaselinesConfig, entry: ModelEntry) -> Path:
-    """The entry's run directory: given, or trained now through `llmrec train`'s own path."""
+def trained_run(cfg: BaselinesConfig, entry: ModelEntry) -> str:
+    """The entry's run directory (a local path or a URI): given, or trained now through
+    `llmrec train`'s own path."""
     if entry.run_dir is not None:
-        return entry.run_dir
+        return storage.resolve(entry.run_dir)
     train = _merge(_merge(cfg.base, entry.train), {"model": entry.model})
     if entry.history_cut is not None:
         train["data"] = cut_histories(cfg, entry.history_cut)
     cfg.out.mkdir(parents=True, exist_ok=True)
     path = cfg.out / f"train_{label_of(entry, entry.model['name'])}.yaml"
     path.write_text(yaml.safe_dump(train, sort_keys=False), encoding="utf-8")
-    return Path(train_from_config(str(path), [])["run_dir"])
+    return str(train_from_config(str(path), [])["run_dir"])
 
 
-def load_run(run_dir: Path):
-    """(model, data, train config) of a `llmrec train` run directory."""
-    resolved = Path(run_dir) / "resolved.yaml"
+@contextmanager
+def local_run(run_dir: str | Path):
+    """A local folder with the run's files: the folder itself, or (URI) a temporary copy of its
+    top-level files and ``checkpoint/``, removed afterwards."""
+    if not storage.is_uri(str(run_dir)):
+        yield Path(run_dir)
+        return
+    remote = storage.Storage(str(run_dir))
+    if not remote.exists("resolved.yaml"):
+        raise ConfigError(f"{run_dir} is not a `llmrec train` run directory (no resolved.yaml)")
+    with tempfile.TemporaryDirectory(prefix="llmrec-baseline-") as tmp:
+        remote.get_files(Path(tmp))
+        (remote / "checkpoint").get_files(Path(tmp) / "checkpoint")  # none for untrained models (MostPop)
+        yield Path(tmp)
+
+
+def load_run(run_dir: str | Path):
+    """(model, data, train config) of a `llmrec train` run directory (a local folder or a URI)."""
+    with local_run(run_dir) as local:
+        return _load_local(local, run_dir)
+
+
+def _load_local(local: Path, run_dir: str | Path):
+    resolved = local / "resolved.yaml"
     if not resolved.is_file():
         raise ConfigError(f"{run_dir} is not a `llmrec train` run directory (no resolved.yaml)")
     raw = yaml.safe_load(resolved.read_text(encoding="utf-8"))
@@ -101,7 +125,7 @@ def load_run(run_dir: Path):
     data = prepare_data(tcfg)
     model = build_model(tcfg.model, data)
     if model.trainable:
-        load_checkpoint(model, Path(run_dir) / "checkpoint")
+        load_checkpoint(model, local / "checkpoint")
     else:
         model.fit(data)
     return model, data, tcfg
@@ -124,7 +148,7 @@ def _owner(task: str):
     return None
 
 
-def score_and_log(cfg: BaselinesConfig, label: str, lines: list[dict], run_dir: Path, tcfg: TrainConfig,
+def score_and_log(cfg: BaselinesConfig, label: str, lines: list[dict], run_dir: str, tcfg: TrainConfig,
                   seconds: float) -> dict:
     task = SCORE_TASKS.get(cfg.score_task)
     path = cfg.out / f"predictions_{label}.jsonl"

@@ -59,6 +59,16 @@ def test_train_on_s3_completes_and_resumes(tmp_path, monkeypatch, caplog):
         assert resumed["valid"] == pytest.approx(full["valid"])
         assert json.loads(storage.Storage(f"{root}/cut").read_text("metrics.json"))["test"] == resumed["test"]
 
+        # `llmrec baselines rank` reuses a trained run straight from the bucket (run_dir: s3://…)
+        from llmrec.models.evaluation import evaluate
+        from llmrec.pipelines.baselines.rank import load_run
+
+        model, data, tcfg = load_run(f"{root}/full")
+        again = evaluate(model, data, "test", tcfg.train.eval).metrics
+        assert again["ndcg@10"] == pytest.approx(full["test"]["test/ndcg@10"])
+        with pytest.raises(ConfigError, match="not a `llmrec train` run directory"):
+            load_run(f"{root}/missing")
+
 
 @pytest.mark.slow
 def test_tune_sweep_on_s3_resumes(tmp_path, tiny_csv):
