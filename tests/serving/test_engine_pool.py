@@ -132,6 +132,21 @@ def test_pool_reserves_its_cpus_reraises_engine_errors_and_frees_everything(loca
     assert _wait_cpu(ray, free) == pytest.approx(free)
 
 
+def _wait_dead(ray, actor, timeout_s: float = 30.0) -> None:
+    import time
+
+    from ray.exceptions import RayActorError
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.pid.remote(), timeout=5)
+        except RayActorError:
+            return
+        time.sleep(0.1)
+    raise AssertionError("the killed actor kept answering")
+
+
 @pytest.mark.slow
 def test_a_permanently_dead_actor_s_share_goes_to_the_others(local_ray):
     import ray
@@ -140,6 +155,7 @@ def test_a_permanently_dead_actor_s_share_goes_to_the_others(local_ray):
     try:
         survivor = ray.get(pool.actors[1].pid.remote())
         ray.kill(pool.actors[0], no_restart=True)  # like a lost node once restarts are used up
+        _wait_dead(ray, pool.actors[0])  # ray.kill returns before the actor is gone
         out = pool.client(0.01).generate([req(i) for i in range(4)])
         assert [r.text.split()[0] for r in out] == [f"a{i}" for i in range(4)]
         assert {pid_of(r.text) for r in out} == {survivor}
