@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -23,6 +21,7 @@ from llmrec.pipelines.baselines.config import BaselinesConfig, ModelEntry
 from llmrec.pipelines.registry import BENCHMARKS, SCORE_TASKS
 from llmrec.tuning.api import train_from_config
 from llmrec.tuning.config import TrainConfig
+from llmrec.tuning.run_files import RunFiles
 from llmrec.tuning.trainable import prepare_data
 
 log = logging.getLogger(__name__)
@@ -92,42 +91,29 @@ def trained_run(cfg: BaselinesConfig, entry: ModelEntry) -> str:
     return str(train_from_config(str(path), [])["run_dir"])
 
 
-@contextmanager
-def local_run(run_dir: str | Path):
-    """A local folder with the run's files: the folder itself, or (URI) a temporary copy of its
-    top-level files and ``checkpoint/``, removed afterwards."""
-    if not storage.is_uri(str(run_dir)):
-        yield Path(run_dir)
-        return
-    remote = storage.Storage(str(run_dir))
-    if not remote.exists("resolved.yaml"):
-        raise ConfigError(f"{run_dir} is not a `llmrec train` run directory (no resolved.yaml)")
-    with tempfile.TemporaryDirectory(prefix="llmrec-baseline-") as tmp:
-        remote.get_files(Path(tmp))
-        (remote / "checkpoint").get_files(Path(tmp) / "checkpoint")  # none for untrained models (MostPop)
-        yield Path(tmp)
-
-
 def load_run(run_dir: str | Path):
-    """(model, data, train config) of a `llmrec train` run directory (a local folder or a URI)."""
-    with local_run(run_dir) as local:
-        return _load_local(local, run_dir)
-
-
-def _load_local(local: Path, run_dir: str | Path):
-    resolved = local / "resolved.yaml"
-    if not resolved.is_file():
+    """(model, data, train config) of a `llmrec train` run directory: a local folder or a URI
+    (read through the same ``RunFiles`` that wrote it: a URI's checkpoint is fetched to a
+    temporary folder, removed afterwards)."""
+    where = storage.resolve(str(run_dir))
+    if not storage.Storage(where).exists("resolved.yaml"):
         raise ConfigError(f"{run_dir} is not a `llmrec train` run directory (no resolved.yaml)")
-    raw = yaml.safe_load(resolved.read_text(encoding="utf-8"))
-    # resolved.yaml lists every data field; readers reject options they do not use, so drop the unset ones
-    raw["data"] = {k: v for k, v in raw["data"].items() if v not in (None, {}, [])}
-    tcfg = validate(TrainConfig, raw, str(resolved))
-    data = prepare_data(tcfg)
-    model = build_model(tcfg.model, data)
-    if model.trainable:
-        load_checkpoint(model, local / "checkpoint")
-    else:
-        model.fit(data)
+    parent, _, name = where.rstrip("/").rpartition("/")
+    files = RunFiles(parent, name)
+    try:
+        raw = yaml.safe_load(files.read_text("resolved.yaml"))
+        # resolved.yaml lists every data field; readers reject options they do not use, so drop the unset ones
+        raw["data"] = {k: v for k, v in raw["data"].items() if v not in (None, {}, [])}
+        tcfg = validate(TrainConfig, raw, f"{where}/resolved.yaml")
+        data = prepare_data(tcfg)
+        model = build_model(tcfg.model, data)
+        if model.trainable:
+            files.fetch("checkpoint")
+            load_checkpoint(model, files.work / "checkpoint")
+        else:
+            model.fit(data)
+    finally:
+        files.close()
     return model, data, tcfg
 
 
