@@ -125,6 +125,11 @@ def fit(
         state, rng, done = _resume(model, opt, Path(resume), checkpoint_dir, device, cfg.seed)
         logger.info("resuming after epoch %d (best epoch %d, %s=%.4f, %d evaluation(s) without improvement)",
                     done, state["epoch"], cfg.metric, state["best"], state["bad"])
+        replay = state.pop("last_row", None)
+        if replay is not None and on_epoch:
+            # the interruption may have come between saving the last epoch and reporting it: report it
+            # again, so the logger has every epoch (at worst one twice), never one missing
+            on_epoch(replay, None)
     history: list[dict[str, float]] = []
     best_epoch, best_valid, best_state = state["epoch"], dict(state["valid"]), None
     train_times: list[float] = []
@@ -148,7 +153,7 @@ def fit(
                 best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
             else:
                 state["bad"] += 1
-            _save(model, opt, checkpoint_dir, {**state, "last_epoch": epoch}, LAST, rng)
+            _save(model, opt, checkpoint_dir, {**state, "last_epoch": epoch, "last_row": row}, LAST, rng)
             logger.info("epoch %d loss %.4f %s %.4f (%.1fs)", epoch, loss, cfg.metric, score, seconds)
             if on_epoch:
                 on_epoch(row, ckpt)

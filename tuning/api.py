@@ -221,7 +221,7 @@ def _sweep(cfg: TuneConfig, sweep: RunFiles, metric: str, space: dict, resume: b
         concurrency = cfg.tune.max_concurrent or fit_concurrency(ray.cluster_resources(), res.cpu, res.gpu)
         logger.info("sweep %s: up to %d trial(s) at once", sweep.name, concurrency)
         trainable = tune.with_resources(
-            tune.with_parameters(tune_trial, base=base, data=data), {"cpu": res.cpu, "gpu": res.gpu}
+            tune.with_parameters(tune_trial, base=base, data=data, trials=sweep.location("trials")), {"cpu": res.cpu, "gpu": res.gpu}
         )
         if resume:
             tuner = tune.Tuner.restore(tune_dir.uri, trainable=trainable, resume_unfinished=True,
@@ -244,7 +244,6 @@ def _sweep(cfg: TuneConfig, sweep: RunFiles, metric: str, space: dict, resume: b
                     storage_path=tune_root,
                     callbacks=callbacks,
                     verbose=0,
-                    checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
                     failure_config=tune.FailureConfig(max_failures=cfg.tune.max_failures),
                 ),
             )
@@ -309,7 +308,8 @@ def _finish_sweep(cfg: TuneConfig, grid, metric: str, sweep: RunFiles, base: dic
         else best.metrics_dataframe[metric].min(),
         "best_config": dict(best.config),
         "best_config_path": sweep.location("best.yaml"),
-        "checkpoint": best.checkpoint.path if best.checkpoint else None,
+        "checkpoint": sweep.location(f"trials/{final['trial_id']}/checkpoint/{CHECKPOINT}")
+        if final.get("trial_id") else None,
         "test": {k: v for k, v in final.items() if k.startswith("test/")},
         "n_trials": len(grid),
         "n_errors": len(errors),

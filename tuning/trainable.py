@@ -2,15 +2,14 @@
 
 ``prepare_data`` reads, filters, splits and encodes once; ``train_and_test`` fits a model
 and evaluates it on test; ``tune_trial`` is the function trainable: it reports validation
-metrics every validation with a checkpoint (``last.pt`` to continue from, ``best.pt`` the best
-epoch so far), then one final result with the ``test/...`` metrics. A restored or retried
-trial continues after its last validated epoch with optimizer, counters and RNG state.
+metrics every validation (after publishing ``last.pt`` to continue from and ``best.pt``, the best
+epoch so far), then one final result with the ``test/...`` metrics. A retried or resumed trial
+continues after its last validated epoch with optimizer, counters and RNG state.
 """
 
 from __future__ import annotations
 
 import logging
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -18,10 +17,11 @@ from llmrec.config import validate
 from llmrec.models.base import build_model, get_model_class
 from llmrec.models.data import RecData, encode
 from llmrec.models.evaluation import EvalResult, evaluate, history_masked
-from llmrec.models.trainer import LAST, TrainResult, fit, resolve_device, seed_everything
+from llmrec.models.trainer import CHECKPOINT, LAST, TrainResult, fit, resolve_device, seed_everything
 from llmrec.interactions import apply_filters, load_interactions, split_interactions
 from llmrec.interactions.schema import ITEM_ID, USER_ID
 from llmrec.tuning.config import TrainConfig, set_path
+from llmrec.tuning.run_files import RunFiles
 
 logger = logging.getLogger(__name__)
 
@@ -63,35 +63,40 @@ def train_and_test(
     return model, result, test
 
 
-def tune_trial(config: dict[str, Any], base: dict[str, Any], data: RecData) -> None:
-    """Ray Tune function trainable: ``config`` holds the sampled values (dotted keys) set on ``base``."""
+def tune_trial(config: dict[str, Any], base: dict[str, Any], data: RecData, trials: str) -> None:
+    """Ray Tune function trainable: ``config`` holds the sampled values (dotted keys) set on ``base``.
+
+    The trial's checkpoints are llmrec's own, not Tune's: ``<trials>/<trial id>/checkpoint/``
+    (``last.pt``, ``best.pt``; a local folder or a URI, published whole after every validation,
+    as ``llmrec train`` does). A trial started again -- a retry, or ``llmrec tune --resume`` after
+    the sweep was killed -- finds them by its trial id and continues after its last validated epoch.
+    Tune's own checkpoints are not used: Tune deletes a trial's older checkpoint before its
+    experiment state names the newer one, so a sweep killed in between could not be restored.
+    """
     from ray import tune
 
     merged = base
     for key, value in config.items():
         merged = set_path(merged, key, value)
-    cpus = max(1, int(tune.get_context().get_trial_resources().required_resources.get("CPU", 1)))
+    context = tune.get_context()
+    cpus = max(1, int(context.get_trial_resources().required_resources.get("CPU", 1)))
     merged = set_path(merged, "train.num_threads", merged["train"].get("num_threads") or cpus)
     merged = set_path(merged, "train.progress", False)
     cfg = validate(TrainConfig, merged)
-    restored = tune.get_checkpoint()
-    with tempfile.TemporaryDirectory(prefix="llmrec-trial-") as tmp:
-        work = Path(tmp)
-        resume = None
-        if restored is not None:
-            resume = Path(restored.to_directory(str(work / "restored")))
+    files = RunFiles(trials, context.get_trial_id())
+    try:
+        ckpt_dir = files.work / "checkpoint"
+        resume = ckpt_dir if any(n in files.fetch("checkpoint") for n in (LAST, CHECKPOINT)) else None
 
         def report(row: dict, ckpt: Path | None) -> None:
-            # every validation ships the checkpoint folder: last.pt (to continue exactly after a
-            # failure or a restore) and best.pt (the answer); Tune keeps the latest one
-            metrics = {**row, "epoch": int(row["epoch"]) + 1}
-            folder = work / "best"
-            if (folder / LAST).is_file():
-                tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(str(folder)))
-            else:
-                tune.report(metrics)
+            # a new best first, then the last epoch: a restarted trial never finds a last.pt newer than its best.pt
+            files.publish(*([f"checkpoint/{CHECKPOINT}"] if ckpt is not None else []), f"checkpoint/{LAST}")
+            tune.report({**row, "epoch": int(row["epoch"]) + 1})
 
-        _, result, test = train_and_test(cfg, data, work / "best", report, resume)
+        _, result, test = train_and_test(cfg, data, ckpt_dir, report, resume)
+        files.publish(f"checkpoint/{CHECKPOINT}")
         final = {**result.best_valid, "epoch": cfg.train.epochs + 1, "best_epoch": result.best_epoch + 1}
         final.update({f"test/{k}": v for k, v in test.metrics.items()})
         tune.report(final)
+    finally:
+        files.close()

@@ -48,8 +48,12 @@ def test_resume_continues_after_the_last_epoch(tiny_data, tmp_path):
     last = torch.load(tmp_path / "ck" / "last.pt", weights_only=False)
     assert last["state"]["last_epoch"] == 1 and {"numpy", "torch", "python"} <= set(last["rng"])
     second = build_model(model_config({"name": "bprmf", "embedding_size": 8}), tiny_data)
-    result = fit(second, tiny_data, cfg(epochs=4, patience=5), tmp_path / "ck", resume=tmp_path / "ck")
+    seen = []
+    result = fit(second, tiny_data, cfg(epochs=4, patience=5), tmp_path / "ck", lambda row, ck: seen.append(row),
+                 resume=tmp_path / "ck")
     assert [r["epoch"] for r in result.history] == [2, 3]
+    # the last saved epoch is reported again first (an interruption may have cut its report), then the new ones
+    assert seen[0] == last["state"]["last_row"] and [r["epoch"] for r in seen] == [1, 2, 3]
 
 
 @pytest.mark.parametrize("name", ["bprmf", "gru4rec"])

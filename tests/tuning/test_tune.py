@@ -132,7 +132,7 @@ def test_sweep_killed_mid_run_resumes_without_losing_or_repeating_trials(tmp_pat
         # a few epochs of trial 1 are logged and checkpointed, trial 2 has not started
         kids = children()
         steps = [m.step for m in client.get_metric_history(kids[0].info.run_id, "valid/ndcg_at_10")] if kids else []
-        if len(kids) == 1 and len(steps) >= 3 and list((tmp_path / "runs").glob("tune-*/*/checkpoint_*")):
+        if len(kids) == 1 and len(steps) >= 3 and list((tmp_path / "runs").glob("tune-*/trials/*/checkpoint/last.pt")):
             killed_at = max(steps)
             break
         time.sleep(0.3)
@@ -146,6 +146,10 @@ def test_sweep_killed_mid_run_resumes_without_losing_or_repeating_trials(tmp_pat
     assert again.returncode == 0, out.decode()[-3000:]
     best = json.loads(next((tmp_path / "runs").glob("tune-*/best.json")).read_text())
     assert best["n_trials"] == 2 and best["n_errors"] == 0 and best["test"]
+    assert Path(best["checkpoint"]).is_file() and best["checkpoint"].endswith("/checkpoint/best.pt")
+    # trials keep llmrec's checkpoints, never Tune's: Tune deletes a trial's older checkpoint before its
+    # experiment state names the newer one, and a sweep killed in that window could not be restored
+    assert not list((tmp_path / "runs").glob("tune-*/tune_trial_*/checkpoint_*"))
     kids = children()
     assert len(kids) == 2 and {k.data.tags["mlflow.parentRunId"] for k in kids} == {best["mlflow_parent_run_id"]}
     for kid in kids:
