@@ -19,7 +19,7 @@ from llmrec import storage
 from llmrec.config import dump_yaml, fingerprint, load_config, validate
 from llmrec.errors import ConfigError
 from llmrec.models.export import candidate_lists, export_embeddings, topk_frame
-from llmrec.models.trainer import CHECKPOINT, LAST
+from llmrec.models.trainer import CHECKPOINT
 from llmrec.tuning.config import TrainConfig, TuneConfig, set_path
 from llmrec import tracking
 from llmrec.tracking import log_metrics, tracking_uri
@@ -63,7 +63,7 @@ def train_from_config(path: str, overrides: list[str], resume: bool = False) -> 
 
 def _train(cfg: TrainConfig, files: RunFiles, resume: bool) -> dict:
     ckpt_dir = files.work / "checkpoint"
-    if resume and not any(n in files.fetch("checkpoint") for n in (LAST, CHECKPOINT)):
+    if resume and not files.fetch_checkpoint():
         raise ConfigError(f"--resume: no checkpoint of this config at {files.location('checkpoint')}")
     files.write_text("resolved.yaml", dump_yaml(cfg))
     data = prepare_data(cfg)
@@ -81,8 +81,7 @@ def _train(cfg: TrainConfig, files: RunFiles, resume: bool) -> dict:
         run_id = tracking.start_run(client, exp, files.name, params, tags)
 
     def on_epoch(row: dict, ckpt: Path | None) -> None:
-        # a new best first, then the last epoch: a resumed run never finds a last.pt newer than its best.pt
-        files.publish(*([f"checkpoint/{CHECKPOINT}"] if ckpt is not None else []), f"checkpoint/{LAST}")
+        files.publish_checkpoint(new_best=ckpt is not None)
         if client is not None:
             log_metrics(client, run_id, epoch_metrics(row), int(row["epoch"]))
 
@@ -221,7 +220,8 @@ def _sweep(cfg: TuneConfig, sweep: RunFiles, metric: str, space: dict, resume: b
         concurrency = cfg.tune.max_concurrent or fit_concurrency(ray.cluster_resources(), res.cpu, res.gpu)
         logger.info("sweep %s: up to %d trial(s) at once", sweep.name, concurrency)
         trainable = tune.with_resources(
-            tune.with_parameters(tune_trial, base=base, data=data, trials=sweep.location("trials")), {"cpu": res.cpu, "gpu": res.gpu}
+            tune.with_parameters(tune_trial, base=base, data=data, trials=sweep.location("trials")),
+            {"cpu": res.cpu, "gpu": res.gpu},
         )
         if resume:
             tuner = tune.Tuner.restore(tune_dir.uri, trainable=trainable, resume_unfinished=True,

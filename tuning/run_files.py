@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from llmrec import storage
+from llmrec.models.trainer import CHECKPOINT, LAST
 
 
 class RunFiles:
@@ -80,6 +81,15 @@ class RunFiles:
         if self.store.local:
             return sorted(p.name for p in (self.work / folder).glob("*") if p.is_file())
         return (self.store / folder).get_files(self.work / folder)
+
+    def fetch_checkpoint(self) -> bool:
+        """Fetch ``checkpoint/`` (a URI run directory); True when it holds ``last.pt`` or ``best.pt`` to resume from."""
+        return any(n in self.fetch("checkpoint") for n in (LAST, CHECKPOINT))
+
+    def publish_checkpoint(self, new_best: bool) -> None:
+        """Publish a validation's checkpoint: a new best first, then the last epoch, so a resumed run
+        never finds a ``last.pt`` newer than its ``best.pt``."""
+        self.publish(*([f"checkpoint/{CHECKPOINT}"] if new_best else []), f"checkpoint/{LAST}")
 
     def close(self) -> None:
         if self._tmp is not None:

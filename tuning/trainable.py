@@ -17,7 +17,7 @@ from llmrec.config import validate
 from llmrec.models.base import build_model, get_model_class
 from llmrec.models.data import RecData, encode
 from llmrec.models.evaluation import EvalResult, evaluate, history_masked
-from llmrec.models.trainer import CHECKPOINT, LAST, TrainResult, fit, resolve_device, seed_everything
+from llmrec.models.trainer import TrainResult, fit, resolve_device, seed_everything
 from llmrec.interactions import apply_filters, load_interactions, split_interactions
 from llmrec.interactions.schema import ITEM_ID, USER_ID
 from llmrec.tuning.config import TrainConfig, set_path
@@ -86,15 +86,13 @@ def tune_trial(config: dict[str, Any], base: dict[str, Any], data: RecData, tria
     files = RunFiles(trials, context.get_trial_id())
     try:
         ckpt_dir = files.work / "checkpoint"
-        resume = ckpt_dir if any(n in files.fetch("checkpoint") for n in (LAST, CHECKPOINT)) else None
+        resume = ckpt_dir if files.fetch_checkpoint() else None
 
         def report(row: dict, ckpt: Path | None) -> None:
-            # a new best first, then the last epoch: a restarted trial never finds a last.pt newer than its best.pt
-            files.publish(*([f"checkpoint/{CHECKPOINT}"] if ckpt is not None else []), f"checkpoint/{LAST}")
+            files.publish_checkpoint(new_best=ckpt is not None)
             tune.report({**row, "epoch": int(row["epoch"]) + 1})
 
         _, result, test = train_and_test(cfg, data, ckpt_dir, report, resume)
-        files.publish(f"checkpoint/{CHECKPOINT}")
         final = {**result.best_valid, "epoch": cfg.train.epochs + 1, "best_epoch": result.best_epoch + 1}
         final.update({f"test/{k}": v for k, v in test.metrics.items()})
         tune.report(final)
