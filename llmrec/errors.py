@@ -36,11 +36,13 @@ class NotUtf8(DataError):
 
 
 def read_utf8(path: str | Path) -> str:
-    """The whole text of a UTF-8 file (decoded at once, so a bad byte's offset is the file's)."""
+    """The whole text of a UTF-8 file, newlines translated as ``Path.read_text`` does (decoded at
+    once, so a bad byte's offset is the file's)."""
     try:
-        return Path(path).read_bytes().decode("utf-8")
+        text = Path(path).read_bytes().decode("utf-8")
     except UnicodeDecodeError as e:
         raise NotUtf8(path, e) from e
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 class RunFailed(LlmrecError):
