@@ -143,7 +143,8 @@ def score(
     from llmrec.pipelines.runner.scoring import parse_option_pairs, score_file
 
     if out is not None and out.is_dir():
-        raise ConfigError(f"--out {out} is a directory; give the path of the metrics file to write, e.g. {out / 'metrics.json'}")
+        raise ConfigError(f"--out {out} is a directory; give the path of the metrics file to write, "
+                          f"e.g. {out / 'metrics.json'}")
     opts = {"model": model, "oracle": str(oracle) if oracle else None,
             "items": str(items) if items else None, "k": k}
     opts.update(parse_option_pairs(option))

@@ -65,6 +65,11 @@ def test_non_utf8_config_and_predictions_name_file_and_offset(tmp_path):
     p.write_bytes(b'{"sample_id": "a", "gold": "A", "output": "\xff"}\n')
     res = runner.invoke(app, ["score", "prefeval-mcq", "--predictions", str(p)])
     assert res.exit_code == 2 and f"{p}: not UTF-8 text: byte 0xff at offset 43 (line 1" in _text(res)
+    p.write_text(json.dumps({"user_id": "u", "target": 1, "candidates": [1], "ranked": [1], "history_len": 1}))
+    items = tmp_path / "items.jsonl"  # a data file the task reads
+    items.write_bytes(b'{"n_users": 3}\n{"item_id": 1, "train_freq": 2, "categories": ["Fran\xe7ais"]}\n')
+    res = runner.invoke(app, ["score", "beyond-utility", "--predictions", str(p), "--items", str(items), "--k", "1"])
+    assert res.exit_code == 2 and f"{items}: not UTF-8 text: byte 0xe7 at offset 67 (line 2" in _text(res)
 
 
 def test_score_out_must_be_a_file(tmp_path):
