@@ -189,12 +189,12 @@ def ui(
     base = store if store.startswith(("http://", "https://")) else f"http://127.0.0.1:{port}"
     try:
         for exp in tracking.client(store).search_experiments():
-            console.print(f"{exp.name}: {tracking.ui_url(base, exp.experiment_id)}", highlight=False)
+            console.print(f"{exp.name}: {tracking.ui_url(base, exp.experiment_id)}", markup=False, highlight=False)
     except Exception as e:  # noqa: BLE001 - listing is a convenience; the UI still starts
         err.print(f"could not list experiments in {store}: {e}", markup=False)
     if base == store:
         return
-    console.print(f"MLflow UI: {base}  (store {store})")
+    console.print(f"MLflow UI: {base}  (store {store})", markup=False)
     sys.stdout.flush()
     os.execv(sys.executable, [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", store,
                               "--host", "127.0.0.1", "--port", str(port)])
