@@ -10,19 +10,20 @@ import asyncio
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from llmrec import settings
-from llmrec.errors import ConfigError, LlmrecError
+from llmrec.errors import EXIT_FAILED, ConfigError, LlmrecError
 
 console = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True)
 jobs_app = typer.Typer(no_args_is_help=True,
                        help="Watch and control submitted runs (Ray Jobs): list, status, logs, stop.")
 
@@ -55,9 +56,13 @@ def client(address: str | None):
                           "(is the head up, started with the dashboard, and is this its dashboard port?)") from e
 
 
-def _fail(e: Exception) -> None:
-    err.print(f"[bold red]error:[/] {e}", markup=True, highlight=False)
-    raise typer.Exit(2)
+@contextmanager
+def _job_errors(job_id: str):
+    """The Jobs client raises RuntimeError for an unknown job or a refused request: an LlmrecError here."""
+    try:
+        yield
+    except RuntimeError as e:
+        raise LlmrecError(f"job {job_id}: {e}") from e
 
 
 def wait_for(c, job_id: str, poll_s: float = 2.0) -> str:
@@ -82,7 +87,7 @@ def follow_logs(c, job_id: str) -> str:
 def _exit_for(status: str) -> None:
     color = "green" if status == "SUCCEEDED" else "red"
     console.print(f"job finished: [{color}]{status}[/]")
-    raise typer.Exit(0 if status == "SUCCEEDED" else 1)
+    raise typer.Exit(0 if status == "SUCCEEDED" else EXIT_FAILED)
 
 
 def submit(
@@ -109,19 +114,15 @@ def submit(
     """
     from llmrec.cluster.jobs import RESOLVED, build_job
 
-    try:
-        with tempfile.TemporaryDirectory(prefix="llmrec-submit-") as tmp:
-            spec = build_job(config, Path(tmp), set_, env, code=code, deps=deps)
-            if dry_run:
-                console.print_json(data=spec.submit_kwargs())
-                console.print((Path(tmp) / "job" / RESOLVED).read_text(), markup=False, highlight=False)
-                return
-            c = client(address)
-            job_id = c.submit_job(**spec.submit_kwargs())  # uploads the staged files before returning
-    except LlmrecError as e:
-        _fail(e)
-        return
-    console.print(f"submitted [bold]{job_id}[/]  (results: {spec.metadata['llmrec.output_dir']}, "
+    with tempfile.TemporaryDirectory(prefix="llmrec-submit-") as tmp:
+        spec = build_job(config, Path(tmp), set_, env, code=code, deps=deps)
+        if dry_run:
+            console.print_json(data=spec.submit_kwargs())
+            console.print((Path(tmp) / "job" / RESOLVED).read_text(), markup=False, highlight=False)
+            return
+        c = client(address)
+        job_id = c.submit_job(**spec.submit_kwargs())  # uploads the staged files before returning
+    console.print(f"submitted [bold]{job_id}[/]  (results: {escape(spec.metadata['llmrec.output_dir'])}, "
                   f"MLflow: {spec.metadata['llmrec.tracking_uri']})")
     console.print(f"watch: llmrec jobs logs {job_id} --follow    stop: llmrec jobs stop {job_id}")
     if follow:
@@ -141,11 +142,7 @@ def list_jobs(address: Optional[str] = typer.Option(None, "--address", help=ADDR
 
     Example: llmrec jobs list --address http://127.0.0.1:8265
     """
-    try:
-        found = client(address).list_jobs()
-    except LlmrecError as e:
-        _fail(e)
-        return
+    found = client(address).list_jobs()
     table = Table(title="jobs")
     for col in ("submission id", "status", "benchmark", "started", "ended"):
         table.add_column(col)
@@ -165,12 +162,9 @@ def status(job_id: str = typer.Argument(..., help="Submission id (from `llmrec s
 
     Example: llmrec jobs status llmrec-prefeval-20260101-120000-ab12
     """
-    try:
+    with _job_errors(job_id):
         info = client(address).get_job_info(job_id)
-    except (LlmrecError, RuntimeError) as e:
-        _fail(e)
-        return
-    console.print(f"{job_id}: [bold]{info.status.value}[/]  {info.message or ''}")
+    console.print(f"{escape(job_id)}: [bold]{info.status.value}[/]  {escape(info.message or '')}")
     for k, v in sorted((info.metadata or {}).items()):
         console.print(f"  {k}: {v}", markup=False, highlight=False)
     console.print(f"  entrypoint: {info.entrypoint}", markup=False, highlight=False)
@@ -184,14 +178,11 @@ def logs(job_id: str = typer.Argument(..., help="Submission id."),
 
     Example: llmrec jobs logs llmrec-prefeval-20260101-120000-ab12 --follow
     """
-    try:
-        c = client(address)
+    c = client(address)
+    with _job_errors(job_id):
         final = follow_logs(c, job_id) if follow else None
         if final is None:
             sys.stdout.write(c.get_job_logs(job_id))
-    except (LlmrecError, RuntimeError) as e:
-        _fail(e)
-        return
     if final is not None:
         _exit_for(final)
 
@@ -203,11 +194,8 @@ def stop(job_id: str = typer.Argument(..., help="Submission id."),
 
     Example: llmrec jobs stop llmrec-prefeval-20260101-120000-ab12
     """
-    try:
+    with _job_errors(job_id):
         stopped = client(address).stop_job(job_id)
-    except (LlmrecError, RuntimeError) as e:
-        _fail(e)
-        return
     console.print(f"{job_id}: {'stop requested' if stopped else 'already finished'}")
 
 

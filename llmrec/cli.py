@@ -10,12 +10,15 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from llmrec.errors import LlmrecError
+from llmrec.errors import ConfigError, LlmrecError, RunFailed
+from llmrec.exits import EXIT_CODES_HELP, ErrorsToExitCodes
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Evaluate LLMs as recommenders and assistants: Ray Data + Ray Serve + MLflow.")
+app = typer.Typer(cls=ErrorsToExitCodes, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Evaluate LLMs as recommenders and assistants: Ray Data + Ray Serve + MLflow.\n\n"
+                       + EXIT_CODES_HELP)
 data_app = typer.Typer(no_args_is_help=True, help="Find and download benchmark data.")
 app.add_typer(data_app, name="data")
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -34,11 +37,6 @@ def _setup_logging(verbose: bool) -> None:
             logging.getLogger(name).setLevel(level)
 
 
-def _fail(e: Exception) -> None:
-    err.print(f"[bold red]error:[/] {e}", markup=True, highlight=False)
-    raise typer.Exit(2)
-
-
 @app.command()
 def run(
     config: Path = typer.Argument(..., help="Run config YAML (see configs/)."),
@@ -46,6 +44,10 @@ def run(
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Data folder (else $LLMREC_DATA_DIR, else the per-user cache)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the request cache."),
     fresh: bool = typer.Option(False, "--fresh", help="Discard this config's stored results and start over."),
+    max_failed_share: Optional[float] = typer.Option(
+        None, "--max-failed-share", min=0.0, max=1.0,
+        help="Exit 1 when more than this share of the samples failed (= --set execution.max_failed_share=X; "
+             "default 0.1). A run whose every sample failed always exits 1."),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Debug logging."),
 ) -> None:
     """Run an evaluation. Re-running the same config resumes: finished samples are not sent again."""
@@ -56,24 +58,24 @@ def run(
 
     _setup_logging(verbose)
     overrides = list(set_) + (["output.cache=false"] if no_cache else []) + (["output.resume=false"] if fresh else [])
-    try:
-        cfg = load_run_config(config, overrides)
-        with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=False) as bar:
-            task = bar.add_task(f"{cfg.benchmark.name}", total=None)
+    if max_failed_share is not None:
+        overrides.append(f"execution.max_failed_share={max_failed_share}")
+    cfg = load_run_config(config, overrides)
+    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=False) as bar:
+        task = bar.add_task(f"{cfg.benchmark.name}", total=None)
 
-            def progress(done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total)
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
 
-            outcome = run_evaluation(cfg, data_dir, progress)
-    except LlmrecError as e:
-        _fail(e)
-        return
+        outcome = run_evaluation(cfg, data_dir, progress)
     _print_metrics(outcome.metrics, outcome.stats)
-    console.print(f"results: {outcome.run_dir}")
+    console.print(f"results: {outcome.run_dir}", markup=False)
     if outcome.mlflow_run_id:
         console.print(f"MLflow run {outcome.mlflow_run_id} — open the UI with: [bold]llmrec ui[/]"
                       f"  (or: mlflow ui --backend-store-uri {cfg.tracking.uri or 'sqlite:///mlruns.db'})")
+    if outcome.failures.exceeds(cfg.execution.max_failed_share):
+        raise RunFailed(outcome.failures.describe(cfg.execution.max_failed_share))
 
 
 def _print_metrics(metrics: dict, stats: dict) -> None:
@@ -82,9 +84,9 @@ def _print_metrics(metrics: dict, stats: dict) -> None:
     table.add_column("value", justify="right")
     for k in sorted(metrics):
         v = metrics[k]
-        table.add_row(k, f"{v:.4f}" if isinstance(v, float) else str(v))
+        table.add_row(escape(k), f"{v:.4f}" if isinstance(v, float) else str(v))
     for k in sorted(stats):
-        table.add_row(f"[dim]{k}[/]", f"{stats[k]:.4g}")
+        table.add_row(f"[dim]{escape(k)}[/]", f"{stats[k]:.4g}")
     console.print(table)
 
 
@@ -106,18 +108,14 @@ def serve(
     from llmrec.serving.engine import engine_config
 
     _setup_logging(verbose)
-    try:
-        raw = apply_overrides(read_yaml(config), set_)
-        if "engine" not in raw:
-            raise LlmrecError(f"{config}: no 'engine:' section")
-        eng = engine_config(raw["engine"])
-        ensure_ray(RayConfig.model_validate(raw.get("ray") or {}))
-        from llmrec.serving.serve_app import deploy
+    raw = apply_overrides(read_yaml(config), set_)
+    if "engine" not in raw:
+        raise ConfigError(f"{config}: no 'engine:' section")
+    eng = engine_config(raw["engine"])
+    ensure_ray(RayConfig.model_validate(raw.get("ray") or {}))
+    from llmrec.serving.serve_app import deploy
 
-        deploy(eng.model_dump(mode="json"), app_name="llmrec", replicas=replicas, http=True, host=host, port=port)
-    except LlmrecError as e:
-        _fail(e)
-        return
+    deploy(eng.model_dump(mode="json"), app_name="llmrec", replicas=replicas, http=True, host=host, port=port)
     console.print(f"serving {eng.type} at http://{host}:{port}/v1 (Ctrl-C to stop)")
     try:
         while True:
@@ -144,19 +142,20 @@ def score(
     """
     from llmrec.pipelines.runner.scoring import parse_option_pairs, score_file
 
-    try:
-        opts = {"model": model, "oracle": str(oracle) if oracle else None,
-                "items": str(items) if items else None, "k": k}
-        opts.update(parse_option_pairs(option))
-        result = score_file(task, predictions, opts)
-    except LlmrecError as e:
-        _fail(e)
-        return
-    text = json.dumps(result, indent=1, sort_keys=True)
+    if out is not None and out.is_dir():
+        raise ConfigError(f"--out {out} is a directory; give the path of the metrics file to write, "
+                          f"e.g. {out / 'metrics.json'}")
+    opts = {"model": model, "oracle": str(oracle) if oracle else None,
+            "items": str(items) if items else None, "k": k}
+    opts.update(parse_option_pairs(option))
+    text = json.dumps(score_file(task, predictions, opts), indent=1, sort_keys=True)
     if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text + "\n")
-        console.print(f"wrote {out}")
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(text + "\n")
+        except OSError as e:
+            raise ConfigError(f"--out {out}: cannot write the metrics file ({e.strerror or e})") from e
+        console.print(f"wrote {out}", markup=False)
     else:
         print(text)
 
@@ -171,12 +170,7 @@ def runs(
     """A table of MLflow runs (config summary + main metrics) for comparison."""
     from llmrec.runs_table import runs_table
 
-    try:
-        table = runs_table(uri, experiment, metric, limit)
-    except LlmrecError as e:
-        _fail(e)
-        return
-    console.print(table)
+    console.print(runs_table(uri, experiment, metric, limit))
 
 
 @app.command()
@@ -191,16 +185,16 @@ def ui(
 
     from llmrec import tracking
 
-    store = tracking.tracking_uri(uri)
+    store = tracking.existing_store(uri)
     base = store if store.startswith(("http://", "https://")) else f"http://127.0.0.1:{port}"
     try:
         for exp in tracking.client(store).search_experiments():
-            console.print(f"{exp.name}: {tracking.ui_url(base, exp.experiment_id)}", highlight=False)
+            console.print(f"{exp.name}: {tracking.ui_url(base, exp.experiment_id)}", markup=False, highlight=False)
     except Exception as e:  # noqa: BLE001 - listing is a convenience; the UI still starts
-        err.print(f"could not list experiments in {store}: {e}")
+        err.print(f"could not list experiments in {store}: {e}", markup=False)
     if base == store:
         return
-    console.print(f"MLflow UI: {base}  (store {store})")
+    console.print(f"MLflow UI: {base}  (store {store})", markup=False)
     sys.stdout.flush()
     os.execv(sys.executable, [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", store,
                               "--host", "127.0.0.1", "--port", str(port)])
@@ -217,23 +211,19 @@ def data_fetch(
     from llmrec.pipelines.registry import get_benchmark
     from llmrec.pipelines.common.datasets import fetch, resolve_data_dir
 
-    try:
-        bench = get_benchmark(benchmark)
-        if bench.data is None:
-            raise LlmrecError(f"benchmark '{benchmark}' has no downloadable data")
-        if if_missing:
-            try:
-                found = resolve_data_dir(dest, bench.data)
-                console.print(f"{benchmark} data found in {found}")
-                return
-            except LlmrecError:
-                pass
-        path = fetch(bench.data, dest, base_url,
-                     progress=lambda i, n, f: err.print(f"[{i}/{n}] {f}", highlight=False))
-    except LlmrecError as e:
-        _fail(e)
-        return
-    console.print(f"{benchmark} data in {path}")
+    bench = get_benchmark(benchmark)
+    if bench.data is None:
+        raise ConfigError(f"benchmark '{benchmark}' has no downloadable data")
+    if if_missing:
+        try:
+            found = resolve_data_dir(dest, bench.data)
+            console.print(f"{benchmark} data found in {found}", markup=False)
+            return
+        except LlmrecError:
+            pass
+    path = fetch(bench.data, dest, base_url,
+                 progress=lambda i, n, f: err.print(f"[{i}/{n}] {f}", markup=False, highlight=False))
+    console.print(f"{benchmark} data in {path}", markup=False)
 
 
 @data_app.command("where")
@@ -245,10 +235,7 @@ def data_where(
     from llmrec.pipelines.registry import get_benchmark
     from llmrec.pipelines.common.datasets import resolve_data_dir
 
-    try:
-        console.print(str(resolve_data_dir(data_dir, get_benchmark(benchmark).data)))
-    except LlmrecError as e:
-        _fail(e)
+    console.print(str(resolve_data_dir(data_dir, get_benchmark(benchmark).data)), markup=False)
 
 
 @app.command()
@@ -261,11 +248,7 @@ def train(
     """Train one traditional recommender configuration and log it to MLflow."""
     from llmrec.tuning.api import train_from_config
 
-    try:
-        result = train_from_config(str(config), list(set_), resume=resume)
-    except LlmrecError as e:
-        _fail(e)
-        return
+    result = train_from_config(str(config), list(set_), resume=resume)
     console.print_json(json.dumps(result, default=str))
 
 
@@ -278,11 +261,7 @@ def tune(
     """Sweep a recommender's hyper-parameters with Ray Tune (ASHA); one MLflow parent run, a child per trial."""
     from llmrec.tuning.api import tune_from_config
 
-    try:
-        result = tune_from_config(str(config), list(set_), resume=resume)
-    except LlmrecError as e:
-        _fail(e)
-        return
+    result = tune_from_config(str(config), list(set_), resume=resume)
     console.print_json(json.dumps(result, default=str))
 
 

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from llmrec.errors import ConfigError
+from llmrec.errors import ConfigError, read_utf8
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -97,12 +97,25 @@ def apply_overrides(data: dict, overrides: list[str] | None) -> dict:
     return data
 
 
+def yaml_problem(path: Path, e: yaml.MarkedYAMLError) -> str:
+    """``FILE, line L, column C: not valid YAML: <problem>`` and PyYAML's snippet with its caret."""
+    mark = e.problem_mark or e.context_mark
+    head = f"{path}, line {mark.line + 1}, column {mark.column + 1}" if mark else str(path)
+    what = e.problem or e.context
+    if e.problem and e.context:
+        what += f" ({e.context}" + (f" at line {e.context_mark.line + 1}" if e.context_mark else "") + ")"
+    snippet = mark.get_snippet() if mark else None
+    return f"{head}: not valid YAML: {what}" + (f"\n{snippet}" if snippet else "")
+
+
 def read_yaml(path: str | Path) -> dict:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"Config file not found: {p}")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load(read_utf8(p)) or {}
+    except yaml.MarkedYAMLError as e:
+        raise ConfigError(yaml_problem(p, e)) from e
     except yaml.YAMLError as e:
         raise ConfigError(f"{p}: not valid YAML: {e}") from e
     if not isinstance(data, dict):

@@ -1,8 +1,21 @@
-"""The three error types user-facing code raises (always chained with ``from e``)."""
+"""The error types user-facing code raises (always chained with ``from e``).
+
+Every ``llmrec`` verb turns an ``LlmrecError`` into one ``error: …`` line on stderr and exits with
+the error's ``exit_code`` (``llmrec.exits``), never a traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+EXIT_FAILED = 1  # the work ran and did not succeed (e.g. too many failed samples); see llmrec.exits
+EXIT_USAGE = 2  # nothing was done: a usage, config or data error
 
 
 class LlmrecError(Exception):
     """Base class: an error whose message is meant for the user as is."""
+
+    exit_code = EXIT_USAGE
 
 
 class ConfigError(LlmrecError):
@@ -11,6 +24,31 @@ class ConfigError(LlmrecError):
 
 class DataError(LlmrecError):
     """An input file is missing or malformed; the message names the file and record."""
+
+
+class NotUtf8(DataError):
+    """A text file (config, predictions, data) that is not UTF-8: names the file, the byte offset and line."""
+
+    def __init__(self, path: str | Path, e: UnicodeDecodeError):
+        line = e.object[:e.start].count(b"\n") + 1
+        super().__init__(f"{path}: not UTF-8 text: byte 0x{e.object[e.start]:02x} at offset {e.start} (line {line}, "
+                         f"{e.reason}); save the file as UTF-8")
+
+
+def read_utf8(path: str | Path) -> str:
+    """The whole text of a UTF-8 file, newlines translated as ``Path.read_text`` does (decoded at
+    once, so a bad byte's offset is the file's)."""
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise NotUtf8(path, e) from e
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+class RunFailed(LlmrecError):
+    """The work ran but its outcome is a failure (e.g. too many samples failed); results are kept."""
+
+    exit_code = EXIT_FAILED
 
 
 class MissingDependency(LlmrecError):

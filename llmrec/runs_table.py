@@ -28,7 +28,7 @@ def headline_columns(runs) -> list[str]:
 
 
 def runs_table(uri: str | None, experiment: str | None, metrics: list[str], limit: int) -> Table:
-    client = tracking.client(uri)
+    client = tracking.client(tracking.existing_store(uri))
     exps = client.search_experiments()
     if experiment:
         exps = [e for e in exps if e.name == experiment]

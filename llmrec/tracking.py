@@ -24,11 +24,13 @@ import subprocess
 import time
 from pathlib import Path
 from typing import Any, Iterable
+from urllib.parse import urlparse
 
 from pydantic import Field
 
 from llmrec import settings, storage
 from llmrec.config import StrictModel, flatten
+from llmrec.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +67,27 @@ class TrackingConfig(StrictModel):
 
 def tracking_uri(configured: str | None = None) -> str:
     return configured or settings.env_tracking_uri() or settings.DEFAULT_TRACKING_URI
+
+
+def _local_store(uri: str) -> Path | None:
+    """The file or folder of a sqlite / file store (``sqlite:///rel.db``, ``sqlite:////abs.db``,
+    ``file:///dir``, a plain path); None for a server or database URI."""
+    if uri.startswith("sqlite:///"):
+        return Path(uri[len("sqlite:///"):])
+    if uri.startswith("file://"):
+        return Path(urlparse(uri).path)
+    return None if _URI.match(uri) else Path(uri)
+
+
+def existing_store(configured: str | None = None) -> str:
+    """The tracking URI for a verb that only reads (``llmrec runs``, ``llmrec ui``): a sqlite or
+    file store must already exist, since opening a misspelled one would create a new, empty store."""
+    uri = tracking_uri(configured)
+    path = _local_store(uri)
+    if path is not None and not path.exists():
+        raise ConfigError(f"no MLflow store at {path} (tracking URI {uri}); check --tracking-uri or "
+                          "$MLFLOW_TRACKING_URI (reading never creates a store: `llmrec run` does)")
+    return uri
 
 
 def artifact_location(root: str) -> str:

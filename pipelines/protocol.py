@@ -16,6 +16,7 @@ from typing import Any, Callable, Literal, Protocol, runtime_checkable
 from pydantic import Field
 
 from llmrec.config import StrictModel
+from llmrec.pipelines.common.jsonio import PredictionLine
 from llmrec.types import Request, Result
 
 Sample = dict[str, Any]
@@ -103,11 +104,12 @@ Stage = LLMStage | LoopStage
 class ScoreTask:
     """``llmrec score NAME``: recompute metrics from a predictions file without a model.
 
-    ``required`` keys must be in every line; ``run(lines, options) -> metrics``.
+    ``line`` is the schema every line must match (``common.jsonio.PredictionLine``: types, allowed
+    values, the fields that identify a line); ``run(lines, options) -> metrics``.
     """
 
     name: str
-    required: tuple[str, ...]
+    line: type[PredictionLine]
     run: Callable[[list[dict], dict], dict[str, Any]]
     description: str = ""
     options: tuple[str, ...] = ()

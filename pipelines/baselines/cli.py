@@ -7,8 +7,6 @@ from pathlib import Path
 
 import typer
 
-from llmrec.errors import LlmrecError
-
 app = typer.Typer(no_args_is_help=True, help="Traditional recommenders on an LLM benchmark's candidates.")
 
 
@@ -29,11 +27,7 @@ def rank_cmd(
     from llmrec.pipelines.baselines.config import BaselinesConfig
     from llmrec.pipelines.baselines.rank import run_baselines
 
-    try:
-        results = run_baselines(load_config(BaselinesConfig, config, list(set_)))
-    except LlmrecError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2)
+    results = run_baselines(load_config(BaselinesConfig, config, list(set_)))
     typer.echo(json.dumps(results, indent=1, sort_keys=True))
 
 

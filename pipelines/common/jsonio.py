@@ -1,12 +1,19 @@
-"""JSON-lines files: read with errors that name the file and line."""
+"""JSON-lines files: read with errors that name the file and line.
+
+``read_predictions`` is the one reader of ``llmrec score``: every task declares its line schema as a
+``PredictionLine`` model, so all tasks check types, finiteness, allowed values and repeated ids the
+same way, and every error names the file and the line.
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterator
+from typing import Annotated, Any, ClassVar, Iterator
 
-from llmrec.errors import DataError
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+
+from llmrec.errors import DataError, read_utf8
 
 
 def iter_jsonl(path: Path, what: str = "file", hint: str = "") -> Iterator[tuple[int, dict]]:
@@ -16,27 +23,72 @@ def iter_jsonl(path: Path, what: str = "file", hint: str = "") -> Iterator[tuple
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{what} not found: {path}" + (f" ({hint})" if hint else ""))
-    with open(path, encoding="utf-8") as fh:
-        for no, text in enumerate(fh, 1):
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{path}: line {no} is not valid JSON: {e.msg}") from e
-            if not isinstance(obj, dict):
-                raise DataError(f"{path}: line {no} must be a JSON object, got {type(obj).__name__}")
-            yield no, obj
+    for no, text in enumerate(read_utf8(path).splitlines(), 1):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}: line {no} is not valid JSON: {e.msg}") from e
+        if not isinstance(obj, dict):
+            raise DataError(f"{path}: line {no} must be a JSON object, got {type(obj).__name__}")
+        yield no, obj
 
 
-def read_jsonl(path: Path, required: tuple[str, ...] = ()) -> list[dict]:
-    """Every line of a predictions file, each holding the ``required`` keys."""
-    lines = []
-    for no, obj in iter_jsonl(path, "predictions file"):
+def _id(value: Any) -> str | int:
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ValueError("an id must be a string or an integer")
+    return value
+
+
+Id = Annotated[Any, AfterValidator(_id)]  # a user, item or group id as files write it: "17" or 17
+
+
+class PredictionLine(BaseModel):
+    """One line of a score task's predictions file. A task subclasses it with the fields its scoring
+    reads: strict types (no ``"1"`` for 1, no ``true`` for 1), finite numbers only (no NaN/inf),
+    ``Literal`` for closed sets of values. ``unique`` names the fields that identify a line: a second
+    line with the same values is an error. Keys not declared are allowed (and passed on untouched)."""
+
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+    unique: ClassVar[tuple[str, ...]] = ()
+
+
+def describe_problems(e: ValidationError) -> str:
+    """A line's validation errors in one sentence: ``'ranked'[1]: Input should be a valid integer (got 'x')``."""
+    out = []
+    for err in e.errors():
+        msg = err["msg"].removeprefix("Value error, ")
+        if not err["loc"]:  # a check across fields (a model validator)
+            out.append(msg)
+            continue
+        head, *rest = err["loc"]
+        where = f"'{head}'" + "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in rest)
+        out.append(f"{where}: {msg} (got {err['input']!r})")
+    return "; ".join(out)
+
+
+def read_predictions(path: Path, schema: type[PredictionLine], what: str = "predictions file") -> list[dict]:
+    """Every line of a JSON-lines file, checked against ``schema``; the lines are returned as read."""
+    required = [name for name, f in schema.model_fields.items() if f.is_required()]
+    lines: list[dict] = []
+    seen: dict[tuple, int] = {}
+    for no, obj in iter_jsonl(path, what):
         missing = [k for k in required if k not in obj]
         if missing:
-            raise DataError(f"{path}: line {no} lacks required key(s) {missing}")
+            raise DataError(f"{path}: line {no} lacks required key(s) {missing} (has {sorted(obj)})")
+        try:
+            schema.model_validate(obj)
+        except ValidationError as e:
+            raise DataError(f"{path}: line {no}: {describe_problems(e)}") from e
+        if schema.unique:
+            key = tuple(json.dumps(obj.get(k), sort_keys=True) for k in schema.unique)
+            if key in seen:
+                ident = ", ".join(f"{k}={obj.get(k)!r}" for k in schema.unique)
+                raise DataError(f"{path}: line {no}: {ident} already on line {seen[key]}; one line per "
+                                f"{' + '.join(schema.unique)}")
+            seen[key] = no
         lines.append(obj)
     if not lines:
-        raise DataError(f"{path}: no predictions")
+        raise DataError(f"{path}: no lines (an empty {what})")
     return lines

@@ -4,13 +4,15 @@ The store lives in a local folder or under a storage URI (``s3://…``, see ``ll
 Every shard gets a unique, write-once name and is published atomically (local: temporary
 name then rename; object store: one whole-object upload), so a kill at any moment leaves
 either a whole shard or none. Loading de-duplicates by ``sample_id`` (the newest record wins:
-a failed sample retried on resume supersedes its failure).
+a failed sample retried on resume supersedes its failure). A shard damaged outside llmrec (a
+truncated copy) is moved aside to ``<shard>.corrupt`` with a warning and its samples are redone.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import logging
 import time
 import uuid
 from pathlib import Path
@@ -18,8 +20,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from llmrec.errors import DataError
 from llmrec.storage import Storage
+
+log = logging.getLogger(__name__)
 
 SCHEMA = pa.schema([
     ("sample_id", pa.string()),
@@ -30,6 +33,7 @@ SCHEMA = pa.schema([
 ])
 
 FINAL = ("ok", "over_context")
+CORRUPT = ".corrupt"  # suffix of a quarantined shard
 
 
 class ResultStore:
@@ -60,17 +64,28 @@ class ResultStore:
         return [n for n in self.root.list(".parquet") if not n.startswith(".")]
 
     def load(self) -> dict[str, dict]:
-        """sample_id → newest record."""
+        """sample_id → newest record. A damaged shard is quarantined (see ``_quarantine``)."""
         latest: dict[str, dict] = {}
         for shard in self.shards():
+            data = self.root.read_bytes(shard)
             try:
-                table = pq.read_table(io.BytesIO(self.root.read_bytes(shard)))
+                table = pq.read_table(io.BytesIO(data))
             except Exception as e:  # noqa: BLE001 - any decode error means a damaged shard
-                raise DataError(f"result store shard {self.root}/{shard} is unreadable: {e}") from e
+                self._quarantine(shard, data, e)
+                continue
             for rec in table.column("record").to_pylist():
                 r = json.loads(rec)
                 latest[str(r["sample_id"])] = r
         return latest
+
+    def _quarantine(self, shard: str, data: bytes, error: Exception) -> None:
+        """Move a shard that cannot be decoded (truncated or overwritten outside llmrec: our own writes
+        are atomic) to ``<shard>.corrupt``, out of the store, and go on without it: its samples count
+        as not done, so the next run redoes them. The bytes are kept for inspection."""
+        self.root.write_bytes(f"{shard}{CORRUPT}", data)
+        self.root.delete(shard)
+        log.warning("result store shard %s/%s is unreadable (%s): moved to %s%s; its samples are not counted "
+                    "as done and the next run redoes them", self.root, shard, error, shard, CORRUPT)
 
     def finished_ids(self) -> set[str]:
         return {sid for sid, r in self.load().items() if r.get("status") in FINAL}

@@ -5,14 +5,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from llmrec.errors import ConfigError
+from llmrec.errors import ConfigError, read_utf8
 
 
 def _read(path: str) -> str:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"template file not found: {p}")
-    return p.read_text(encoding="utf-8")
+    return read_utf8(p)
 
 
 def load_template(package_dir: Path, name: str, override: Path | None) -> str:

@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from llmrec.pipelines.runner.failures import FailureSummary, summarize_failures
 from llmrec.pipelines.runner.report import log_mlflow, publish, staging_dir, write_outputs
 from llmrec.pipelines.runner.run_config import RunConfig
 from llmrec.pipelines.runner.execution import Progress, collect, invocation_stats, plan, stream
@@ -20,6 +21,7 @@ class RunOutcome:
     metrics: dict[str, float]
     stats: dict[str, float]
     mlflow_run_id: str | None
+    failures: FailureSummary  # decides `llmrec run`'s exit code
     files: dict[str, Path] = field(default_factory=dict)
 
 
@@ -44,4 +46,4 @@ def run_evaluation(cfg: RunConfig, data_dir: Path | None = None, progress: Progr
                      time_plots_s=t3 - t2)
     stats.update(p.timings)  # seconds per phase, logged with the run (the MLflow phase itself is not in them)
     run_id = log_mlflow(p, rows, metrics, files, plots, stats)
-    return RunOutcome(p.run_dir.local_path or p.run_dir.uri, metrics, stats, run_id, files)
+    return RunOutcome(p.run_dir.local_path or p.run_dir.uri, metrics, stats, run_id, summarize_failures(rows), files)

@@ -52,6 +52,9 @@ class ExecutionConfig(StrictModel):
     kv_budget_tokens: int | None = Field(
         None, ge=1, description="KV-cache tokens of one replica (vLLM logs its measured 'GPU KV cache size'); "
                                 "`llmrec plan` packs batches to it; None = planned from the model config")
+    max_failed_share: float = Field(
+        0.1, ge=0, le=1, description="`llmrec run` exits 1 (results kept) when more than this share of the samples "
+                                     "failed; a run whose every sample failed always does")
     order_by_prefix: bool = Field(True, description="keep samples sharing a prompt prefix together on one replica, longest first")
 
 

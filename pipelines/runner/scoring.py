@@ -1,5 +1,7 @@
 """`llmrec score`: recompute a task's metrics from a predictions JSONL file.
 
+Every task's file is read by ``read_predictions`` against the task's line schema (one reader: the
+same type, finiteness, allowed-value and repeated-id checks for every task, errors by file line).
 Options reach the task's ``run(lines, options)`` as a dict. A task declares the options it
 takes (``ScoreTask.options``); giving one it does not take is an error naming what it takes.
 ``model`` and ``oracle`` are always passed (None when unset), as before, and ``predictions``
@@ -11,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from llmrec.errors import ConfigError
-from llmrec.pipelines.common.jsonio import read_jsonl
+from llmrec.pipelines.common.jsonio import read_predictions
 from llmrec.pipelines.registry import SCORE_TASKS
 
 ALWAYS_PASSED = ("model", "oracle")
@@ -35,6 +37,6 @@ def score_file(task: str, path: Path, options: dict | None = None) -> dict:
     if unknown:
         takes = ", ".join(t.options) or "none"
         raise ConfigError(f"score task '{task}' takes no option(s) {unknown}; it takes: {takes}")
-    lines = read_jsonl(path, t.required)
+    lines = read_predictions(path, t.line)
     opts["predictions"] = str(path)
     return {"task": task, "n_lines": len(lines), "metrics": t.run(lines, opts)}

@@ -108,6 +108,39 @@ def test_runner_end_to_end_with_failures_and_resume(tmp_path, local_ray):
     assert parent[0].data.metrics["time_worker_s"] > 0  # the phase timings are logged with the run
 
 
+def test_resume_redoes_the_samples_of_a_truncated_shard(tmp_path, local_ray):
+    import pyarrow.parquet as pq
+
+    cfg = run_config(tmp_path, n=4, rounds=0)
+    first = run_evaluation(cfg)
+    results = first.run_dir / "results"
+    shard = sorted(results.glob("*.parquet"))[0]
+    lost = pq.read_table(shard).num_rows
+    shard.write_bytes(shard.read_bytes()[:64])  # a copy cut short outside llmrec
+    again = run_evaluation(cfg)
+    assert again.stats["samples_new"] == lost and again.stats["samples_resumed"] == 4 - lost
+    assert again.metrics == first.metrics and sorted(ResultStore(results).load()) == [f"toy-{i}" for i in range(4)]
+    assert (results / f"{shard.name}.corrupt").is_file()
+
+
+def test_cli_run_exits_1_when_every_sample_failed(tmp_path, local_ray):
+    """A server that refuses every request: the run is stored (resume works) but it is not a success."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from llmrec.cli import app
+
+    cfg = run_config(tmp_path, engine={"type": "fake", "fail_first": 10_000}, n=3, rounds=0)
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
+    res = CliRunner().invoke(app, ["run", str(path)])
+    text = " ".join(res.output.split())
+    assert res.exit_code == 1, res.output
+    assert "error: 3 of 3 samples failed (100%" in text and "[ask] EngineError: fake failure" in text
+    run_dir = next((tmp_path / "runs").glob("*/results"))
+    assert {r["status"] for r in ResultStore(run_dir).load().values()} == {"failed"}
+
+
 @pytest.mark.parametrize("bad", [{"n": 0}, {"rounds": -1}])
 def test_toy_config_is_validated(bad):
     from llmrec.errors import ConfigError

@@ -9,8 +9,6 @@ from typing import Optional
 import typer
 from typer.core import TyperGroup
 
-from llmrec.errors import LlmrecError
-
 
 class _TrainByDefault(TyperGroup):
     """``llmrec sft CONFIG.yaml`` means ``llmrec sft train CONFIG.yaml``."""
@@ -28,11 +26,6 @@ app = typer.Typer(cls=_TrainByDefault, no_args_is_help=True, help=(
     "model: BASE, adapter: DIR}` in any run config. See docs/sft.md."))
 
 
-def _fail(e: Exception) -> None:
-    typer.echo(f"error: {e}", err=True)
-    raise typer.Exit(2)
-
-
 @app.command("train")
 def train_cmd(
     config: Path = typer.Argument(..., help="SFT config (YAML): base_model, data, lora, train, scaling, "
@@ -48,19 +41,15 @@ def train_cmd(
     from llmrec.config import load_config
     from llmrec.tuning.sft.config import SFTConfig
 
-    try:
-        cfg = load_config(SFTConfig, config, set_)
-        if cfg.tune is not None:
-            from llmrec.tuning.sft.sweep import sweep_from_config
+    cfg = load_config(SFTConfig, config, set_)
+    if cfg.tune is not None:
+        from llmrec.tuning.sft.sweep import sweep_from_config
 
-            out = sweep_from_config(cfg)
-        else:
-            from llmrec.tuning.sft.api import sft_from_config
+        out = sweep_from_config(cfg)
+    else:
+        from llmrec.tuning.sft.api import sft_from_config
 
-            out = sft_from_config(cfg)
-    except LlmrecError as e:
-        _fail(e)
-        return
+        out = sft_from_config(cfg)
     typer.echo(json.dumps(out, indent=2, default=str))
 
 
@@ -93,12 +82,8 @@ def merge_cmd(
     from llmrec.serving.hf_model import resolve_model_dir
     from llmrec.tuning.sft.merge import merge
 
-    try:
-        base_dir = resolve_model_dir(base) if base else _default_base(input_)
-        recipe = merge(list(input_), list(weight), out, base_dir)
-    except LlmrecError as e:
-        _fail(e)
-        return
+    base_dir = resolve_model_dir(base) if base else _default_base(input_)
+    recipe = merge(list(input_), list(weight), out, base_dir)
     typer.echo(json.dumps(recipe, indent=1))
 
 

@@ -14,14 +14,14 @@ from pathlib import Path
 from llmrec.config import fingerprint
 from llmrec.pipelines.benchmarks.beyond_utility import plots, results, samples
 from llmrec.pipelines.benchmarks.beyond_utility.config import BeyondUtilityConfig
-from llmrec.pipelines.benchmarks.beyond_utility.contract import PREDICTION_KEYS, score_task
+from llmrec.pipelines.benchmarks.beyond_utility.contract import ContractLine, score_task
 from llmrec.pipelines.benchmarks.beyond_utility.dataset import load_dataset
 from llmrec.pipelines.benchmarks.beyond_utility.metrics import METRIC_KEYS
 from llmrec.pipelines.benchmarks.beyond_utility.stages import build_stages
 from llmrec.pipelines.protocol import ScoreTask
 
 SCORE_TASK = ScoreTask(
-    "beyond-utility", PREDICTION_KEYS, score_task,
+    "beyond-utility", ContractLine, score_task,
     "Beyond Utility: hr, ndcg, aplt, arp, popreo, serendipity, self_information, gini, dpd, jain, item_coverage, "
     "shannon, jaccard, hallucination at --k, with --items ITEMS.jsonl (train_freq, categories, n_users)",
     options=("items", "k"))

@@ -7,8 +7,6 @@ from typing import Optional
 
 import typer
 
-from llmrec.errors import LlmrecError
-
 app = typer.Typer(no_args_is_help=True, help="Beyond Utility extras: export the candidates baselines rank.")
 
 
@@ -30,15 +28,11 @@ def candidates_cmd(
     from llmrec.pipelines.benchmarks.beyond_utility.config import BeyondUtilityConfig
     from llmrec.pipelines.common.datasets import resolve_data_dir
 
-    try:
-        raw = apply_overrides(read_yaml(config), list(set_))
-        cfg = validate(BeyondUtilityConfig, dict(raw.get("benchmark") or {}), "benchmark")
-        root = resolve_data_dir(data_dir or (raw.get("data") or {}).get("dir"), None)
-        samples = BENCHMARK.build_samples(cfg, Path(root))
-        ds, _ = results.lookup(samples[0]["catalog_key"])
-        cands = plots.write_candidates(samples, out / "candidates.jsonl")
-        items = ds.write_items(out / "items.jsonl")
-    except LlmrecError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2)
+    raw = apply_overrides(read_yaml(config), list(set_))
+    cfg = validate(BeyondUtilityConfig, dict(raw.get("benchmark") or {}), "benchmark")
+    root = resolve_data_dir(data_dir or (raw.get("data") or {}).get("dir"), None)
+    samples = BENCHMARK.build_samples(cfg, Path(root))
+    ds, _ = results.lookup(samples[0]["catalog_key"])
+    cands = plots.write_candidates(samples, out / "candidates.jsonl")
+    items = ds.write_items(out / "items.jsonl")
     typer.echo(f"wrote {cands} ({len({s['user_id'] for s in samples})} users) and {items}")

@@ -9,46 +9,38 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from pydantic import Field, ValidationError
+
 from llmrec.errors import ConfigError, DataError
-from llmrec.pipelines.common.jsonio import iter_jsonl
+from llmrec.pipelines.common.jsonio import PredictionLine, describe_problems, iter_jsonl
 from llmrec.pipelines.benchmarks.beyond_utility.metrics import METRIC_KEYS, Catalog, UserLine, compute
 
-PREDICTION_KEYS = ("user_id", "target", "candidates", "ranked", "history_len")
+
+class ContractLine(PredictionLine):
+    """One user's line of P.jsonl (``base_candidates``, when given, replaces ``candidates`` as B_u)."""
+
+    unique = ("user_id",)
+    user_id: str
+    target: int = Field(ge=0)
+    candidates: list[int]
+    ranked: list[int]
+    history_len: int = Field(ge=0)
+    base_candidates: list[int] = Field(None, validate_default=False)  # absent: = candidates; never null
 
 
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _int_list(v) -> bool:
-    return isinstance(v, list) and all(_is_int(x) for x in v)
-
-
-def _lines(path: Path):
-    """(line number, object) for every non-blank line of a JSONL file."""
-    return iter_jsonl(path)
-
-
 def user_line(obj: dict, where: str) -> UserLine:
     """One P.jsonl object → UserLine; ``where`` ("FILE: line N") prefixes every error."""
-    missing = [k for k in PREDICTION_KEYS if k not in obj]
-    if missing:
-        raise DataError(f"{where} lacks required key(s) {missing} (has {sorted(obj)})")
-    if not isinstance(obj["user_id"], str):
-        raise DataError(f"{where}: 'user_id' must be a string, got {obj['user_id']!r}")
-    for key in ("target", "history_len"):
-        if not _is_int(obj[key]) or obj[key] < 0:
-            raise DataError(f"{where}: '{key}' must be an integer >= 0, got {obj[key]!r}")
-    for key in ("candidates", "ranked", "base_candidates"):
-        if key in obj and not _int_list(obj[key]):
-            raise DataError(f"{where}: '{key}' must be a list of integers, got {obj[key]!r}")
-    base = obj.get("base_candidates", obj["candidates"])
-    return UserLine(obj["user_id"], obj["target"], tuple(obj["candidates"]), tuple(obj["ranked"]),
-                    obj["history_len"], tuple(base))
-
-
-def read_predictions(path: Path, k: int) -> list[UserLine]:
-    return check_predictions(_lines(path), k, str(path))
+    try:
+        line = ContractLine.model_validate(obj)
+    except ValidationError as e:
+        raise DataError(f"{where}: {describe_problems(e)}") from e
+    base = line.candidates if line.base_candidates is None else line.base_candidates
+    return UserLine(line.user_id, line.target, tuple(line.candidates), tuple(line.ranked), line.history_len,
+                    tuple(base))
 
 
 def check_predictions(numbered, k: int, path: str, unique: bool = True) -> list[UserLine]:
@@ -80,7 +72,7 @@ def read_items(path: Path) -> Catalog:
     freq: dict[int, int] = {}
     cats: dict[int, tuple[str, ...]] = {}
     header = None
-    for no, obj in _lines(path):
+    for no, obj in iter_jsonl(path):
         where = f"{path}: line {no}"
         if "n_users" in obj:
             if header is not None:
@@ -129,17 +121,12 @@ def parse_k(value) -> int:
     return k
 
 
-def score_files(predictions: Path, items: Path, k: int) -> dict:
-    metrics = compute(read_predictions(predictions, k), read_items(items), k)
-    return to_json_metrics({key: metrics[key] for key in METRIC_KEYS})
-
-
 def score_task(lines: list[dict], options: dict) -> dict:
-    """ScoreTask entry: options carry ``items`` (path), ``k`` and ``predictions`` (the file path)."""
+    """ScoreTask entry: ``lines`` as ``read_predictions`` checked them (one per user); options carry
+    ``items`` (path), ``k`` and ``predictions`` (the file path, for messages)."""
     if not options.get("items"):
         raise ConfigError("beyond-utility needs --items ITEMS.jsonl (item train_freq/categories plus n_users)")
     k = parse_k(options.get("k"))
-    if options.get("predictions"):
-        return score_files(Path(options["predictions"]), Path(options["items"]), k)
-    users = check_predictions(enumerate(lines, 1), k, "predictions")
-    return to_json_metrics(compute(users, read_items(Path(options["items"])), k))
+    users = check_predictions(enumerate(lines, 1), k, options.get("predictions") or "predictions")
+    metrics = compute(users, read_items(Path(options["items"])), k)
+    return to_json_metrics({key: metrics[key] for key in METRIC_KEYS})

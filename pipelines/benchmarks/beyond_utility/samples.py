@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from llmrec.errors import DataError
+from llmrec.errors import DataError, read_utf8
 from llmrec.pipelines.benchmarks.beyond_utility import prompts
 from llmrec.pipelines.benchmarks.beyond_utility.config import BeyondUtilityConfig
 from llmrec.pipelines.benchmarks.beyond_utility.dataset import Dataset
@@ -41,7 +41,7 @@ def read_pool(path: Path, ds: Dataset) -> dict[str, list[str]]:
     out = {}
     if not Path(path).is_file():
         raise DataError(f"pool_path not found: {path}")
-    for no, text in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    for no, text in enumerate(read_utf8(path).splitlines(), 1):
         if not text.strip():
             continue
         obj = json.loads(text)

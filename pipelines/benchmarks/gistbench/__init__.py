@@ -14,7 +14,7 @@ from pathlib import Path
 from llmrec.pipelines.protocol import DataFile, DataManifest, LoopStage, ScoreTask
 from llmrec.pipelines.benchmarks.gistbench import aggregate as agg
 from llmrec.pipelines.benchmarks.gistbench.config import GistbenchConfig
-from llmrec.pipelines.benchmarks.gistbench.predictions import REQUIRED, score_predictions
+from llmrec.pipelines.benchmarks.gistbench.predictions import ContractLine, score_predictions
 from llmrec.pipelines.benchmarks.gistbench.samples import assets, build_samples
 from llmrec.pipelines.benchmarks.gistbench.stages import build_stages, score_sample
 
@@ -43,7 +43,7 @@ class GistBench:
     headline_metrics = ("ig_f1_median", "is_median", "hm_median", "failed")
     data = _manifest()
     score_tasks = (
-        ScoreTask("gistbench", REQUIRED, score_predictions,
+        ScoreTask("gistbench", ContractLine, score_predictions,
                   "GISTBench: IG_P/IG_R/IG_F1/IS/HM (mean, median) of one model; union oracle unless --oracle",
                   options=("model", "oracle")),
     )

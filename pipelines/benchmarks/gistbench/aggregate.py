@@ -15,9 +15,9 @@ from pathlib import Path
 
 from llmrec.pipelines.benchmarks.gistbench import scoring, taxonomy
 from llmrec.pipelines.benchmarks.gistbench.config import GistbenchConfig
-from llmrec.pipelines.benchmarks.gistbench.predictions import lines_from_rows, read_lines, supplied_oracle
+from llmrec.pipelines.benchmarks.gistbench.predictions import ContractLine, lines_from_rows, read_lines, supplied_oracle
 from llmrec.pipelines.benchmarks.gistbench.samples import resolve_path
-from llmrec.pipelines.common.jsonio import read_jsonl
+from llmrec.pipelines.common.jsonio import read_predictions
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def build_oracle(cfg: GistbenchConfig, per_user: dict[tuple, list[dict]], data_d
         return oracle, True
     oracle = defaultdict(set, own)
     for path in sc.oracle_predictions:
-        for users in read_lines(read_jsonl(resolve_path(path, data_dir))).values():
+        for users in read_lines(read_predictions(resolve_path(path, data_dir), ContractLine)).values():
             for key, recs in users.items():
                 oracle[key] |= scoring.verified_categories(recs)
     if not sc.oracle_predictions:

@@ -11,23 +11,46 @@ recomputed from ``evidence`` with the dataset's flags and the default thresholds
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from llmrec.errors import ConfigError, DataError
 from llmrec.pipelines.benchmarks.gistbench import schema as S
 from llmrec.pipelines.benchmarks.gistbench import scoring
 from llmrec.pipelines.benchmarks.gistbench.config import Thresholds
 from llmrec.pipelines.benchmarks.gistbench.verification import count_evidence, failure_modes, verify
-
-REQUIRED = ("model", "user_id", "interest", "category_id", "dataset", "evidence", "correct", "backing")
+from llmrec.pipelines.common.jsonio import Id, PredictionLine
 
 Key = tuple[str, str]  # (dataset, user_id)
 
 
-def _int(line: dict, key: str, where: str, minimum: int | None = None) -> int:
-    v = line[key]
-    if isinstance(v, bool) or not isinstance(v, int) or (minimum is not None and v < minimum):
-        raise DataError(f"{where}: '{key}' must be an integer{f' ≥ {minimum}' if minimum is not None else ''}, got {v!r}")
-    return v
+class Evidence(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    object_id: Id
+    engagement_type: Literal[S.ENGAGEMENT_TYPES]
+
+
+class ContractLine(PredictionLine):
+    """One predicted interest of one user by one model (``interest`` empty or null: the user was
+    evaluated and got no interest). A repeated interest is ``read_lines``'s check: it compares
+    names with their spacing normalized."""
+
+    model: str
+    user_id: Id
+    interest: str | None
+    category_id: int
+    dataset: str
+    evidence: list[Evidence]
+    correct: int = Field(ge=0)
+    backing: int = Field(ge=0)
+    chunk_size: int | None = None
+
+    @model_validator(mode="after")
+    def _correct_within_backing(self):
+        if self.correct > self.backing:
+            raise ValueError(f"correct ({self.correct}) exceeds backing ({self.backing})")
+        return self
 
 
 def _dataset(line: dict, where: str) -> S.DatasetSpec:
@@ -38,17 +61,8 @@ def _dataset(line: dict, where: str) -> S.DatasetSpec:
     return S.DATASETS[name]
 
 
-def _evidence(line: dict, where: str) -> list[dict]:
-    ev = line["evidence"]
-    if not isinstance(ev, list):
-        raise DataError(f"{where}: 'evidence' must be a list of {{object_id, engagement_type}}, got {type(ev).__name__}")
-    out = []
-    for e in ev:
-        if not isinstance(e, dict) or "object_id" not in e or e.get("engagement_type") not in S.ENGAGEMENT_TYPES:
-            raise DataError(f"{where}: evidence entry {e!r} needs object_id and an engagement_type among "
-                            f"{', '.join(S.ENGAGEMENT_TYPES)}")
-        out.append({S.OBJECT_ID: str(e["object_id"]), S.ENGAGEMENT_TYPE: e["engagement_type"]})
-    return out
+def _evidence(line: dict) -> list[dict]:
+    return [{S.OBJECT_ID: str(e["object_id"]), S.ENGAGEMENT_TYPE: e["engagement_type"]} for e in line["evidence"]]
 
 
 def interest_record(name: str, category_id, evidence: list[dict], correct: int, backing: int,
@@ -63,15 +77,13 @@ def interest_record(name: str, category_id, evidence: list[dict], correct: int, 
 
 
 def read_lines(lines: list[dict], t: Thresholds | None = None) -> dict[str, dict[Key, list[dict]]]:
-    """``model → (dataset, user) → interest records``; every problem names the prediction's number."""
+    """``model → (dataset, user) → interest records`` of lines that match ``ContractLine`` (a file
+    is read by ``read_predictions``); every problem names the prediction's number."""
     t = t or Thresholds()
     out: dict[str, dict[Key, list[dict]]] = defaultdict(lambda: defaultdict(list))
     seen: set[tuple] = set()
     for n, line in enumerate(lines, 1):
         where = f"prediction {n}"
-        missing = [k for k in REQUIRED if k not in line]
-        if missing:
-            raise DataError(f"{where}: missing key(s) {missing}")
         spec = _dataset(line, where)
         key = (spec.name, str(line["user_id"]))
         user = out[str(line["model"])][key]
@@ -81,11 +93,8 @@ def read_lines(lines: list[dict], t: Thresholds | None = None) -> dict[str, dict
         if (line["model"], key, name) in seen:
             raise DataError(f"{where}: interest {name!r} appears twice for model {line['model']!r}, user {key[1]!r}")
         seen.add((line["model"], key, name))
-        correct, backing = _int(line, "correct", where, 0), _int(line, "backing", where, 0)
-        if correct > backing:
-            raise DataError(f"{where}: correct ({correct}) exceeds backing ({backing})")
-        user.append(interest_record(name, _int(line, "category_id", where), _evidence(line, where),
-                                    correct, backing, spec.signals, t))
+        user.append(interest_record(name, line["category_id"], _evidence(line), line["correct"], line["backing"],
+                                    spec.signals, t))
     return {m: dict(users) for m, users in out.items()}
 
 

@@ -15,7 +15,7 @@ from typing import Hashable, Iterable
 
 import numpy as np
 
-from llmrec.errors import DataError
+from llmrec.errors import DataError, read_utf8
 from llmrec.pipelines.common.stats import bootstrap_ci
 
 METRICS = ("ig_p", "ig_r", "ig_f1", "is", "hm")
@@ -79,7 +79,7 @@ def load_oracle(path: str | Path) -> tuple[str | None, dict[str, set[int]]]:
     if not path.is_file():
         raise DataError(f"oracle file not found: {path}")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_utf8(path))
         oracle = {str(u): {int(c) for c in ids} for u, ids in data["oracle"].items()}
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise DataError(f"{path}: not an oracle file ({{\"oracle\": {{user_id: [category_id, ...]}}}}): {e}") from e

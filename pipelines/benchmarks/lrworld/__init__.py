@@ -29,7 +29,7 @@ class LRWorld:
     headline_metrics = ("base/accuracy", "base/missed_rate")
     data = None  # built from rating data read by the interaction layer (cfg.build.sources)
     score_tasks = (
-        ScoreTask("lrworld", metrics.REQUIRED, metrics.score_predictions,
+        ScoreTask("lrworld", metrics.ContractLine, metrics.score_predictions,
                   "LRWorld: accuracy / HitRate@1 with bootstrap CI and missed rate per variant, measure, factor "
                   "and scale; position bias (mean/var over runs, answer-position shares); noisy-profile drop; "
                   "popularity of errors", options=("confidence", "seed")),

@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+from pydantic import Field
 
 from llmrec.interactions import ITEM_ID, TIMESTAMP, USER_ID, DataSpec, load_interactions
+from llmrec.pipelines.common.jsonio import Id, PredictionLine, read_predictions
 
 _YEAR = re.compile(r"\((\d{4})\)\s*$")
 
@@ -154,16 +156,17 @@ def load_catalog(name: str, spec: DataSpec) -> Catalog:
     return LOADERS[spec.format](name, spec)
 
 
+class Description(PredictionLine):
+    unique = ("item_id",)
+    item_id: Id
+    description: str = Field(pattern=r"\S")  # not blank
+
+
 def read_descriptions(path: Path) -> dict[str, str]:
     """Multimodal input: JSON lines ``{"item_id": "...", "description": "..."}`` (one per item)."""
     from llmrec.errors import DataError
-    from llmrec.pipelines.common.jsonio import read_jsonl
 
     if not Path(path).is_file():
         raise DataError(f"image-description file not found: {path} (JSON lines {{item_id, description}})")
-    out = {}
-    for n, line in enumerate(read_jsonl(path, ("item_id", "description")), 1):
-        if not isinstance(line["description"], str) or not line["description"].strip():
-            raise DataError(f"{path} line {n}: 'description' must be a non-empty string")
-        out[str(line["item_id"])] = line["description"].strip()
-    return out
+    return {str(line["item_id"]): line["description"].strip()
+            for line in read_predictions(path, Description, "image-description file")}

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from llmrec.errors import LlmrecError
+from llmrec.errors import ConfigError
 
 app = typer.Typer(no_args_is_help=True, help="LRWorld extras: build the sample set, compare models in plots.")
 
@@ -19,11 +19,6 @@ PRESETS = {
     "amazon-beauty": {"format": "amazon", "path": "amazon-all-beauty-2023/All_Beauty(1).csv.gz",
                       "items_path": "amazon-all-beauty-2023/filterd_meta_items.csv"},
 }
-
-
-def _fail(e: Exception) -> None:
-    typer.echo(f"error: {e}", err=True)
-    raise typer.Exit(2)
 
 
 def _pairs(values: list[str], what: str) -> dict[str, str]:
@@ -81,15 +76,11 @@ def build_cmd(
     from llmrec.pipelines.benchmarks.lrworld.samples import build_sample_set, write_sample_set
     from llmrec.pipelines.common.datasets import resolve_data_dir
 
-    try:
-        build = _build_config(config, sets, source, embeddings, images)
-        root = resolve_data_dir(data_dir, None)
-        result = build_sample_set(build, root, progress=lambda msg: typer.echo(f"  built {msg}", err=True))
-        name = f"lrworld-v{SCHEMA_VERSION}-{fingerprint(build.model_dump(mode='json'), 8)}"
-        path = write_sample_set(result, build, out or Path("runs/lrworld") / name)
-    except LlmrecError as e:
-        _fail(e)
-        return
+    build = _build_config(config, sets, source, embeddings, images)
+    root = resolve_data_dir(data_dir, None)
+    result = build_sample_set(build, root, progress=lambda msg: typer.echo(f"  built {msg}", err=True))
+    name = f"lrworld-v{SCHEMA_VERSION}-{fingerprint(build.model_dump(mode='json'), 8)}"
+    path = write_sample_set(result, build, out or Path("runs/lrworld") / name)
     for measure, n in sorted(result["counts"].items()):
         typer.echo(f"{measure}\t{n}")
     for measure, why in sorted(result["not_built"].items()):
@@ -107,17 +98,13 @@ def plot_cmd(
 
     Example: llmrec lrworld plot runs/a/predictions.jsonl runs/b/predictions.jsonl --label gemma --label qwen
     """
-    from llmrec.pipelines.benchmarks.lrworld.metrics import REQUIRED, score_predictions
+    from llmrec.pipelines.benchmarks.lrworld.metrics import ContractLine, score_predictions
     from llmrec.pipelines.benchmarks.lrworld.plots import all_plots
-    from llmrec.pipelines.common.jsonio import read_jsonl
+    from llmrec.pipelines.common.jsonio import read_predictions
 
     labels = label or [p.parent.name for p in predictions]
     if len(labels) != len(predictions):
-        _fail(ValueError(f"{len(predictions)} files but {len(labels)} labels"))
-    try:
-        models = {lab: score_predictions(read_jsonl(p, REQUIRED), {}) for lab, p in zip(labels, predictions)}
-    except LlmrecError as e:
-        _fail(e)
-        return
+        raise ConfigError(f"{len(predictions)} files but {len(labels)} labels")
+    models = {lab: score_predictions(read_predictions(p, ContractLine), {}) for lab, p in zip(labels, predictions)}
     for path in all_plots(models, out):
         typer.echo(str(path))

@@ -21,11 +21,37 @@ from __future__ import annotations
 from collections import defaultdict
 
 import numpy as np
+from pydantic import Field, model_validator
 
 from llmrec.pipelines.benchmarks.lrworld.parsing import labels_for, parse_choice
+from llmrec.pipelines.common.jsonio import PredictionLine
 from llmrec.pipelines.common.stats import mean_with_ci
 
-REQUIRED = ("sample_id", "measure", "factor", "gold", "options", "output", "parsed")
+
+class ContractLine(PredictionLine):
+    """A line of ``llmrec score lrworld``: one sample in one variant and position-bias run (its
+    ``sample_id`` names both: ``<base_id>|<variant>|r<run>``)."""
+
+    unique = ("sample_id",)
+    sample_id: str
+    measure: str
+    factor: str
+    gold: str
+    options: list[str] = Field(min_length=2)
+    output: str | None
+    parsed: str | None
+    variant: str | None = None
+    run: int | None = None
+    base_id: str | None = None
+    gold_pop: str | None = None
+
+    @model_validator(mode="after")
+    def _gold_is_a_label(self):
+        labels = labels_for(len(self.options))
+        if self.gold not in labels:
+            raise ValueError(f"'gold' must be one of the {len(self.options)} option labels {list(labels)}, "
+                             f"got {self.gold!r}")
+        return self
 
 
 def score_line(line: dict) -> dict:

@@ -16,7 +16,7 @@ import random
 from collections import Counter
 from pathlib import Path
 
-from llmrec.errors import DataError
+from llmrec.errors import DataError, read_utf8
 from llmrec.pipelines.benchmarks.lrworld.builders import build_measures
 from llmrec.pipelines.benchmarks.lrworld.builders.common import SCHEMA_VERSION
 from llmrec.pipelines.benchmarks.lrworld.builders.neural import read_embeddings
@@ -93,11 +93,11 @@ def read_sample_set(path: Path) -> tuple[list[dict], dict]:
     if not (path / MANIFEST).is_file() or not (path / SAMPLES).is_file():
         raise DataError(f"{path}: not an LRWorld sample set (needs {SAMPLES} and {MANIFEST}; "
                         "write one with `llmrec lrworld build`)")
-    manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    manifest = json.loads(read_utf8(path / MANIFEST))
     if manifest.get("schema_version") != SCHEMA_VERSION:
         raise DataError(f"{path / MANIFEST}: schema_version {manifest.get('schema_version')!r}, this llmrec "
                         f"reads {SCHEMA_VERSION}; rebuild with `llmrec lrworld build`")
-    body = (path / SAMPLES).read_text(encoding="utf-8")
+    body = read_utf8(path / SAMPLES)
     if hashlib.sha256(body.encode()).hexdigest() != manifest.get("sha256"):
         raise DataError(f"{path / SAMPLES}: sha256 differs from the manifest (edited after the build?)")
     return [json.loads(line) for line in body.splitlines() if line.strip()], manifest

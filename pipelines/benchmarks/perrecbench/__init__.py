@@ -29,8 +29,7 @@ class PerRecBench:
     headline_metrics = ("ptc", "ptc_rank", "exact_match", "failed")
     data = None  # built from rating data read by pipelines/interactions (cfg.data)
     score_tasks = (
-        ScoreTask("perrecbench", ("group_id", "mode", "relative_ratings", "avg_ratings", "prediction"),
-                  metrics.score_predictions,
+        ScoreTask("perrecbench", metrics.ContractLine, metrics.score_predictions,
                   "PerRecBench: ptc (the reference's ordering-list Kendall tau), ptc_rank, exact_match, missed, "
                   "per mode, and pooled MAE/RMSE of point lines carrying ratings"),
     )

@@ -7,8 +7,6 @@ from typing import Optional
 
 import typer
 
-from llmrec.errors import LlmrecError
-
 app = typer.Typer(no_args_is_help=True, help="PerRecBench extras: SFT data export.")
 
 
@@ -39,14 +37,10 @@ def export_sft_cmd(
     from llmrec.pipelines.benchmarks.perrecbench.sft import export_sft
     from llmrec.pipelines.common.datasets import resolve_data_dir
 
-    try:
-        raw = read_yaml(config)
-        cfg = validate(PerRecBenchConfig, raw.get("benchmark") or {}, "benchmark")
-        run_dir = (raw.get("data") or {}).get("dir")
-        root = resolve_data_dir(data_dir or (Path(run_dir) if run_dir else None), None)
-        manifest = export_sft(cfg, root, out, per_level, valid_fraction, not shared_users)
-    except LlmrecError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2)
+    raw = read_yaml(config)
+    cfg = validate(PerRecBenchConfig, raw.get("benchmark") or {}, "benchmark")
+    run_dir = (raw.get("data") or {}).get("dir")
+    root = resolve_data_dir(data_dir or (Path(run_dir) if run_dir else None), None)
+    manifest = export_sft(cfg, root, out, per_level, valid_fraction, not shared_users)
     counts = ", ".join(f"{k}={v}" for k, v in manifest["counts"].items())
     typer.echo(f"wrote {counts} to {out} (evaluation: {len(manifest['eval_groups'])} groups avoided)")

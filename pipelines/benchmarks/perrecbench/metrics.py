@@ -22,12 +22,29 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
+from pydantic import Field
 
 from llmrec.errors import DataError
+from llmrec.pipelines.common.jsonio import Id, PredictionLine
 
 CONTRACT_MODES = ("point", "pair", "list")
+
+
+class ContractLine(PredictionLine):
+    """A line of ``llmrec score perrecbench``: one group in one mode (the per-mode checks that need
+    several fields at once are ``check_line``'s)."""
+
+    unique = ("group_id", "mode")
+    group_id: Id
+    mode: Literal["point", "pair", "list"]
+    relative_ratings: list[float] = Field(min_length=2)
+    avg_ratings: list[float] = Field(min_length=2)
+    ratings: list[float] | None = None
+    item_avg_ratings: list[float] | None = None
+    prediction: list[float | None] | None  # point: predicted ratings; pair/list: user indices 1..n
 
 
 def ordering_from_values(values: Sequence[float]) -> list[int]:

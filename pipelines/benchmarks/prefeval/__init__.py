@@ -38,9 +38,9 @@ class PrefEval:
     headline_metrics = ("accuracy", "missed_rate", "failed", "over_context")
     data = _manifest()
     score_tasks = (
-        ScoreTask("prefeval-mcq", ("sample_id", "gold", "output"), metrics.score_predictions,
+        ScoreTask("prefeval-mcq", metrics.McqLine, metrics.score_predictions,
                   "PrefEval classification: accuracy and missed_rate from raw outputs"),
-        ScoreTask("prefeval-gen", ("sample_id",) + CHECKS, gen_metrics.score_predictions,
+        ScoreTask("prefeval-gen", gen_metrics.GenLine, gen_metrics.score_predictions,
                   "PrefEval generation: accuracy, error-type rates and judge_failed from raw judge outputs"),
     )
 

@@ -8,14 +8,7 @@ from typing import Optional
 
 import typer
 
-from llmrec.errors import LlmrecError
-
 app = typer.Typer(no_args_is_help=True, help="PrefEval extras: SFT data export, MCQ-vs-generation comparison.")
-
-
-def _fail(e: Exception) -> None:
-    typer.echo(f"error: {e}", err=True)
-    raise typer.Exit(2)
 
 
 @app.command("export-sft")
@@ -31,12 +24,8 @@ def export_sft_cmd(
     from llmrec.pipelines.benchmarks.prefeval import BENCHMARK
     from llmrec.pipelines.benchmarks.prefeval.sft import REFERENCE_TEST_TOPICS, export_sft
 
-    try:
-        root = resolve_data_dir(data_dir, BENCHMARK.data)
-        counts = export_sft(run, root, out, tuple(turns), tuple(test_topic) or REFERENCE_TEST_TOPICS)
-    except LlmrecError as e:
-        _fail(e)
-        return
+    root = resolve_data_dir(data_dir, BENCHMARK.data)
+    counts = export_sft(run, root, out, tuple(turns), tuple(test_topic) or REFERENCE_TEST_TOPICS)
     typer.echo(f"wrote {counts['train']} train and {counts['test']} test records to {out}")
 
 
@@ -50,11 +39,7 @@ def compare_cmd(
     """Pearson r between MCQ and generation accuracy per (model, form, method, turns), with a scatter plot."""
     from llmrec.pipelines.benchmarks.prefeval.compare import compare
 
-    try:
-        result = compare(mcq, gen, plot)
-    except LlmrecError as e:
-        _fail(e)
-        return
+    result = compare(mcq, gen, plot)
     if out is not None:
         out.write_text(json.dumps(result, indent=1) + "\n")
     typer.echo(f"{result['n']} settings, Pearson r = {result['pearson_r']:.3f}; plot: {result['plot']}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from llmrec.errors import DataError
+from llmrec.errors import DataError, read_utf8
 
 ROOT = "prefeval"
 FORM_DIRS = {
@@ -21,7 +21,7 @@ def _load_json(path: Path) -> object:
     if not path.is_file():
         raise DataError(f"PrefEval file missing: {path}. Run `llmrec data fetch prefeval` or set LLMREC_DATA_DIR.")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_utf8(path))
     except json.JSONDecodeError as e:
         raise DataError(f"{path}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from e
 
@@ -105,7 +105,7 @@ def judge_prompt(data_dir: Path, check: str, override: Path | None = None) -> st
     if not path.is_file():
         raise DataError(f"PrefEval judge prompt missing: {path}. Run `llmrec data fetch prefeval` or set "
                         f"LLMREC_DATA_DIR (or point benchmark.templates.judge_{check} at a file).")
-    return path.read_text(encoding="utf-8")
+    return read_utf8(path)
 
 
 def assets(cfg, data_dir: Path) -> dict:
@@ -126,7 +126,7 @@ def load_conflicting(path: Path) -> dict[tuple[str, int], str]:
     """Conflicting preferences: a JSON list, or JSON lines, of
     ``{"topic": str, "task_id": int, "conflicting_preference": str}`` → {(topic, task_id): text}."""
     path = Path(path)
-    text = path.read_text(encoding="utf-8") if path.is_file() else None
+    text = read_utf8(path) if path.is_file() else None
     if text is None:
         raise DataError(f"conflicting-preference file not found: {path}")
     try:

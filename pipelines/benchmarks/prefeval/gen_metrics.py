@@ -7,9 +7,19 @@ import math
 
 from llmrec.pipelines.common.stats import mean_with_ci
 from llmrec.pipelines.benchmarks.prefeval.judge import CHECKS, ERROR_TYPES, derive
-from llmrec.pipelines.benchmarks.prefeval.metrics import GROUPS, group_names, rag_stats, rates_by, status_counts, token_stats
+from llmrec.pipelines.benchmarks.prefeval.metrics import (GROUPS, SampleLine, group_names, rag_stats, rates_by,
+                                                         status_counts, token_stats)
 
 CHECK_RATES = ("acknowledged", "violated", "hallucinated")
+
+
+class GenLine(SampleLine):
+    """The four raw judge outputs of a sample (null: the judge gave no text)."""
+
+    acknowledge: str | None
+    violate: str | None
+    hallucinate: str | None
+    helpful: str | None
 
 
 def gen_metrics(rows: list[dict], mode: str = "reference", groups: tuple[str, ...] = GROUPS) -> dict[str, float]:

@@ -4,12 +4,30 @@ plus the grouping helpers the generation metrics share."""
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Literal
 
+from llmrec.pipelines.common.jsonio import PredictionLine
 from llmrec.pipelines.common.stats import mean_with_ci
 from llmrec.pipelines.benchmarks.prefeval.parsing import parse_choice
 
 GROUPS = ("topic", "form", "turns", "method")
 STUDY_GROUPS = ("position", "extra_prefs", "conflict")
+
+
+class SampleLine(PredictionLine):
+    """A line of ``llmrec score prefeval-mcq`` / ``prefeval-gen``: one per sample, with its groups."""
+
+    unique = ("sample_id",)
+    sample_id: str
+    topic: str | None = None
+    form: str | None = None
+    turns: int | None = None
+    method: str | None = None
+
+
+class McqLine(SampleLine):
+    gold: Literal["A", "B", "C", "D"]
+    output: str | None  # the raw answer (null: nothing generated, scored as missed)
 
 
 def score_answer(output: str | None, gold: str) -> dict:

@@ -51,7 +51,8 @@ def test_median_from_items_file_and_option_pairs(tmp_path):
 
 
 @pytest.mark.parametrize("line, message", [
-    ({"user_id": 1, "target": 1, "candidates": [1], "ranked": [1, 2], "history_len": 1}, "'user_id' must be a string"),
+    ({"user_id": 1, "target": 1, "candidates": [1], "ranked": [1, 2], "history_len": 1},
+     "'user_id': Input should be a valid string"),
     ({"user_id": "a", "target": "1", "candidates": [1], "ranked": [1, 2], "history_len": 1}, "'target'"),
     ({"user_id": "a", "target": 1, "candidates": [1], "ranked": [1, "x"], "history_len": 1}, "'ranked'"),
     ({"user_id": "a", "target": 1, "candidates": [1], "ranked": [1, 2, 3], "history_len": 1}, "same length"),

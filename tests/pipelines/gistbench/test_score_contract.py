@@ -97,7 +97,7 @@ def test_contract_errors(tmp_path):
         score_file("gistbench", write(tmp_path, bad), {"model": "A"})
     with pytest.raises(DataError, match="no known signal flags"):
         score_file("gistbench", write(tmp_path, [{**LINES[0], "dataset": "netflix"}]), {"model": "A"})
-    with pytest.raises(DataError, match="'category_id' must be an integer"):
+    with pytest.raises(DataError, match="line 1: 'category_id': Input should be a valid integer"):
         score_file("gistbench", write(tmp_path, [{**LINES[0], "category_id": "146"}]), {"model": "A"})
     with pytest.raises(DataError, match="engagement_type"):
         score_file("gistbench", write(tmp_path, [{**LINES[0], "evidence": ev(("1", "like"))}]), {"model": "A"})

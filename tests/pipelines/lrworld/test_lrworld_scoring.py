@@ -134,7 +134,7 @@ def test_benchmark_scores_rows_and_counts_failures(sim_catalog):
     m = BENCHMARK.aggregate(cfg, rows)
     assert m["base/accuracy"] == 0.5 and m["base/missed_rate"] == 0.5 and m["failed_rows"] == 1.0
     lines = BENCHMARK.predictions(rows)
-    assert set(metrics.REQUIRED) <= set(lines[0]) and lines[1]["output"] is None
+    assert [metrics.ContractLine.model_validate(line) for line in lines] and lines[1]["output"] is None
 
 
 def test_whole_build_is_reproducible(sim_catalog, embedding_fixture):
@@ -152,7 +152,7 @@ def test_plot_verb_writes_figures(tmp_path):
     from llmrec.pipelines.benchmarks.lrworld.cli import app
 
     lines = [_line(i, "1", "1" if i % 2 else "2", factor=f, measure=f"{f}/toy/x", run=r, variant=v,
-                   base_id=f"b{i}")
+                   base_id=f"b{i}", sample_id=f"{f}/s{i}|{v}|r{r}")
              for f in ("memory_item_item", "memory_user_user", "association_rules") for i in range(4)
              for r in range(2) for v in ("base", "noisy")]
     p = tmp_path / "p.jsonl"

@@ -12,7 +12,7 @@ from llmrec.errors import DataError
 from llmrec.pipelines.benchmarks.perrecbench import BENCHMARK
 from llmrec.pipelines.benchmarks.perrecbench.metrics import (aggregate_rows, ordering_from_values, ptc, ptc_rank, ranks_from_ordering,
                                            score_predictions)
-from llmrec.pipelines.common.jsonio import read_jsonl
+from llmrec.pipelines.common.jsonio import read_predictions
 
 
 def test_orderings_put_the_higher_index_first_among_ties():
@@ -75,7 +75,7 @@ def write(tmp_path, lines) -> str:
 
 def test_score_contract_on_a_hand_written_file(tmp_path):
     task = BENCHMARK.score_tasks[0]
-    lines = read_jsonl(write(tmp_path, LINES), task.required)
+    lines = read_predictions(write(tmp_path, LINES), task.line)
     got = task.run(lines, {})
     want = expected_metrics()
     assert set(got) == set(want)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import Field
 
+from llmrec.pipelines.common.jsonio import PredictionLine
 from llmrec.pipelines.protocol import BenchmarkConfig, LLMStage, LoopStage, Sample, ScoreTask
 from llmrec.types import Message, Request, Result, SamplingParams
 
@@ -55,6 +56,12 @@ def accept_round(s: Sample, reqs: list[Request], results: list[Result]) -> dict:
     return {"follow_ups": s.get("follow_ups", []) + [r.text for r in results]}
 
 
+class ToyLine(PredictionLine):
+    unique = ("sample_id",)
+    sample_id: str
+    answer: str | None
+
+
 class Toy:
     name = "toy"
     config_cls = ToyConfig
@@ -62,7 +69,7 @@ class Toy:
     data = None
     protocol_keys = ("n", "truncate", "rounds")
     headline_metrics = ("accuracy", "failed")
-    score_tasks = (ScoreTask("toy", ("sample_id", "answer"), lambda lines, opts: {"n": float(len(lines))}),)
+    score_tasks = (ScoreTask("toy", ToyLine, lambda lines, opts: {"n": float(len(lines))}),)
 
     def build_samples(self, cfg: ToyConfig, data_dir: Path) -> list[Sample]:
         out = []
