@@ -58,7 +58,7 @@ class OpenAIEngineConfig(EngineConfig):
     model: str = Field(description="model name sent with every request (identifies the answers)")
     api_key_env: str | None = Field(None, description="NAME of the environment variable holding the API key")
     timeout_s: float = Field(120.0, gt=0, description="per-request HTTP timeout")
-    max_concurrency: int = Field(8, ge=1, description="requests sent in parallel (lowered while the server answers 429)")
+    max_concurrency: int = Field(8, ge=1, description="requests sent in parallel (lowered while a server answers 429)")
     constraint_style: Literal["auto", "vllm", "openai", "json_object", "none"] = Field(
         "auto", description="how constraints are sent: vLLM structured_outputs, OpenAI response_format JSON schema, "
                             "response_format json_object, or not at all; auto: the first of these the server accepts")
