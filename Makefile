@@ -4,7 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 LLMREC := $(VENV)/bin/llmrec
-# llama-cpp-python builds from source (~7 min on 2 cores): the wheel is built once and kept here.
+# llama-cpp-python builds from source (~7 min on 2 cores): the wheel is built once and kept here. The build
+# runs in the background while pip installs everything else (downloads, unpacking), then the wheel goes in.
 WHEELS ?= $(HOME)/.cache/llmrec-wheels
 LLAMA_CPP := llama-cpp-python==0.3.36
 # Data: $LLMREC_DATA_DIR if set; else ../shared/data beside the checkout when present;
@@ -46,8 +47,13 @@ $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	@mkdir -p $(WHEELS)
-	@ls $(WHEELS)/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1 || \
-	  { echo "building $(LLAMA_CPP) once (several minutes)"; $(PY) -m pip wheel -q --no-deps -w $(WHEELS) "$(LLAMA_CPP)"; }
+	@build=; \
+	  if ! ls $(WHEELS)/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1; then \
+	    echo "building $(LLAMA_CPP) once (several minutes), beside the rest of the install"; \
+	    $(PY) -m pip wheel -q --no-deps -w $(WHEELS) "$(LLAMA_CPP)" & build=$$!; \
+	  fi; \
+	  $(PY) -m pip install -q -e ".[sft,dev]" || { test -z "$$build" || kill $$build; exit 1; }; \
+	  test -z "$$build" || wait $$build || { echo "building $(LLAMA_CPP) failed"; exit 1; }
 	$(PY) -m pip install -q --find-links $(WHEELS) -e ".[cpu,sft,dev]"
 	@touch $@
 

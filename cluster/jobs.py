@@ -3,7 +3,9 @@
 What a submitted job carries (built in a staging folder on the submitting machine):
 
 - ``working_dir``: the staging folder, holding ``resolved.yaml`` (see ``cluster/resolve.py``) and
-  nothing else, so the job's current directory cannot shadow the ``llmrec`` package;
+  ``requirements.txt`` (llmrec's pinned dependencies, which the entrypoint checks on the cluster
+  before anything imports them) and no code, so the job's current directory cannot shadow the
+  ``llmrec`` package;
 - ``py_modules``: the ``llmrec`` package assembled from this checkout by setuptools (``build_py``
   applies the ``package_dir`` mapping), so the cluster runs exactly the submitter's code
   (``code="ship"``); with ``code="installed"`` nothing is shipped and the cluster's own install
@@ -31,6 +33,7 @@ from llmrec.errors import ConfigError
 from llmrec.cluster.resolve import dump, env_names_in, resolve_for_cluster
 
 RESOLVED = "resolved.yaml"
+REQUIREMENTS = "requirements.txt"
 ENTRY_MODULE = "llmrec.cluster.entrypoint"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CODE_MODES = ("ship", "installed")
@@ -107,13 +110,15 @@ def build_job(config: str | Path, stage_dir: Path, overrides: list[str] | None =
     work = stage_dir / "job"
     work.mkdir(parents=True, exist_ok=True)
     (work / RESOLVED).write_text(dump(raw), encoding="utf-8")
+    (work / REQUIREMENTS).write_text("".join(f"{r}\n" for r in pinned_requirements()), encoding="utf-8")
     runtime_env: dict = {"working_dir": str(work), "env_vars": {"PYTHONUNBUFFERED": "1"}}
     if code == "ship":
         runtime_env["py_modules"] = [str(stage_package(stage_dir / "code"))]
         runtime_env["env_vars"][settings.GIT_COMMIT_ENV] = git_commit()  # the shipped copy has no .git
     if deps == "pip":
         runtime_env["pip"] = pinned_requirements()
-    entry = f"python -m {ENTRY_MODULE} {RESOLVED}" + "".join(f" --require-env {n}" for n in names)
+    entry = f"python -m {ENTRY_MODULE} {RESOLVED} --requirements {REQUIREMENTS}"
+    entry += "".join(f" --require-env {n}" for n in names)
     meta = {"llmrec.config": str(config), "llmrec.benchmark": str(raw["benchmark"]["name"]),
             "llmrec.output_dir": str(raw["output"]["dir"]), "llmrec.tracking_uri": str(raw["tracking"]["uri"]),
             "llmrec.git_commit": git_commit(), "llmrec.code": code, "llmrec.require_env": ",".join(names)}

@@ -36,6 +36,7 @@ DEPS_HELP = ("cluster: dependencies are installed on the nodes (image); "
              "pip: install llmrec's pinned requirements per job.")
 DRY_HELP = "Print the job spec (entrypoint, runtime_env) and the resolved config; submit nothing."
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
+LOG_TAIL_LINES = 30
 
 
 def client(address: str | None):
@@ -84,8 +85,24 @@ def follow_logs(c, job_id: str) -> str:
     return wait_for(c, job_id, poll_s=0.5)
 
 
-def _exit_for(status: str) -> None:
+def print_log_tail(c, job_id: str, lines: int = LOG_TAIL_LINES) -> None:
+    """The last lines of a job's log (where a failed job says why), on stderr."""
+    try:
+        text = c.get_job_logs(job_id)
+    except RuntimeError as e:  # the Jobs API answered with an error: say so, the status is still known
+        err.print(f"(no log: {e})", markup=False, highlight=False)
+        return
+    tail = text.rstrip("\n").splitlines()[-lines:]
+    err.print(f"last {len(tail)} lines of the job's log (all of it: llmrec jobs logs {job_id}):",
+              markup=False, highlight=False)
+    err.print("\n".join(tail), markup=False, highlight=False)
+
+
+def _exit_for(status: str, c=None, job_id: str | None = None) -> None:
+    """Print the final status (and, for a failed job whose log was not followed, its log's tail); exit."""
     color = "green" if status == "SUCCEEDED" else "red"
+    if status == "FAILED" and c is not None:
+        print_log_tail(c, job_id)
     console.print(f"job finished: [{color}]{status}[/]")
     raise typer.Exit(0 if status == "SUCCEEDED" else EXIT_FAILED)
 
@@ -128,7 +145,7 @@ def submit(
     if follow:
         _exit_for(follow_logs(c, job_id))
     elif wait:
-        _exit_for(wait_for(c, job_id))
+        _exit_for(wait_for(c, job_id), c, job_id)
 
 
 def _when(ms: int | None) -> str:

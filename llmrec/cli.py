@@ -32,8 +32,10 @@ def _setup_logging(verbose: bool) -> None:
                         format="%(levelname)s %(name)s: %(message)s")
     if not verbose:  # libraries that log progress at INFO: keep the terminal for our own bar and table
         import ray.data  # noqa: F401 - ray.data installs its logging config on import; adjust after it
+        # Ray (>= 2.59) turns token auth on for a new local instance and warns that it did: nothing to act on
+        quiet_auth = "ray._private.authentication.authentication_token_setup"
         for name, level in (("ray", logging.WARNING), ("ray.data", logging.ERROR), ("mlflow", logging.WARNING),
-                            ("alembic", logging.WARNING)):
+                            ("alembic", logging.WARNING), (quiet_auth, logging.ERROR)):
             logging.getLogger(name).setLevel(level)
 
 
@@ -48,7 +50,7 @@ def run(
         None, "--max-failed-share", min=0.0, max=1.0,
         help="Exit 1 when more than this share of the samples failed (= --set execution.max_failed_share=X; "
              "default 0.1). A run whose every sample failed always exits 1."),
-    verbose: bool = typer.Option(False, "-v", "--verbose", help="Debug logging."),
+    verbose: bool = typer.Option(False, "-v", "--verbose", help="Debug logging, and every metric and timing."),
 ) -> None:
     """Run an evaluation. Re-running the same config resumes: finished samples are not sent again."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
@@ -69,7 +71,10 @@ def run(
             bar.update(task, completed=done, total=total)
 
         outcome = run_evaluation(cfg, data_dir, progress)
-    _print_metrics(outcome.metrics, outcome.stats)
+    if verbose:
+        _print_metrics(outcome.metrics, outcome.stats)
+    else:
+        _print_summary(outcome.metrics, outcome.stats, outcome.headline)
     console.print(f"results: {outcome.run_dir}", markup=False)
     if outcome.mlflow_run_id:
         console.print(f"MLflow run {outcome.mlflow_run_id} — open the UI with: [bold]llmrec ui[/]"
@@ -87,6 +92,44 @@ def _print_metrics(metrics: dict, stats: dict) -> None:
         table.add_row(escape(k), f"{v:.4f}" if isinstance(v, float) else str(v))
     for k in sorted(stats):
         table.add_row(f"[dim]{escape(k)}[/]", f"{stats[k]:.4g}")
+    console.print(table)
+
+
+COUNT_KEYS = ("failed", "over_context", "truncated")  # besides n_*: metrics that count samples
+RUN_COUNTS = ("samples_new", "samples_resumed")
+
+
+def _summary_value(key: str, metrics: dict) -> str:
+    v = metrics[key]
+    if isinstance(v, float) and v.is_integer() and (key.startswith("n_") or key in COUNT_KEYS):
+        return str(int(v))
+    text = f"{v:.4f}" if isinstance(v, float) else str(v)
+    lo, hi = metrics.get(f"{key}_ci_low"), metrics.get(f"{key}_ci_high")
+    return f"{text}  [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else text
+
+
+def summary_rows(metrics: dict, stats: dict, headline: tuple[str, ...]) -> list[tuple[str, str]]:
+    """The compact result: headline metrics (95% CI where computed), sample counts and failures.
+    Without headline metrics: every metric but the CI bounds. Timings and the rest: ``--verbose``."""
+    heads = [k for k in headline if k in metrics] or [k for k in sorted(metrics) if "_ci_" not in k]
+    counts = [k for k in sorted(metrics) if (k.startswith("n_") or k in COUNT_KEYS) and k not in heads]
+    rows = [(k, _summary_value(k, metrics)) for k in heads + counts]
+    return rows + [(k, str(int(stats[k]))) for k in RUN_COUNTS if k in stats]
+
+
+def _print_summary(metrics: dict, stats: dict, headline: tuple[str, ...]) -> None:
+    from rich.text import Text
+
+    rows = summary_rows(metrics, stats, headline)
+    shown = {k for k, _ in rows} | {f"{k}_ci_{end}" for k, _ in rows for end in ("low", "high")}
+    hidden = len((set(metrics) | set(stats)) - shown)
+    table = Table(title="results", show_lines=False, caption_justify="left",
+                  caption=f"value [95% CI]; {hidden} more metrics, timings and token counts: "
+                          "--verbose, metrics.json, MLflow")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for k, v in rows:
+        table.add_row(Text(k), Text(v))
     console.print(table)
 
 

@@ -52,6 +52,16 @@ def test_wheel_holds_one_top_level_package(wheel):
         assert any(n.startswith(f"llmrec/{sub}/") for n in names), sub
 
 
+def test_build_prints_no_setuptools_warnings(tmp_path):
+    """A fresh install's output has no setuptools warnings: data folders (templates/, cluster/kuberay/) are
+    listed packages, the license is an SPDX string."""
+    proc = subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(tmp_path)], cwd=REPO,
+                          capture_output=True, text=True, check=True)
+    warned = [ln for ln in proc.stderr.splitlines() if "Warning" in ln]
+    assert not warned, warned
+    assert (tmp_path / "llmrec/pipelines/benchmarks/prefeval/templates/cot.txt").is_file()
+
+
 def test_fresh_venv_runs_the_cli_outside_the_checkout(wheel, tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)

@@ -23,6 +23,7 @@ class RunOutcome:
     mlflow_run_id: str | None
     failures: FailureSummary  # decides `llmrec run`'s exit code
     files: dict[str, Path] = field(default_factory=dict)
+    headline: tuple[str, ...] = ()  # the benchmark's headline metric keys (what a summary shows first)
 
 
 def run_evaluation(cfg: RunConfig, data_dir: Path | None = None, progress: Progress | None = None) -> RunOutcome:
@@ -46,4 +47,5 @@ def run_evaluation(cfg: RunConfig, data_dir: Path | None = None, progress: Progr
                      time_plots_s=t3 - t2)
     stats.update(p.timings)  # seconds per phase, logged with the run (the MLflow phase itself is not in them)
     run_id = log_mlflow(p, rows, metrics, files, plots, stats)
-    return RunOutcome(p.run_dir.local_path or p.run_dir.uri, metrics, stats, run_id, summarize_failures(rows), files)
+    return RunOutcome(p.run_dir.local_path or p.run_dir.uri, metrics, stats, run_id, summarize_failures(rows), files,
+                      tuple(getattr(p.bench, "headline_metrics", ()) or ()))

@@ -26,7 +26,7 @@ from llmrec.pipelines.registry import benchmark_config, get_benchmark
 from llmrec.pipelines.common.datasets import resolve_data_dir
 from llmrec.pipelines.runner.run_config import RunConfig, absolute_locations
 from llmrec.pipelines.common.store import ResultStore
-from llmrec.pipelines.runner.placement import actor_resources, check_gpu_placement
+from llmrec.pipelines.runner.placement import actor_options_accepted, actor_resources, check_gpu_placement
 from llmrec.pipelines.runner.worker import batch_timings, decode, encode, group_by_prefix, process_samples
 
 log = logging.getLogger(__name__)
@@ -210,15 +210,17 @@ def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
         batch_size = 1
     items = [{"group": json.dumps(g)} for g in groups]
     ds = ray.data.from_items(items, override_num_blocks=max(1, min(len(items), 4 * ex.concurrency)))
-    ds = ds.map_batches(
-        StageWorker,
-        fn_constructor_kwargs=dict(bench_cfg=cfg.benchmark.model_dump(mode="json"), engines=engines,
-                                   mode=ex.mode, cache=cache, retries=ex.retries,
-                                   backoff_s=ex.serve_backoff_s if ex.mode == "serve" else ex.backoff_s,
-                                   assets=assets, run=run, timeout_s=ex.request_timeout_s,
-                                   pools={"judge": judge_pool.client(ex.backoff_s)} if judge_pool else None),
-        batch_size=batch_size, udf_modifying_row_count=False, compute=ray.data.ActorPoolStrategy(size=ex.concurrency),
-        batch_format="numpy", **actor_resources(cfg.engine, ex))
+    with actor_options_accepted():  # Ray 2.60 has no named form of the restart / placement options yet
+        ds = ds.map_batches(
+            StageWorker,
+            fn_constructor_kwargs=dict(bench_cfg=cfg.benchmark.model_dump(mode="json"), engines=engines,
+                                       mode=ex.mode, cache=cache, retries=ex.retries,
+                                       backoff_s=ex.serve_backoff_s if ex.mode == "serve" else ex.backoff_s,
+                                       assets=assets, run=run, timeout_s=ex.request_timeout_s,
+                                       pools={"judge": judge_pool.client(ex.backoff_s)} if judge_pool else None),
+            batch_size=batch_size, udf_modifying_row_count=False,
+            compute=ray.data.ActorPoolStrategy(size=ex.concurrency), batch_format="numpy",
+            **actor_resources(cfg.engine, ex))
     # Fault tolerance: the actor pool restarts a dead actor (one on a lost node, or one that ended
     # itself because its engine died) up to execution.max_restarts times and runs its in-flight
     # batches again; lost blocks are rebuilt from lineage. A batch is written once it reaches this loop.

@@ -3,7 +3,15 @@
 The API key is read from the environment variable *named* in the config and is never logged.
 Constraints travel as vLLM's ``structured_outputs`` (``constraint_style: vllm``), as OpenAI's
 ``response_format`` JSON schema (``openai``; closed choices become ``{"answer": enum}`` and the
-answer is unwrapped), or not at all (``none``: the prompt must ask for the format).
+answer is unwrapped), as ``response_format: json_object`` (``json_object``: JSON, schema not
+enforced), or not at all (``none``: the prompt must ask for the format). The default, ``auto``,
+starts with ``vllm`` and, when the server answers a 400 naming the field as unknown, moves to the
+next format in that order, once for the whole run: logged as a warning and recorded in ``identity()``.
+
+Rate limits: a 429 is waited out, never failed at once. The wait is the reply's ``Retry-After``
+(seconds or an HTTP date; else a doubling backoff), every request of the engine pauses until
+then, and the number of requests in flight is halved (at least 1); each success raises it again
+by 1/limit up to ``max_concurrency`` (AIMD). A request that waited ``rate_limit_wait_s`` in all fails.
 
 Token counts come from the reply's ``usage`` (``prompt_tokens_details.cached_tokens`` gives the
 prefix-cache hits). ``count_tokens`` asks the server's ``/tokenize`` (vLLM serves it next to
@@ -15,9 +23,12 @@ retries only the failed ones.
 
 from __future__ import annotations
 
+import email.utils
 import json
 import logging
 import re
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
@@ -33,6 +44,12 @@ log = logging.getLogger(__name__)
 CHARS_PER_TOKEN = 4
 _CONTEXT_WORDS = re.compile(r"context length|context window|maximum context|context_length_exceeded|too long",
                             re.IGNORECASE)
+# how ``auto`` walks the constraint formats; the request fields whose rejection moves it on
+STYLE_ORDER = ("vllm", "openai", "json_object", "none")
+_STYLE_FIELDS = {"vllm": ("structured_outputs",), "openai": ("response_format", "json_schema"),
+                 "json_object": ("response_format", "json_object")}
+_UNKNOWN_WORDS = re.compile(r"unrecogni[sz]ed|unknown|unsupported|not supported|not permitted|not allowed|"
+                            r"unexpected|extra (?:inputs|fields)", re.IGNORECASE)
 
 
 class OpenAIEngineConfig(EngineConfig):
@@ -41,9 +58,62 @@ class OpenAIEngineConfig(EngineConfig):
     model: str = Field(description="model name sent with every request (identifies the answers)")
     api_key_env: str | None = Field(None, description="NAME of the environment variable holding the API key")
     timeout_s: float = Field(120.0, gt=0, description="per-request HTTP timeout")
-    max_concurrency: int = Field(8, ge=1, description="requests of one batch sent in parallel")
-    constraint_style: Literal["vllm", "openai", "none"] = Field(
-        "vllm", description="how constraints are sent: vLLM structured_outputs, OpenAI response_format, or not at all")
+    max_concurrency: int = Field(8, ge=1, description="requests sent in parallel (lowered while a server answers 429)")
+    constraint_style: Literal["auto", "vllm", "openai", "json_object", "none"] = Field(
+        "auto", description="how constraints are sent: vLLM structured_outputs, OpenAI response_format JSON schema, "
+                            "response_format json_object, or not at all; auto: the first of these the server accepts")
+    rate_limit_wait_s: float = Field(600.0, ge=0, description="how long one request may wait out HTTP 429s in all")
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header: delay-seconds or an HTTP date; None if absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class Concurrency:
+    """Requests in flight, limited AIMD-style: halved on a 429 (once per wait), +1/limit per success.
+
+    A 429 also pauses every new request until its wait is over (the server asked all of them to wait)."""
+
+    def __init__(self, ceiling: int):
+        self.ceiling, self.limit = ceiling, float(ceiling)
+        self.in_flight = 0
+        self._resume_at = 0.0  # monotonic time before which nothing is sent
+        self._cv = threading.Condition()
+
+    def acquire(self) -> None:
+        with self._cv:
+            while True:
+                pause = self._resume_at - time.monotonic()
+                if pause <= 0 and self.in_flight < int(self.limit):
+                    self.in_flight += 1
+                    return
+                self._cv.wait(timeout=pause if pause > 0 else None)
+
+    def release(self, ok: bool) -> None:
+        with self._cv:
+            self.in_flight -= 1
+            if ok:
+                self.limit = min(float(self.ceiling), self.limit + 1 / self.limit)
+            self._cv.notify_all()
+
+    def throttled(self, wait_s: float) -> None:
+        """A 429: halve the limit unless a wait already in force covers this one, and pause until it is over."""
+        with self._cv:
+            now = time.monotonic()
+            if now >= self._resume_at:
+                self.limit = max(1.0, self.limit / 2)
+            self._resume_at = max(self._resume_at, now + wait_s)
 
 
 def _context_overflow(text: str, fallback_prompt: int) -> ContextOverflow:
@@ -63,6 +133,9 @@ class OpenAIEngine:
         self.config = config
         self._client = None
         self._tokenize_ok: bool | None = None
+        self._style = "vllm" if config.constraint_style == "auto" else config.constraint_style  # what is sent
+        self._style_lock = threading.Lock()
+        self.concurrency = Concurrency(config.max_concurrency)
 
     def start(self) -> None:
         if self._client is not None:
@@ -81,10 +154,13 @@ class OpenAIEngine:
 
     def identity(self) -> dict:
         c = self.config
-        return {"type": "openai", "model": c.model, "constraint_style": c.constraint_style}
+        ident = {"type": "openai", "model": c.model, "constraint_style": c.constraint_style}
+        if self._style != STYLE_ORDER[0] and c.constraint_style == "auto":
+            ident["constraint_sent"] = self._style  # the server rejected the formats before it
+        return ident
 
     # -- requests -------------------------------------------------------------------------------
-    def body(self, request: Request) -> dict:
+    def body(self, request: Request, style: str | None = None) -> dict:
         s, c = request.sampling, request.constraint
         body = {"model": self.config.model, "messages": [m.model_dump() for m in request.messages],
                 "temperature": s.temperature, "max_tokens": s.max_tokens, "top_p": s.top_p}
@@ -92,11 +168,14 @@ class OpenAIEngine:
             body["stop"] = list(s.stop)
         if s.seed is not None:
             body["seed"] = s.seed
-        style = self.config.constraint_style
+        style = style or self._style
         if c is None or style == "none":
             return body
         if style == "vllm":
             body["structured_outputs"] = {"choice": c.choices} if c.choices is not None else {"json": c.json_schema}
+            return body
+        if style == "json_object":
+            body["response_format"] = {"type": "json_object"}
             return body
         schema = c.json_schema if c.json_schema is not None else {
             "type": "object", "properties": {"answer": {"type": "string", "enum": c.choices}},
@@ -111,8 +190,51 @@ class OpenAIEngine:
         except self._httpx.HTTPError as e:
             raise EngineError(f"{self.config.base_url}{path}: {type(e).__name__}: {e}") from e
 
+    def _fall_back(self, rejected: str, text: str) -> bool:
+        """The server rejected ``rejected``'s field: move ``auto`` to the next format (once for all
+        threads). False when there is none to move to (a fixed style, or already ``none``)."""
+        with self._style_lock:
+            if self._style != rejected:
+                return True  # another request already moved on
+            if self.config.constraint_style != "auto" or rejected == STYLE_ORDER[-1]:
+                return False
+            self._style = STYLE_ORDER[STYLE_ORDER.index(rejected) + 1]
+        log.warning("%s rejected %s constraints (%s); sending them as %s for the rest of the run "
+                    "(constraint_style: auto)", self.config.base_url, rejected, " ".join(text.split())[:200],
+                    self._style)
+        return True
+
+    def _rejects(self, request: Request, style: str, status: int, text: str) -> bool:
+        return (request.constraint is not None and status in (400, 422) and style in _STYLE_FIELDS
+                and any(f in text for f in _STYLE_FIELDS[style]) and bool(_UNKNOWN_WORDS.search(text)))
+
+    def _send(self, request: Request) -> tuple[object, str]:
+        """POST until the reply is neither a rejected constraint format nor a 429; (reply, style sent)."""
+        waited, backoff = 0.0, 1.0
+        while True:
+            style = self._style
+            self.concurrency.acquire()
+            reply = None
+            try:
+                reply = self._post("/chat/completions", self.body(request, style))
+            finally:
+                self.concurrency.release(ok=reply is not None and reply.status_code == 200)
+            if reply.status_code == 429:
+                wait = retry_after_s(reply.headers.get("Retry-After"))
+                wait, backoff = (backoff, min(2 * backoff, 60.0)) if wait is None else (wait, backoff)
+                if waited + wait > self.config.rate_limit_wait_s:
+                    return reply, style
+                log.info("%s: HTTP 429, waiting %.1f s (concurrency now %d)", self.config.base_url, wait,
+                         int(self.concurrency.limit))
+                self.concurrency.throttled(wait)
+                waited += wait
+                continue
+            if self._rejects(request, style, reply.status_code, reply.text) and self._fall_back(style, reply.text):
+                continue
+            return reply, style
+
     def _one(self, request: Request) -> Result:
-        reply = self._post("/chat/completions", self.body(request))
+        reply, style = self._send(request)
         if reply.status_code != 200:
             text = reply.text[:500]
             if reply.status_code == 400 and _CONTEXT_WORDS.search(text):
@@ -127,7 +249,7 @@ class OpenAIEngine:
         except (ValueError, KeyError, IndexError, TypeError) as e:
             raise EngineError(f"malformed reply from {self.config.base_url}: {reply.text[:300]}") from e
         c = request.constraint
-        if c is not None and c.choices is not None and self.config.constraint_style == "openai":
+        if c is not None and c.choices is not None and style in ("openai", "json_object"):
             text = _unwrap_answer(text)
         return Result(text=text, prompt_tokens=int(usage.get("prompt_tokens") or 0),
                       completion_tokens=int(usage.get("completion_tokens") or 0),

@@ -68,11 +68,13 @@ def auth_env() -> dict[str, str]:
 
 
 @contextmanager
-def ray_head(tmp: Path, env: dict[str, str], num_cpus: int = 2):
+def ray_head(tmp: Path, env: dict[str, str], num_cpus: int = 2, job_python: Path = BIN):
     """`ray start --head --block` on 127.0.0.1 with the dashboard; yields the Jobs API URL.
 
     ``env`` is the environment the cluster's processes (and so every job) see: the place where
-    a real cluster has its secrets (the Ray token included) and data locations.
+    a real cluster has its secrets (the Ray token included) and data locations. ``job_python`` is the
+    folder whose ``python`` a job's entrypoint runs (first on the cluster's PATH; Ray itself runs on
+    this venv's, started by absolute path).
     """
     dash = free_port()
     temp = Path(f"/tmp/ray-t{os.getpid()}-{dash}")  # short: Ray's unix socket paths are length-limited
@@ -84,7 +86,7 @@ def ray_head(tmp: Path, env: dict[str, str], num_cpus: int = 2):
            "--dashboard-host=127.0.0.1", "--include-dashboard=true", f"--num-cpus={num_cpus}",
            f"--temp-dir={temp}", "--disable-usage-stats"] + [f"{k}={v}" for k, v in ports.items()]
     log = tmp / "ray-head.log"
-    path = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"  # the cluster's `python` is this venv's
+    path = f"{job_python}{os.pathsep}{BIN}{os.pathsep}{os.environ.get('PATH', '')}"  # the cluster's `python`
     # RAY_memory_monitor_refresh_ms=0: Ray's OOM killer measures the whole machine, and on a shared test
     # machine other people's processes would get this head's workers killed
     proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,

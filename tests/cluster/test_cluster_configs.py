@@ -57,6 +57,20 @@ def test_cpu_head_and_gpu_workers_in_the_llmrec_images(name):
     assert gpu and all(g["template"]["spec"]["containers"][0]["image"].endswith("-gpu") for g in gpu)
 
 
+@pytest.mark.parametrize("name", sorted(MANIFESTS))
+def test_token_auth_is_on_where_the_dashboard_listens_on_all_interfaces(name):
+    """The head's dashboard (the Jobs API: code execution) answers on 0.0.0.0, so every shipped cluster
+    wants Ray's token (KubeRay creates it and sets RAY_AUTH_MODE/RAY_AUTH_TOKEN in the containers)."""
+    spec = _cluster_spec(manifest(name))
+    assert spec["headGroupSpec"]["rayStartParams"].get("dashboard-host") == "0.0.0.0"
+    assert spec["authOptions"]["mode"] == "token"
+    schema = crd_spec_schema(MANIFESTS[name])
+    auth = (schema["properties"].get("authOptions") or next(
+        v for k, v in schema["properties"].items() if k in ("rayClusterSpec", "rayClusterConfig")
+    )["properties"]["authOptions"])
+    assert "token" in auth["properties"]["mode"]["enum"]  # the field is KubeRay's, not a typo the CRD ignores
+
+
 def test_rayjob_runs_llmrec_on_a_shipped_config():
     spec = manifest("rayjob.yaml")["spec"]
     command = spec["entrypoint"].split()

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from llmrec.cluster.entrypoint import main as entrypoint_main
-from llmrec.cluster.jobs import RESOLVED, build_job, pinned_requirements, stage_package
+from llmrec.cluster.jobs import REQUIREMENTS, RESOLVED, build_job, pinned_requirements, stage_package
 from llmrec.cluster.resolve import env_names_in, resolve_for_cluster, secret_values
 from llmrec.errors import ConfigError
 from tests.pipelines.conftest import config
@@ -81,10 +81,14 @@ def test_job_spec_names_variables_and_holds_no_values(tmp_path, monkeypatch):
     spec = build_job(openai_config(tmp_path), tmp_path / "stage", env=["HF_TOKEN"], code="installed")
     shipped = json.dumps(spec.submit_kwargs()) + (tmp_path / "stage" / "job" / RESOLVED).read_text()
     assert SECRET not in shipped
-    assert spec.entrypoint.endswith("resolved.yaml --require-env HF_TOKEN --require-env LLMREC_TEST_API_KEY")
+    assert spec.entrypoint.endswith("resolved.yaml --requirements requirements.txt "
+                                    "--require-env HF_TOKEN --require-env LLMREC_TEST_API_KEY")
     assert spec.metadata["llmrec.require_env"] == "HF_TOKEN,LLMREC_TEST_API_KEY"
     assert "py_modules" not in spec.runtime_env and "pip" not in spec.runtime_env
-    assert sorted(os.listdir(spec.runtime_env["working_dir"])) == [RESOLVED]  # only the resolved config
+    # only the resolved config and the dependency list the entrypoint checks: no code that could shadow llmrec
+    assert sorted(os.listdir(spec.runtime_env["working_dir"])) == [REQUIREMENTS, RESOLVED]
+    shipped_reqs = (tmp_path / "stage" / "job" / REQUIREMENTS).read_text().splitlines()
+    assert shipped_reqs == pinned_requirements()
 
 
 def test_env_takes_names_not_values(tmp_path):
@@ -118,6 +122,24 @@ def test_entrypoint_names_the_missing_variable(monkeypatch, capsys):
                             "--require-env", "LLMREC_TEST_UNSET"]) == 2
     message = capsys.readouterr().err
     assert "LLMREC_TEST_UNSET" in message and "LLMREC_TEST_SET" not in message and SECRET not in message
+
+
+def test_entrypoint_names_missing_packages_before_importing_them(tmp_path, capsys):
+    """A cluster Python without llmrec's dependencies: the job says which and how to fix it, before any
+    import of them (the check uses the standard library only)."""
+    reqs = tmp_path / REQUIREMENTS
+    reqs.write_text("pyyaml==6.0.3\nray[data,serve]==2.60.0\nllmrec-no-such-package==1.0\n")
+    assert entrypoint_main(["resolved.yaml", "--requirements", str(reqs)]) == 2
+    message = capsys.readouterr().err
+    assert "llmrec-no-such-package==1.0" in message and "pyyaml" not in message and "ray[" not in message
+    assert "--deps pip" in message and "cluster/Dockerfile" in message
+    # in a bare Python (no third-party package at all), the entrypoint module itself still imports and reports
+    bare = subprocess.run([sys.executable, "-I", "-S", "-c",
+                           f"import sys; sys.path[:0] = [{str(stage_package(tmp_path / 'code').parent)!r}]; "
+                           "from llmrec.cluster.entrypoint import main; "
+                           f"sys.exit(main(['resolved.yaml', '--requirements', {str(reqs)!r}]))"],
+                          capture_output=True, text=True)
+    assert bare.returncode == 2 and "pyyaml==6.0.3" in bare.stderr and "ModuleNotFoundError" not in bare.stderr
 
 
 def test_cli_dry_run_and_missing_address(tmp_path, monkeypatch):

@@ -52,3 +52,12 @@ def test_opens_ports(cluster):
     head = " ".join(cluster["head_start_ray_commands"])
     for flag in ("--port=6379", "--dashboard-port=8265", "--ray-client-server-port=10001"):
         assert flag in head
+
+
+def test_token_auth_on_every_node(cluster):
+    """The head's dashboard listens on 0.0.0.0: every node starts with Ray's token auth and the same token file."""
+    assert "--dashboard-host=0.0.0.0" in " ".join(cluster["head_start_ray_commands"])
+    for key in ("head_start_ray_commands", "worker_start_ray_commands"):
+        starts = [c for c in cluster[key] if "ray start" in c]
+        assert starts and all("RAY_AUTH_MODE=token" in c for c in starts), key
+    assert cluster["file_mounts"]["/home/ray/.ray/auth_token"] == "~/.ray/auth_token"

@@ -110,3 +110,19 @@ def test_missing_secret_fails_by_name_and_stop(cluster, tmp_path):
     while time.monotonic() < deadline and "STOPPED" not in llmrec(env, "jobs", "status", job).stdout:
         time.sleep(2)
     assert "STOPPED" in llmrec(env, "jobs", "status", job).stdout
+
+
+def test_cluster_without_dependencies_says_which_and_how_to_fix(tmp_path):
+    """A head whose Python lacks llmrec's dependencies (a bare venv's `python` runs the job): `submit --wait`
+    prints the tail of the job's log, which names the missing packages and the fix, not only FAILED."""
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    auth = auth_env()
+    with ray_head(tmp_path, auth, num_cpus=1, job_python=bare / "bin") as jobs_url:
+        env = {**os.environ, **auth, "RAY_ADDRESS": jobs_url}
+        cfg = config(tmp_path, forms=["choice"], turns=[0], methods=["zero-shot"])
+        out = llmrec(env, "submit", str(cfg), "--wait")
+    assert out.returncode == 1 and "job finished: FAILED" in out.stdout, out.stdout + out.stderr
+    assert "last " in out.stderr and "lines of the job's log" in out.stderr
+    assert "lacks" in out.stderr and "platformdirs==" in out.stderr and "--deps pip" in out.stderr, out.stderr
+    assert "ModuleNotFoundError" not in out.stderr

@@ -49,3 +49,19 @@ def test_run_rejects_bad_config_before_work(tmp_path):
     c.write_text("benchmark: {name: prefeval}\nengine: {type: fake, temprature: 0}\n")
     res = runner.invoke(app, ["run", str(c)])
     assert res.exit_code == 2 and "engine.temprature" in res.output
+
+
+def test_summary_rows_headline_with_ci_counts_and_failures():
+    from llmrec.cli import summary_rows
+
+    metrics = {"accuracy": 0.625, "accuracy_ci_low": 0.4, "accuracy_ci_high": 0.8, "missed_rate": 0.1,
+               "failed": 2.0, "over_context": 0.0, "n_samples": 16.0, "n_answered": 14.0, "truncated": 0.0,
+               "accuracy.topic.x": 0.5, "mean_prompt_tokens": 300.2}
+    stats = {"time_setup_s": 1.2, "samples_new": 16.0, "samples_resumed": 0.0, "engine_calls": 16}
+    rows = summary_rows(metrics, stats, ("accuracy", "missed_rate", "failed", "over_context"))
+    assert rows == [("accuracy", "0.6250  [0.400, 0.800]"), ("missed_rate", "0.1000"), ("failed", "2"),
+                    ("over_context", "0"), ("n_answered", "14"), ("n_samples", "16"), ("truncated", "0"),
+                    ("samples_new", "16"), ("samples_resumed", "0")]
+    # a benchmark without headline metrics: every metric but the CI bounds, still no timings
+    plain = dict(summary_rows(metrics, stats, ()))
+    assert "accuracy.topic.x" in plain and "accuracy_ci_low" not in plain and "time_setup_s" not in plain

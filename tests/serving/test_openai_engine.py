@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import email.utils
 import json
+import logging
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -11,6 +13,7 @@ import pytest
 
 from llmrec.errors import ConfigError
 from llmrec.serving.engine import build_engine
+from llmrec.serving.engines.openai import retry_after_s
 from llmrec.serving.resilience import generate_resilient
 from llmrec.types import Constraint, Message, Request, SamplingParams
 
@@ -24,15 +27,21 @@ class FakeServer:
         self.status_body: tuple[int, str] | None = None
         self.tokenize = True
         self.delay_s = 0.0
+        self.unknown_fields: set[str] = set()  # request fields answered as unknown (400), as OpenAI does
+        self.retry_after: list[str | None] = []  # one 429 per entry, with that Retry-After header (None: none)
+        self.in_flight = self.max_in_flight = 0
+        self._lock = threading.Lock()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
                 pass
 
-            def _send(self, status: int, payload):
+            def _send(self, status: int, payload, headers: dict | None = None):
                 data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
                 self.send_response(status)
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -53,7 +62,24 @@ class FakeServer:
                     return self._send(500, {"error": {"message": "boom"}})
                 if server.status_body is not None:
                     return self._send(*server.status_body)
+                # unknown_fields names a field, or a response_format type ("json_schema", "json_object")
+                sent = [f for f in ("structured_outputs", "response_format") if f in body]
+                rejected = [f for f in sent if f in server.unknown_fields
+                            or (f == "response_format" and body[f]["type"] in server.unknown_fields)]
+                if rejected:
+                    return self._send(400, {"error": {"message": f"Unrecognized request argument supplied: "
+                                                                 f"{rejected[0]}", "type": "invalid_request_error"}})
+                with server._lock:
+                    if server.retry_after:
+                        value = server.retry_after.pop(0)
+                        server.max_in_flight = 0  # from now on: how many at once after the last 429
+                        return self._send(429, {"error": {"message": "Rate limit reached"}},
+                                          {"Retry-After": value} if value is not None else {})
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 time.sleep(server.delay_s)
+                with server._lock:
+                    server.in_flight -= 1
                 last = body["messages"][-1]["content"]
                 self._send(200, {
                     "id": "x", "object": "chat.completion", "model": body["model"],
@@ -188,3 +214,75 @@ def test_count_tokens_uses_tokenize_else_estimates(server):
     asked = sum(path == "/tokenize" for path, _, _ in server.seen)
     assert e2.count_tokens(req("y")) > 0
     assert sum(path == "/tokenize" for path, _, _ in server.seen) == asked  # a missing /tokenize is asked once
+
+
+def sent_formats(server) -> list[str]:
+    """Which constraint field each chat request carried."""
+    out = []
+    for path, _, body in server.seen:
+        if path.endswith("/chat/completions"):
+            rf = body.get("response_format")
+            out.append("structured_outputs" if "structured_outputs" in body else rf["type"] if rf else "none")
+    return out
+
+
+def test_rejected_constraint_format_falls_back_once_and_says_so(server, caplog):
+    """An OpenAI-style server rejects vLLM's structured_outputs: the default (auto) moves to response_format
+    once, keeps it for the rest of the run, logs it and shows it in its identity."""
+    server.unknown_fields = {"structured_outputs"}
+    choice = Constraint(choices=["A", "B"])
+    e = engine(server, max_concurrency=1)
+    assert e.identity()["constraint_style"] == "auto" and "constraint_sent" not in e.identity()
+    with caplog.at_level(logging.WARNING, logger="llmrec.serving.engines.openai"):
+        out = e.generate([req('}"B":"rewsna"{', constraint=choice) for _ in range(3)])
+    assert [r.text for r in out] == ["B", "B", "B"] and all(r.ok for r in out)
+    assert sent_formats(server) == ["structured_outputs", "json_schema", "json_schema", "json_schema"]
+    assert e.identity()["constraint_sent"] == "openai"
+    warned = [r.getMessage() for r in caplog.records if "rejected" in r.getMessage()]
+    assert len(warned) == 1 and "structured_outputs" in warned[0] and "as openai" in warned[0]
+    # a server with JSON mode only: on to json_object; unconstrained requests are not affected
+    server.unknown_fields, server.seen = {"structured_outputs", "json_schema"}, []
+    e = engine(server, max_concurrency=4)
+    out = e.generate([req(f"q{i}", constraint=Constraint(json_schema={"type": "object"})) for i in range(4)])
+    assert all(r.ok for r in out) and sent_formats(server)[-1] == "json_object"
+    assert e.identity()["constraint_sent"] == "json_object"
+
+
+def test_a_fixed_constraint_style_is_not_changed(server):
+    server.unknown_fields = {"structured_outputs"}
+    out = engine(server, constraint_style="vllm").generate([req("x", constraint=Constraint(choices=["A"]))])
+    assert out[0].finish_reason == "error" and "structured_outputs" in out[0].error
+    assert sent_formats(server) == ["structured_outputs"]
+
+
+def test_429_waits_for_retry_after_and_lowers_concurrency(server):
+    """A rate-limited server: the requests wait out Retry-After instead of failing, and fewer are sent at
+    once afterwards (4 before the 429; halved to 2, grown by at most 1 per success since)."""
+    e = engine(server, max_concurrency=4)
+    server.delay_s = 0.2
+    server.retry_after = ["1"]
+    t0 = time.monotonic()
+    out = e.generate([req(f"q{i}") for i in range(8)])
+    assert time.monotonic() - t0 >= 1.0  # the wait was honoured, not a fast retry
+    assert all(r.ok for r in out) and [r.text for r in out] == [f"{i}q" for i in range(8)]
+    assert 1 <= server.max_in_flight <= 3
+    # Retry-After as an HTTP date
+    server.delay_s, server.retry_after = 0.0, [email.utils.formatdate(time.time() + 2, usegmt=True)]
+    t0 = time.monotonic()
+    out = e.generate([req("abc")])
+    assert out[0].ok and time.monotonic() - t0 >= 0.9
+
+
+def test_429_without_retry_after_backs_off_and_gives_up_after_the_budget(server):
+    server.retry_after = [None]
+    out = engine(server).generate([req("abc")])
+    assert out[0].ok and out[0].text == "cba"
+    server.retry_after = ["30"]
+    out = engine(server, rate_limit_wait_s=5).generate([req("abc")])
+    assert out[0].finish_reason == "error" and "HTTP 429" in out[0].error
+
+
+def test_retry_after_header_values():
+    assert retry_after_s("7") == 7.0 and retry_after_s("-3") == 0.0
+    assert 58 <= retry_after_s(email.utils.formatdate(time.time() + 60, usegmt=True)) <= 60
+    assert retry_after_s(None) is None and retry_after_s("soon") is None
