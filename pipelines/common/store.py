@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from llmrec.errors import DataError
+from llmrec.redact import redacted
 from llmrec.storage import Storage
 
 SCHEMA = pa.schema([
@@ -41,6 +42,7 @@ class ResultStore:
         """records: dicts with sample_id, status, error and the full sample. Returns the shard name."""
         if not records:
             return None
+        records = redacted(records)  # what is stored carries no credentials (e.g. in an engine's error URL)
         now = time.time()
         table = pa.table({
             "sample_id": [str(r["sample_id"]) for r in records],
