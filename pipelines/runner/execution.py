@@ -148,17 +148,16 @@ def plan(cfg: RunConfig, data_dir: Path | None = None) -> RunPlan:
     store = ResultStore(run_dir / "results")
     if not cfg.output.resume:
         store.clear()
-        if run_dir.exists("mlflow_run_id"):  # a fresh run is a new MLflow run (params are write-once)
-            run_dir.delete("mlflow_run_id")
-    elif store.shards() and run_dir.exists("resolved.yaml"):
-        differ = resume_conflicts(cfg, run_dir.read_text("resolved.yaml"))
-        if differ:
-            raise ConfigError(
-                f"{run_dir}: its stored results were produced under a different config, so they are not resumed:\n  "
-                + "\n  ".join(differ) + "\nRun with --fresh (output.resume=false) to discard them and start over, "
-                "or give this config another output.run_name")
-    run_dir.write_text("resolved.yaml", dump_yaml(cfg))
     done = store.finished_ids()
+    differ = resume_conflicts(cfg, run_dir.read_text("resolved.yaml")) if run_dir.exists("resolved.yaml") else []
+    if differ and done:
+        raise ConfigError(
+            f"{run_dir}: its {len(done)} stored result(s) were produced under a different config, so they are not "
+            "resumed:\n  " + "\n  ".join(differ) + "\nRun with --fresh (output.resume=false) to discard them and "
+            "start over, or give this config another output.run_name")
+    if differ and run_dir.exists("mlflow_run_id"):
+        run_dir.delete("mlflow_run_id")  # another config: another MLflow run (params are write-once)
+    run_dir.write_text("resolved.yaml", dump_yaml(cfg))
     pending = [s for s in samples if str(s["sample_id"]) not in done]
     return RunPlan(cfg, bench, samples, run_dir, store, pending, assets, {"time_plan_s": time.perf_counter() - t0})
 

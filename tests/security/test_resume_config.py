@@ -42,6 +42,15 @@ def test_another_engine_under_the_same_run_name_is_not_resumed(tmp_path):
     assert resolved["engine"]["default"] == "yes"  # still the config the stored answers came from
 
 
+def test_a_run_whose_every_sample_failed_may_continue_under_a_fixed_engine(tmp_path):
+    first = plan(cfg(tmp_path))
+    first.store.write([{**s, "status": "failed", "error": "unreachable"} for s in first.samples])
+    (tmp_path / "runs" / "shared" / "mlflow_run_id").write_text("old-run")
+    fixed = plan(cfg(tmp_path, engine={"type": "fake", "default": "no"}))  # nothing would be resumed: no mixing
+    assert len(fixed.pending) == 3
+    assert not (tmp_path / "runs" / "shared" / "mlflow_run_id").exists()  # its own MLflow run, its own params
+
+
 def test_knobs_that_do_not_change_answers_still_resume(tmp_path):
     finish_one(tmp_path)
     p = plan(cfg(tmp_path, execution={"concurrency": 2, "batch_size": 1}, ray={"num_cpus": 1},
