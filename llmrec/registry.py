@@ -96,7 +96,6 @@ class Registry(Generic[T]):
         self.discover()
         return name in self._items
 
-
     def _plugin(self, spec: str) -> T:
         """The item at ``package.module:ATTR``: the form is checked before anything is imported,
         the object after."""

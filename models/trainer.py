@@ -225,11 +225,11 @@ def load_payload(path: Path, device: str | torch.device = "cpu") -> dict:
     except pickle.UnpicklingError as e:
         # torch's message suggests weights_only=False; keep only its line naming the refused object
         detail = next((line.strip() for line in str(e).splitlines() if "GLOBAL" in line), "")
+        found = f" ({detail})" if detail else ""
         raise ConfigError(
-            f"{path}: refused to load: the checkpoint holds objects other than tensors and plain values"
-            f"{f' ({detail})' if detail else ''}. It was not written by this llmrec version, or it was tampered with; loading it "
-            "could run code, so it is not loaded. Start without it (train without --resume into a new run "
-            "directory)") from e
+            f"{path}: refused to load: the checkpoint holds objects other than tensors and plain values{found}. "
+            "It was not written by this llmrec version, or it was tampered with; loading it could run code, so "
+            "it is not loaded. Move it aside, or start a new run directory, to go on without it") from e
     except (RuntimeError, EOFError, OSError) as e:
         raise ConfigError(f"{path}: not a readable checkpoint: {type(e).__name__}: {e}") from e
 

@@ -71,7 +71,8 @@ class OutputConfig(StrictModel):
     dir: str = Field("runs", description="where run directories (result store, metrics) go: a local folder "
                                          "(relative: to the driver's working directory) or a storage URI "
                                          "(s3://bucket/runs, gs://…)")
-    run_name: PathName | None = Field(None, description="run directory name (one folder name inside output.dir); default: derived from the config hash")
+    run_name: PathName | None = Field(None, description="run directory name (one folder name inside output.dir); "
+                                                        "default: derived from the config hash")
     resume: bool = Field(True, description="skip samples already in the result store")
     cache: bool = Field(True, description="answer repeated requests from the request cache")
     cache_path: Path | None = Field(None, description="request cache sqlite file on the driver's disk; default "

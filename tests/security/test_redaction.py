@@ -48,7 +48,8 @@ def test_urls_inside_text_and_failure_results_are_redacted():
 def openai_config(tmp_path, port: int) -> RunConfig:
     return RunConfig.model_validate({
         "benchmark": {"name": NAME, "n": 2, "rounds": 0},
-        "engine": {"type": "openai", "model": "m", "base_url": f"http://alice:s3cret@127.0.0.1:{port}/v1?api_key=TOPSECRET"},
+        "engine": {"type": "openai", "model": "m",
+                   "base_url": f"http://alice:s3cret@127.0.0.1:{port}/v1?api_key=TOPSECRET"},
         "execution": {"retries": 0, "backoff_s": 0.0},
         "output": {"dir": str(tmp_path / "runs"), "run_name": "r", "cache": False},
         "tracking": {"uri": f"sqlite:///{tmp_path}/mlruns.db", "artifact_root": str(tmp_path / "art"),

@@ -44,7 +44,8 @@ def test_baseline_labels_and_pool_file_stay_inside_out(tmp_path):
     for out in ("../pool.jsonl", "/tmp/pool.jsonl"):
         with pytest.raises(ConfigError, match=r"'pool.out': .*relative path inside its folder"):
             validate(BaselinesConfig, {**base, "models": [{"model": {"name": "mostpop"}}], "pool": {"out": out}})
-    ok = validate(BaselinesConfig, {**base, "models": [{"model": {"name": "mostpop"}}], "pool": {"out": "p/pool.jsonl"}})
+    ok = validate(BaselinesConfig, {**base, "models": [{"model": {"name": "mostpop"}}],
+                                    "pool": {"out": "p/pool.jsonl"}})
     assert str(ok.pool.out) == "p/pool.jsonl"
 
 
