@@ -24,6 +24,7 @@ from llmrec import settings
 from llmrec.errors import EXIT_FAILED, ConfigError, LlmrecError
 
 console = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True)
 jobs_app = typer.Typer(no_args_is_help=True,
                        help="Watch and control submitted runs (Ray Jobs): list, status, logs, stop.")
 

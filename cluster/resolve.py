@@ -30,14 +30,13 @@ from pydantic import BaseModel
 from llmrec import tracking
 from llmrec.config import apply_overrides, read_yaml, validate
 from llmrec.errors import ConfigError
+from llmrec.redact import is_secret_name
 
 log = logging.getLogger(__name__)
 
 # String-typed locations (Path-typed fields are found on the model itself).
 LOCATION_KEYS = ("output.dir", "output.cache_path", "data.dir", "tracking.artifact_root")
 ENV_NAME_SUFFIX = "_env"
-# A key holds a secret when one of its `_`-separated words is one of these (`max_tokens` does not).
-SECRET_PARTS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "credential", "credentials"})
 # Artifacts proxied by the tracking server (`mlflow server --serve-artifacts`) to its --artifacts-destination.
 SERVER_ARTIFACTS = "mlflow-artifacts:///"
 
@@ -91,11 +90,6 @@ def absolute_tracking_uri(uri: str, base: Path) -> str:
     return uri
 
 
-def is_secret_key(key: str) -> bool:
-    words = key.lower().replace("-", "_").split("_")
-    return words[-1] != "env" and bool(SECRET_PARTS.intersection(words))
-
-
 def secret_values(raw: dict, prefix: str = "") -> list[str]:
     """Keys that look like secrets and hold a value (names of env variables, ``*_env``, are fine)."""
     found = []
@@ -103,7 +97,7 @@ def secret_values(raw: dict, prefix: str = "") -> list[str]:
         key = f"{prefix}{k}"
         if isinstance(v, dict):
             found.extend(secret_values(v, key + "."))
-        elif v not in (None, "") and is_secret_key(str(k)):
+        elif v not in (None, "") and is_secret_name(str(k)):
             found.append(key)
     return found
 

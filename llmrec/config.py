@@ -11,12 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
 from llmrec.errors import ConfigError, read_utf8
+from llmrec.redact import redacted
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -25,6 +26,25 @@ class StrictModel(BaseModel):
     """Base for every config model: unknown keys are errors, assignment is validated."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
+
+
+def _one_component(name: str) -> str:
+    if name in ("", ".", "..") or any(c in name for c in "/\\\0"):
+        raise ValueError("must be a single folder/file name: no '/', '\\', '..' or absolute path")
+    return name
+
+
+def _relative_inside(path: Path) -> Path:
+    if path.is_absolute() or ".." in path.parts:
+        raise ValueError("must be a relative path inside its folder: no '..' and not absolute")
+    return path
+
+
+# A user-given name that becomes one folder or file name (run names, labels): it cannot point
+# anywhere else, so whatever the config says stays inside its parent folder.
+PathName = Annotated[str, AfterValidator(_one_component)]
+# A user-given path relative to a configured folder, which must stay inside it.
+InsidePath = Annotated[Path, AfterValidator(_relative_inside)]
 
 
 def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str]:
@@ -129,7 +149,8 @@ def load_config(model: type[M], path: str | Path, overrides: list[str] | None = 
 
 
 def dump_yaml(model: BaseModel) -> str:
-    return yaml.safe_dump(model.model_dump(mode="json"), sort_keys=False)
+    """The config as recorded (``resolved.yaml``): URLs in it lose their credentials (``llmrec.redact``)."""
+    return yaml.safe_dump(redacted(model.model_dump(mode="json")), sort_keys=False)
 
 
 def fingerprint(obj: Any, length: int = 12) -> str:

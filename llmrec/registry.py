@@ -8,6 +8,7 @@ discovery function and frozen after it.
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Callable, Generic, Iterator, TypeVar
 
@@ -15,14 +16,22 @@ from llmrec.errors import ConfigError
 
 T = TypeVar("T")
 
+# "package.module:ATTR": a dotted module path, a colon, an attribute name (dotted for a nested one)
+_PLUGIN = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", re.ASCII)
+
 
 class RegistryError(ConfigError):
     """A name registered twice, or a registration after the registry was frozen."""
 
 
 class Registry(Generic[T]):
-    def __init__(self, kind: str, discover: Callable[[], None] | None = None):
+    """``accepts`` (with ``expected``, its description) checks an item imported by path
+    (``get("package.module:ATTR")``): anything else is refused naming what was expected."""
+
+    def __init__(self, kind: str, discover: Callable[[], None] | None = None,
+                 accepts: Callable[[object], bool] | None = None, expected: str = ""):
         self.kind = kind
+        self._accepts, self._expected = accepts, expected
         self._items: dict[str, T] = {}
         self._discover = discover
         self._discovered = discover is None
@@ -68,7 +77,7 @@ class Registry(Generic[T]):
         outside the registry's folder (a plugin in a user's own package, a test's toy)."""
         self.discover()
         if ":" in name and name not in self._items:
-            return _import_object(name, self.kind)
+            return self._plugin(name)
         try:
             return self._items[name]
         except KeyError:
@@ -87,15 +96,32 @@ class Registry(Generic[T]):
         self.discover()
         return name in self._items
 
+    def _plugin(self, spec: str) -> T:
+        """The item at ``package.module:ATTR``: the form is checked before anything is imported,
+        the object after."""
+        import importlib
 
-def _import_object(spec: str, kind: str):
-    import importlib
+        if not _PLUGIN.fullmatch(spec):
+            raise ConfigError(
+                f"{self.kind} '{spec}' is neither a registered {self.kind} ({', '.join(self.names()) or 'none'}) "
+                "nor a plugin path of the form 'package.module:ATTR' (a dotted module name, a colon, an attribute)")
+        module, _, attr = spec.partition(":")
+        try:
+            obj = importlib.import_module(module)
+            for part in attr.split("."):
+                obj = getattr(obj, part)
+        except Exception as e:  # noqa: BLE001 - any failure of the user's module is reported as one line
+            raise ConfigError(f"{self.kind} '{spec}': cannot import {attr!r} from {module!r}: "
+                              f"{type(e).__name__}: {e}") from e
+        if self._accepts is not None and not self._accepts(obj):
+            raise ConfigError(f"{self.kind} '{spec}': {module}.{attr} is {_describe(obj)}; expected {self._expected}")
+        return obj
 
-    module, _, attr = spec.partition(":")
-    try:
-        return getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as e:
-        raise ConfigError(f"{kind} '{spec}': cannot import {attr!r} from {module!r}: {e}") from e
+
+def _describe(obj: object) -> str:
+    if isinstance(obj, type):
+        return f"the class {obj.__qualname__}"
+    return f"a {type(obj).__qualname__}"
 
 
 def _where(item: object) -> str:

@@ -31,10 +31,10 @@ from pydantic import Field
 from llmrec import settings, storage
 from llmrec.config import StrictModel, flatten
 from llmrec.errors import ConfigError
+from llmrec.redact import is_secret_name, redact_text, redacted
 
 log = logging.getLogger(__name__)
 
-SECRET_WORDS = ("key", "token", "secret", "password", "apikey", "passwd")
 MAX_PARAM_LEN = 6000
 
 TAG_GIT = "git_commit"
@@ -104,14 +104,13 @@ def metric_key(name: str) -> str:
 
 
 def safe_params(config: dict) -> dict[str, str]:
-    """Flattened config without secret-looking keys (their *names* of env vars are fine)."""
+    """Flattened config without secret-looking keys (api_key, hf_token; not max_tokens; their *names* of env
+    vars, ``*_env``, are fine) and with the credentials of URLs in values redacted."""
     out = {}
     for k, v in flatten(config).items():
-        leaf = k.rsplit(".", 1)[-1].lower()
-        words = set(re.split(r"[_\-]", leaf)) | {leaf}
-        if words & set(SECRET_WORDS) and not leaf.endswith("_env"):  # api_key, hf_token; not max_tokens
+        if is_secret_name(k.rsplit(".", 1)[-1]):
             continue
-        out[metric_key(k)] = str(v)[:MAX_PARAM_LEN]
+        out[metric_key(k)] = redact_text(str(v))[:MAX_PARAM_LEN]
     return out
 
 
@@ -144,12 +143,12 @@ def run_tags(kind: str, protocol: dict | None = None, data_fingerprint: str | No
              headline: Iterable[str] = (), **extra: str) -> dict[str, str]:
     """The tags every llmrec run carries (same names for evaluations, training and sweeps)."""
     tags = {TAG_GIT: git_commit(), TAG_KIND: kind,
-            TAG_PROTOCOL: json.dumps(protocol or {}, sort_keys=True, default=str),
+            TAG_PROTOCOL: json.dumps(redacted(protocol or {}), sort_keys=True, default=str),
             TAG_DATA: data_fingerprint or "unknown"}
     heads = [metric_key(h) for h in headline]
     if heads:
         tags[TAG_HEADLINE] = ",".join(heads)
-    tags.update({k: str(v) for k, v in extra.items()})
+    tags.update({k: redact_text(str(v)) for k, v in extra.items()})
     return tags
 
 

@@ -6,9 +6,11 @@ the engines (which serve them), so neither imports the other.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from llmrec.redact import redact_text
 
 
 class Message(BaseModel):
@@ -66,7 +68,8 @@ class Result(BaseModel):
     cached_prompt_tokens: int = Field(0, description="prompt tokens served from a prefix/KV cache")
     finish_reason: FinishReason = "stop"
     latency_s: float = 0.0
-    error: str | None = None
+    # an engine's error names where it failed: URLs in it lose their credentials (it is logged and stored)
+    error: Annotated[str | None, AfterValidator(lambda e: redact_text(e) if e else e)] = None
     from_cache: bool = False
     request_id: str | None = None
 

@@ -89,7 +89,9 @@ def _discover() -> None:
     MODELS.freeze()
 
 
-MODELS: Registry[type[Recommender]] = Registry("model", _discover)
+MODELS: Registry[type[Recommender]] = Registry(
+    "model", _discover, lambda o: isinstance(o, type) and issubclass(o, Recommender),
+    "a subclass of llmrec.models.base.Recommender")
 
 
 def register_model(cls: type[Recommender]) -> type[Recommender]:

@@ -10,6 +10,7 @@ A progress bar is shown only when ``TrainerConfig.progress`` is set (the CLI set
 from __future__ import annotations
 
 import logging
+import pickle
 import random
 import shutil
 import time
@@ -215,11 +216,29 @@ def _save(model: Recommender, opt, directory: Path | None, state: dict, name: st
     return directory / name
 
 
+def load_payload(path: Path, device: str | torch.device = "cpu") -> dict:
+    """A checkpoint file's content, read as tensors and plain values only (``weights_only``): a
+    file whose pickle names any other object (code to run on load, from a tampered or foreign
+    file) is refused without running it. The one way llmrec reads a checkpoint."""
+    try:
+        return torch.load(path, map_location=device, weights_only=True)
+    except pickle.UnpicklingError as e:
+        # torch's message suggests weights_only=False; keep only its line naming the refused object
+        detail = next((line.strip() for line in str(e).splitlines() if "GLOBAL" in line), "")
+        found = f" ({detail})" if detail else ""
+        raise ConfigError(
+            f"{path}: refused to load: the checkpoint holds objects other than tensors and plain values{found}. "
+            "It was not written by this llmrec version, or it was tampered with; loading it could run code, so "
+            "it is not loaded. Move it aside, or start a new run directory, to go on without it") from e
+    except (RuntimeError, EOFError, OSError) as e:
+        raise ConfigError(f"{path}: not a readable checkpoint: {type(e).__name__}: {e}") from e
+
+
 def _load(model: Recommender, opt, directory: Path, device: torch.device, name: str = CHECKPOINT) -> dict:
     path = Path(directory) / name
     if not path.is_file():
         raise ConfigError(f"no checkpoint at {path}")
-    payload = torch.load(path, map_location=device, weights_only=False)
+    payload = load_payload(path, device)
     model.load_state_dict(payload["model"])
     if opt is not None and payload.get("optimizer"):
         opt.load_state_dict(payload["optimizer"])

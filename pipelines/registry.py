@@ -35,8 +35,12 @@ def _discover() -> None:
     SCORE_TASKS.freeze()
 
 
-BENCHMARKS: Registry[Benchmark] = Registry("benchmark", _discover)
-SCORE_TASKS: Registry[ScoreTask] = Registry("score task", BENCHMARKS.discover)
+BENCHMARKS: Registry[Benchmark] = Registry(
+    "benchmark", _discover, lambda o: isinstance(o, Benchmark),
+    "an object implementing llmrec.pipelines.protocol.Benchmark (name, config_cls, group_keys, score_tasks, data, "
+    "build_samples, stages, score, aggregate, plots), e.g. a package's BENCHMARK")
+SCORE_TASKS: Registry[ScoreTask] = Registry("score task", BENCHMARKS.discover, lambda o: isinstance(o, ScoreTask),
+                                            "an llmrec.pipelines.protocol.ScoreTask")
 
 
 def get_benchmark(name: str) -> Benchmark:

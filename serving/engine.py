@@ -69,7 +69,8 @@ def _discover() -> None:
     ENGINES.freeze()
 
 
-ENGINES: Registry[EngineSpec] = Registry("engine", _discover)
+ENGINES: Registry[EngineSpec] = Registry("engine", _discover, lambda o: isinstance(o, EngineSpec),
+                                         "an llmrec.serving.engine.EngineSpec (name, config class, engine class)")
 
 
 def register_engine(name: str, config_cls: type[EngineConfig]):

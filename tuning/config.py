@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, SerializeAsAny, model_validator
 
-from llmrec.config import StrictModel
+from llmrec.config import PathName, StrictModel
 from llmrec.errors import ConfigError
 from llmrec.tracking import TrackingConfig as BaseTrackingConfig
 from llmrec.models.base import ModelConfig, get_model_class, model_config
@@ -32,7 +32,8 @@ class OutputConfig(StrictModel):
     dir: str = Field("runs/baselines", description="parent of run (and sweep) directories: a local folder "
                      "(relative: to the driver's working directory) or a storage URI every node and the "
                      "next driver can reach (s3://bucket/baselines, gs://…); --resume reads it back")
-    run_name: str | None = Field(None, description="run/sweep directory name; default <model>-<config hash>")
+    run_name: PathName | None = Field(None, description="run/sweep directory name (one folder name inside "
+                                      "output.dir); default <model>-<config hash>")
     export_topk: int = Field(20, ge=0, description="write each test user's top-K items to topk_test.parquet (0 = off)")
     export_embeddings: bool = Field(True, description="write user/item embeddings (models that have them)")
 

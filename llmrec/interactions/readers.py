@@ -62,7 +62,8 @@ class Reader:
     options: tuple[str, ...]
 
 
-FORMATS: Registry[Reader] = Registry("interaction format")
+FORMATS: Registry[Reader] = Registry("interaction format", accepts=lambda o: isinstance(o, Reader),
+                                     expected="an llmrec.interactions.readers.Reader")
 
 
 def register_reader(name: str, options: tuple[str, ...] = ()) -> Callable[[ReaderFn], ReaderFn]:

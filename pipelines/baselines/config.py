@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from llmrec.config import StrictModel
+from llmrec.config import InsidePath, PathName, StrictModel
 from llmrec.tracking import TrackingConfig
 
 
@@ -17,7 +17,7 @@ class ModelEntry(StrictModel):
     model: dict[str, Any] | None = Field(None, description="model section of a train config, e.g. {name: bprmf}")
     run_dir: str | None = Field(None, description="a `llmrec train` run directory (resolved.yaml + checkpoint/): "
                                 "a local folder or a storage URI (s3://bucket/baselines/run)")
-    label: str | None = Field(None, description="run name suffix (default: the model name)")
+    label: PathName | None = Field(None, description="run name suffix and file name part (default: the model name)")
     train: dict[str, Any] = Field(default_factory=dict, description="overrides of the shared train section")
     history_cut: int | None = Field(None, ge=1, description="history-length sweep: train and rank with every "
                                     "user's history cut to its last N items (the LLM's history_lens); model only")
@@ -36,7 +36,7 @@ class PoolConfig(StrictModel):
 
     size: int = Field(20, ge=1, description="pool size after de-duplication")
     topk: int = Field(20, ge=1, description="top items taken from each model")
-    out: Path = Field(Path("pool.jsonl"), description="JSONL {user_id, candidates}; relative to `out`")
+    out: InsidePath = Field(Path("pool.jsonl"), description="JSONL {user_id, candidates}; relative to `out`")
 
 
 class BaselinesConfig(StrictModel):

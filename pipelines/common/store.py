@@ -20,6 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from llmrec.redact import redacted
 from llmrec.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,7 @@ class ResultStore:
         """records: dicts with sample_id, status, error and the full sample. Returns the shard name."""
         if not records:
             return None
+        records = redacted(records)  # what is stored carries no credentials (e.g. in an engine's error URL)
         now = time.time()
         table = pa.table({
             "sample_id": [str(r["sample_id"]) for r in records],

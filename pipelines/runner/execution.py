@@ -24,7 +24,7 @@ from llmrec.errors import ConfigError, DataError, EngineDead
 from llmrec.pipelines.protocol import Benchmark, Sample
 from llmrec.pipelines.registry import benchmark_config, get_benchmark
 from llmrec.pipelines.common.datasets import resolve_data_dir
-from llmrec.pipelines.runner.run_config import RunConfig, absolute_locations
+from llmrec.pipelines.runner.run_config import RunConfig, absolute_locations, resume_conflicts
 from llmrec.pipelines.common.store import ResultStore
 from llmrec.pipelines.runner.placement import actor_options_accepted, actor_resources, check_gpu_placement
 from llmrec.pipelines.runner.worker import batch_timings, decode, encode, group_by_prefix, process_samples
@@ -145,11 +145,19 @@ def plan(cfg: RunConfig, data_dir: Path | None = None) -> RunPlan:
         raise DataError(f"benchmark '{bench.name}' built duplicate sample_id {dup!r}")
     run_dir = run_dir_for(cfg)
     run_dir.mkdir()
-    run_dir.write_text("resolved.yaml", dump_yaml(cfg))
     store = ResultStore(run_dir / "results")
     if not cfg.output.resume:
         store.clear()
     done = store.finished_ids()
+    differ = resume_conflicts(cfg, run_dir.read_text("resolved.yaml")) if run_dir.exists("resolved.yaml") else []
+    if differ and done:
+        raise ConfigError(
+            f"{run_dir}: its {len(done)} stored result(s) were produced under a different config, so they are not "
+            "resumed:\n  " + "\n  ".join(differ) + "\nRun with --fresh (output.resume=false) to discard them and "
+            "start over, or give this config another output.run_name")
+    if differ and run_dir.exists("mlflow_run_id"):
+        run_dir.delete("mlflow_run_id")  # another config: another MLflow run (params are write-once)
+    run_dir.write_text("resolved.yaml", dump_yaml(cfg))
     pending = [s for s in samples if str(s["sample_id"]) not in done]
     return RunPlan(cfg, bench, samples, run_dir, store, pending, assets, {"time_plan_s": time.perf_counter() - t0})
 

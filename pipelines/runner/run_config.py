@@ -7,7 +7,9 @@ from typing import Any, Literal
 
 from pydantic import Field, SerializeAsAny, model_validator
 
-from llmrec.config import StrictModel, apply_overrides, read_yaml, validate
+import yaml
+
+from llmrec.config import PathName, StrictModel, apply_overrides, flatten, read_yaml, validate
 from llmrec.errors import ConfigError
 from llmrec.tracking import TrackingConfig
 from llmrec.pipelines.protocol import BenchmarkConfig
@@ -72,7 +74,8 @@ class OutputConfig(StrictModel):
     dir: str = Field("runs", description="where run directories (result store, metrics) go: a local folder "
                                          "(relative: to the driver's working directory) or a storage URI "
                                          "(s3://bucket/runs, gs://…)")
-    run_name: str | None = Field(None, description="run directory name; default: derived from the config hash")
+    run_name: PathName | None = Field(None, description="run directory name (one folder name inside output.dir); "
+                                                        "default: derived from the config hash")
     resume: bool = Field(True, description="skip samples already in the result store")
     cache: bool = Field(True, description="answer repeated requests from the request cache")
     cache_path: Path | None = Field(None, description="request cache sqlite file on the driver's disk; default "
@@ -118,6 +121,36 @@ class RunConfig(StrictModel):
     def semantic(self) -> dict:
         """What determines the results (not where/how fast they are computed)."""
         return self.model_dump(mode="json", exclude={"execution", "ray", "tracking", "output", "data"})
+
+
+def resume_conflicts(cfg: RunConfig, stored_yaml: str) -> list[str]:
+    """What differs, among the settings that determine the results (``semantic``), between the
+    ``resolved.yaml`` a run directory's results were produced under and ``cfg``: one
+    ``key: stored → now`` line per key. A key only one side has (an option added or removed by an
+    llmrec upgrade) is not compared, unless the other side holds a value where it has a mapping
+    (``judge: null`` → a judge). URLs are compared as recorded (credentials redacted)."""
+    from llmrec.redact import redacted
+
+    try:
+        stored = yaml.safe_load(stored_yaml)
+    except yaml.YAMLError as e:
+        return [f"resolved.yaml is not readable YAML ({e})"]
+    stored = stored if isinstance(stored, dict) else {}
+    now = flatten(redacted(cfg.semantic()))
+    before = flatten({k: stored.get(k) for k in cfg.semantic()})
+    out: dict[str, tuple[str, str]] = {}
+    for key in before.keys() | now.keys():
+        if key in before and key in now:
+            if before[key] != now[key]:
+                out[key] = (repr(before[key]), repr(now[key]))
+            continue
+        parts = key.split(".")
+        other = now if key in before else before
+        parent = next((p for p in (".".join(parts[:i]) for i in range(1, len(parts))) if p in other), None)
+        if parent is not None:
+            value = repr(other[parent])
+            out[parent] = (value, "a mapping") if other is before else ("a mapping", value)
+    return [f"{k}: {a} → {b}" for k, (a, b) in sorted(out.items())]
 
 
 def absolute_locations(cfg: RunConfig) -> RunConfig:

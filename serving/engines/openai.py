@@ -35,6 +35,7 @@ from typing import Literal
 from pydantic import Field
 
 from llmrec.errors import ConfigError, ContextOverflow, EngineError
+from llmrec.redact import redact_url
 from llmrec.settings import read_secret
 from llmrec.serving.engine import EngineConfig, register_engine
 from llmrec.types import Request, Result
@@ -299,7 +300,7 @@ class OpenAIEngine:
                 raise EngineError(f"{url}: HTTP {reply.status_code}: {reply.text[:300]}")
             self._tokenize_ok = False
             log.info("%s has no /tokenize; token counts are estimated at %d characters per token",
-                     self.config.base_url, CHARS_PER_TOKEN)
+                     redact_url(self.config.base_url), CHARS_PER_TOKEN)
         return estimate_tokens(request)
 
     def check_health(self) -> bool:

@@ -96,7 +96,7 @@ def _env_entries(node) -> list[dict]:
 
 
 def test_no_secret_values_in_manifests():
-    from llmrec.cluster.resolve import is_secret_key
+    from llmrec.redact import is_secret_name as is_secret_key
 
     for name in MANIFESTS:
         entries = _env_entries(manifest(name))

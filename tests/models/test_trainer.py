@@ -45,7 +45,7 @@ def test_early_stopping_stops_after_patience(tiny_data):
 def test_resume_continues_after_the_last_epoch(tiny_data, tmp_path):
     first = build_model(model_config({"name": "bprmf", "embedding_size": 8}), tiny_data)
     fit(first, tiny_data, cfg(epochs=2, patience=5), tmp_path / "ck")
-    last = torch.load(tmp_path / "ck" / "last.pt", weights_only=False)
+    last = torch.load(tmp_path / "ck" / "last.pt", weights_only=True)
     assert last["state"]["last_epoch"] == 1 and {"numpy", "torch", "python"} <= set(last["rng"])
     second = build_model(model_config({"name": "bprmf", "embedding_size": 8}), tiny_data)
     seen = []
@@ -78,7 +78,7 @@ def test_an_interrupted_run_resumed_equals_the_uninterrupted_run(name, tiny_data
 def test_resume_keeps_the_early_stopping_counter(tiny_data, tmp_path):
     model = build_model(model_config({"name": "bprmf", "embedding_size": 8}), tiny_data)
     fit(model, tiny_data, cfg(epochs=3, patience=5), tmp_path / "ck")
-    ck = torch.load(tmp_path / "ck" / "last.pt", weights_only=False)
+    ck = torch.load(tmp_path / "ck" / "last.pt", weights_only=True)
     ck["state"]["bad"] = 5  # patience already used up when the run was cut
     torch.save(ck, tmp_path / "ck" / "last.pt")
     again = build_model(model_config({"name": "bprmf", "embedding_size": 8}), tiny_data)

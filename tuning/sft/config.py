@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from llmrec.config import StrictModel
+from llmrec.config import PathName, StrictModel
 from llmrec.tracking import TrackingConfig as BaseTrackingConfig
 from llmrec.tuning.config import SearchDim
 
@@ -82,8 +82,9 @@ class TrackingConfig(BaseTrackingConfig):
 
 class OutputSection(StrictModel):
     dir: Path = Field(Path("runs/sft"), description="parent folder of run directories (Ray Train storage_path)")
-    run_name: str | None = Field(None, description="run directory name; default sft-<config hash>. Rerunning "
-                                 "the same name resumes from its last checkpoint")
+    run_name: PathName | None = Field(None, description="run directory name (one folder name inside output.dir); "
+                                      "default sft-<config hash>. Rerunning the same name resumes from its last "
+                                      "checkpoint")
 
 
 class SFTTuneScheduler(StrictModel):

@@ -97,6 +97,7 @@ def train_loop(config: dict) -> None:
     import torch
     from transformers import AutoTokenizer, get_linear_schedule_with_warmup
 
+    from llmrec.models.trainer import load_payload
     from llmrec.tuning.sft.config import SFTConfig
     from llmrec.tuning.sft.data import load_splits
 
@@ -121,7 +122,7 @@ def train_loop(config: dict) -> None:
     sched = get_linear_schedule_with_warmup(opt, t.warmup_steps, total)
     step = 0
     if restored is not None:
-        state = torch.load(restored / STATE, map_location=device, weights_only=False)
+        state = load_payload(restored / STATE, device)
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
         step = int(state["step"])
