@@ -50,7 +50,9 @@ def ray_here():
 
     for attempt in range(2):  # on a crowded shared machine the raylet can miss its start-up deadline once
         try:
-            ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+            # engine actors at niceness 0 as `llmrec run` starts them (Ray's default 15 starves them on a busy node)
+            ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False,
+                     _system_config={"worker_niceness": 0})
             break
         except Exception:  # noqa: BLE001 - Ray raises a bare Exception for a start-up timeout
             ray.shutdown()
@@ -165,15 +167,15 @@ def test_prefix_cache_reuse_is_counted(ray_here):
 
 
 def test_scale_model_packed_to_the_kv_budget_runs_without_preemption(tmp_path, ray_here):
-    """~16k-token PrefEval prompts (implicit preference, 3 pairs x 2 turn settings, answers of 300
-    tokens) on the scale model with 350 KV blocks of 128 tokens: the three prefix groups (~19k
+    """~16k-token PrefEval prompts (implicit preference, 3 pairs x 2 turn settings: ~10k and ~18k
+    tokens, answers of 300 tokens) on the scale model with 350 KV blocks of 128 tokens: the three prefix groups (~19k
     tokens each) do not fit one batch, so the packer splits them. vLLM's counters: no preemption,
     and the follower of each prefix group reads the leader's prefix from the cache."""
     require_data("prefeval", "benchmark_dataset", "implicit_preference")
     budget, counters = 350 * 128, tmp_path / "counters"
     cfg = validate(RunConfig, {
         "benchmark": {"name": "prefeval", "task": "gen", "forms": ["persona"], "topics": ["travel_restaurant"],
-                      "turns": [0, 44], "methods": ["zero-shot"], "per_topic": 3, "evaluate": False},
+                      "turns": [24, 44], "methods": ["zero-shot"], "per_topic": 3, "evaluate": False},
         "engine": {"type": "vllm", "model": "scale-llama", "scale_run": True, "dtype": "float32",
                    "enforce_eager": True, "max_model_len": 20480, "block_size": 128,
                    "engine_kwargs": {"num_gpu_blocks_override": budget // 128}, "counters_dir": str(counters)},
@@ -198,7 +200,8 @@ def test_scale_model_packed_to_the_kv_budget_runs_without_preemption(tmp_path, r
     for r in recs:
         by_group.setdefault(r["prefix_key"], []).append(answers[r["sample_id"]])
     assert len(by_group) == 3
-    for group in by_group.values():  # the shorter prompt of each pair follows the longer one
+    for group in by_group.values():  # the shorter prompt of each pair follows the longer one (~10k tokens)
         follower = min(group, key=lambda a: a["prompt_tokens"])
+        assert follower["prompt_tokens"] > 8_000, group
         assert follower["cached_prompt_tokens"] >= follower["prompt_tokens"] // 2, group
     assert c["vllm:prompt_tokens_cached"] == sum(a["cached_prompt_tokens"] for a in answers.values())
