@@ -13,6 +13,7 @@ import logging
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from llmrec.errors import EngineError, MissingDependency
@@ -29,11 +30,28 @@ def _require(feature: str):
         raise MissingDependency(feature, "transformers", "sft") from e
 
 
+def build_once(target: Path, write: Callable[[Path], None], what: str) -> None:
+    """``write`` fills a temporary directory that is then renamed to ``target``: concurrent builders
+    each write their own, a reader never sees a partial directory, and the first rename wins."""
+    tmp = target.with_name(f"{target.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.part")
+    try:
+        write(tmp)
+        try:
+            os.replace(tmp, target)
+        except OSError:  # another process won the race
+            if not (target / "config.json").is_file():
+                raise
+    except (OSError, ValueError) as e:
+        raise EngineError(f"could not {what} at {target}: {e}") from e
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def embedded_hf_model() -> Path:
     """The embedded GGUF converted to an HF directory under ``cache_root()/models``; built once.
 
     Concurrent callers each write a temporary directory and rename it into place, so a reader
-    never sees a partial directory."""
+    never sees a partial directory (``build_once``)."""
     from llmrec.serving.engines.llamacpp import embedded_model
 
     gguf_path, sha = embedded_model()
@@ -47,8 +65,7 @@ def embedded_hf_model() -> Path:
         raise MissingDependency("reading GGUF files with transformers", "gguf", "sft") from e
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tmp = target.with_name(f"{target.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.part")
-    try:
+    def convert(tmp: Path) -> None:
         tok = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
         model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
         if hasattr(model, "hf_quantizer"):
@@ -57,15 +74,8 @@ def embedded_hf_model() -> Path:
             del model.config.quantization_config
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
-        try:
-            os.replace(tmp, target)
-        except OSError:  # another process won the race
-            if not (target / "config.json").is_file():
-                raise
-    except (OSError, ValueError) as e:
-        raise EngineError(f"could not convert {gguf_path} into an HF model at {target}: {e}") from e
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    build_once(target, convert, f"convert {gguf_path} into an HF model")
     log.info("converted the embedded GGUF into %s", target)
     return target
 

@@ -227,8 +227,10 @@ def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
                                        assets=assets, run=run, timeout_s=ex.request_timeout_s,
                                        pools={"judge": judge_pool.client(ex.backoff_s)} if judge_pool else None),
             batch_size=batch_size, udf_modifying_row_count=False,
-            compute=ray.data.ActorPoolStrategy(size=ex.concurrency), batch_format="numpy",
-            **actor_resources(cfg.engine, ex))
+            # one batch in flight per actor: a batch queued behind another on a busy replica would wait while an
+            # idle replica has none (seen: both KV-packed batches of a 2-replica run on one replica)
+            compute=ray.data.ActorPoolStrategy(size=ex.concurrency, max_tasks_in_flight_per_actor=1),
+            batch_format="numpy", **actor_resources(cfg.engine, ex))
     # Fault tolerance: the actor pool restarts a dead actor (one on a lost node, or one that ended
     # itself because its engine died) up to execution.max_restarts times and runs its in-flight
     # batches again; lost blocks are rebuilt from lineage. A batch is written once it reaches this loop.

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from llmrec.serving.engine import EngineConfig
+from llmrec.serving.engines.vllm.scale_model import NOT_QUALITY, SCALE_MODEL
 
 EMBEDDED = "embedded"
 
@@ -21,7 +22,12 @@ EMBEDDED = "embedded"
 class VLLMEngineConfig(EngineConfig):
     type: Literal["vllm"] = "vllm"
     model: str = Field(description="Hugging Face id or local directory of the model; 'embedded' = the embedded "
-                                   "Gemma 3 270M, converted once from its GGUF to HF format (CPU tier)")
+                                   "Gemma 3 270M, converted once from its GGUF to HF format (CPU tier); "
+                                   f"'{SCALE_MODEL}' = the scale model: random weights, 131k context, measures "
+                                   "scheduling and memory, not quality (needs scale_run: true)")
+    scale_run: bool = Field(
+        False, description=f"this run measures scheduling and memory, not quality: required for model "
+                           f"'{SCALE_MODEL}' and recorded in the run's engine identity")
     tensor_parallel_size: int = Field(1, ge=1, description="GPUs one model instance is split over (within a node)")
     pipeline_parallel_size: int = Field(1, ge=1, description="pipeline stages one model instance is split over")
     max_model_len: int | None = Field(None, ge=1, description="context length; None = the model's own")
@@ -56,6 +62,10 @@ class VLLMEngineConfig(EngineConfig):
     model_config_path: Path | None = Field(
         None, description="planning only: a Hugging Face config.json of the model (layers, KV heads, head size); "
                           "None = <model>/config.json when model is a directory")
+    counters_dir: Path | None = Field(
+        None, description="actors mode, for measurements (perf/long_context.py): after each call the engine writes "
+                          "vLLM's own counters of its process (preemptions, prompt and cached prompt tokens) and the "
+                          "prefix keys it served to <dir>/<host>-<pid>.json")
     engine_kwargs: dict[str, Any] = Field(default_factory=dict, description="other vLLM engine arguments, as is")
 
     @model_validator(mode="after")
@@ -64,12 +74,23 @@ class VLLMEngineConfig(EngineConfig):
         clash = sorted(named & set(self.engine_kwargs))
         if clash:
             raise ValueError(f"set {', '.join(clash)} as engine keys, not inside engine_kwargs")
+        if self.model == SCALE_MODEL and not self.scale_run:
+            raise ValueError(f"{NOT_QUALITY}; set engine.scale_run: true to say this run measures scheduling "
+                             "and memory (its identity then records scale_run, so no one takes its metrics "
+                             "for a model's quality)")
         return self
 
     @property
     def gpus_per_replica(self) -> int:
         """GPUs one model instance needs: tensor × pipeline parallel size."""
         return self.tensor_parallel_size * self.pipeline_parallel_size
+
+
+def identity(c: VLLMEngineConfig) -> dict:
+    """What makes two runs' answers comparable (both run modes); a scale run says so."""
+    out = {"type": "vllm", "model": c.model, "dtype": c.dtype, "kv_cache_dtype": c.kv_cache_dtype, "seed": c.seed,
+           "prompt_format": c.prompt_format, "merge_system": c.merge_system, "engine_kwargs": c.engine_kwargs}
+    return {**out, "scale_run": True} if c.scale_run else out
 
 
 def engine_args(c: VLLMEngineConfig, model: str | None = None) -> dict[str, Any]:

@@ -16,7 +16,10 @@ vLLM; ``close`` shuts the engine core down so no orphaned process keeps the GPU 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
+import socket
 import threading
 import time
 import uuid
@@ -24,12 +27,15 @@ import uuid
 from llmrec.errors import ContextOverflow, EngineDead, EngineError, MissingDependency
 from llmrec.serving.engine import register_engine
 from llmrec.serving.engines.vllm import prompts
-from llmrec.serving.engines.vllm.config import VLLMEngineConfig, engine_args
+from llmrec.serving.engines.vllm.config import VLLMEngineConfig, engine_args, identity
 from llmrec.serving.engines.vllm.embedded import resolve_model
 from llmrec.serving.prefix_order import leaders
 from llmrec.types import Request, Result
 
 log = logging.getLogger(__name__)
+# vLLM's counters that ``counters_dir`` records (see ``vllm_counters``)
+COUNTERS = ("vllm:num_preemptions", "vllm:prompt_tokens", "vllm:prompt_tokens_cached", "vllm:generation_tokens",
+            "vllm:request_success")
 
 
 @register_engine("vllm", VLLMEngineConfig)
@@ -42,6 +48,7 @@ class VLLMEngine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
+        self._served: set[str] = set()  # prefix keys of the requests this engine ran (counters_dir)
 
     # -- mode: serve (the runner looks these two hooks up on the engine class) ---------------
     @staticmethod
@@ -92,10 +99,7 @@ class VLLMEngine:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
     def identity(self) -> dict:
-        c = self.config
-        return {"type": "vllm", "model": c.model, "dtype": c.dtype, "kv_cache_dtype": c.kv_cache_dtype,
-                "seed": c.seed, "prompt_format": c.prompt_format, "merge_system": c.merge_system,
-                "engine_kwargs": c.engine_kwargs}
+        return identity(self.config)
 
     def check_health(self) -> bool:
         if self._llm is None:
@@ -181,7 +185,28 @@ class VLLMEngine:
 
             for (i, _), out in zip(todo, self._run(gather())):
                 results[i] = self._settle(requests[i], out)
+        if self.config.counters_dir is not None:
+            self._write_counters(requests)
         return results  # type: ignore[return-value]
+
+    def vllm_counters(self) -> dict[str, float]:
+        """vLLM's own cumulative counters in this process (its Prometheus registry), summed over labels."""
+        from vllm.v1.metrics.reader import Counter, get_metrics_snapshot
+
+        out = dict.fromkeys(COUNTERS, 0.0)
+        for m in get_metrics_snapshot():
+            if isinstance(m, Counter) and m.name in out:
+                out[m.name] += m.value
+        return out
+
+    def _write_counters(self, requests: list[Request]) -> None:
+        self._served.update(r.prefix_key or r.request_id or "" for r in requests)
+        d = self.config.counters_dir
+        d.mkdir(parents=True, exist_ok=True)
+        path = d / f"{socket.gethostname()}-{os.getpid()}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"counters": self.vllm_counters(), "prefix_keys": sorted(self._served)}))
+        os.replace(tmp, path)
 
     def _settle(self, request: Request, out) -> Result:
         if isinstance(out, Result):

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 from llmrec.errors import ConfigError, EngineError
 from llmrec.serving.engines.vllm import prompts
-from llmrec.serving.engines.vllm.config import VLLMEngineConfig, engine_args
+from llmrec.serving.engines.vllm.config import VLLMEngineConfig, engine_args, identity
 from llmrec.serving.engines.vllm.embedded import resolve_model
 from llmrec.serving.prefix_order import leaders
 from llmrec.types import Request, Result
@@ -145,10 +145,7 @@ class VLLMServeClient:
             raise EngineError(f"vLLM app {self.config.base_url}{path}: {e}") from e
 
     def identity(self) -> dict:
-        c = self.config
-        return {"type": "vllm", "model": c.model, "dtype": c.dtype, "kv_cache_dtype": c.kv_cache_dtype,
-                "seed": c.seed, "prompt_format": c.prompt_format, "merge_system": c.merge_system,
-                "engine_kwargs": c.engine_kwargs}
+        return identity(self.config)
 
     @property
     def context_limit(self) -> int:
