@@ -21,8 +21,12 @@ class RegistryError(ConfigError):
 
 
 class Registry(Generic[T]):
-    def __init__(self, kind: str, discover: Callable[[], None] | None = None):
+    def __init__(self, kind: str, discover: Callable[[], None] | None = None,
+                 check: Callable[[T, str], None] | None = None):
+        """``check(item, where)`` raises when an item does not conform (run at registration and on
+        every ``module:ATTR`` import), so a bad plugin fails before it is used."""
         self.kind = kind
+        self._check = check
         self._items: dict[str, T] = {}
         self._discover = discover
         self._discovered = discover is None
@@ -38,6 +42,8 @@ class Registry(Generic[T]):
         if name in self._items:
             raise RegistryError(
                 f"{self.kind} '{name}' is registered twice: {_where(self._items[name])} and {_where(item)}")
+        if self._check is not None:
+            self._check(item, f"'{name}'")
         self._items[name] = item
         return item
 
@@ -68,7 +74,10 @@ class Registry(Generic[T]):
         outside the registry's folder (a plugin in a user's own package, a test's toy)."""
         self.discover()
         if ":" in name and name not in self._items:
-            return _import_object(name, self.kind)
+            item = _import_object(name, self.kind)
+            if self._check is not None:
+                self._check(item, f"'{name}'")
+            return item
         try:
             return self._items[name]
         except KeyError:
