@@ -325,7 +325,7 @@ def _mount_benchmark_clis() -> None:
     from llmrec.pipelines.registry import BENCHMARKS
 
     for name in BENCHMARKS.names():
-        sub = getattr(BENCHMARKS.get(name), "cli", None)
+        sub = BENCHMARKS.get(name).cli
         if sub is not None:
             app.add_typer(sub, name=name)
 
@@ -344,7 +344,11 @@ def _mount_extra_verbs() -> None:
 
 def main() -> None:
     _mount_extra_verbs()
-    _mount_benchmark_clis()
+    try:  # discovery checks every benchmark: one that does not conform stops every verb, `list` included
+        _mount_benchmark_clis()
+    except LlmrecError as e:
+        err.print(f"[bold red]error:[/] {e}", markup=True, highlight=False)
+        sys.exit(2)
     app()
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 EXIT_FAILED = 1  # the work ran and did not succeed (e.g. too many failed samples); see llmrec.exits
 EXIT_USAGE = 2  # nothing was done: a usage, config or data error
 
+import re
+
 
 class LlmrecError(Exception):
     """Base class: an error whose message is meant for the user as is."""
@@ -72,9 +74,29 @@ class EngineDead(EngineError):
 
 
 class ContextOverflow(EngineError):
-    """The prompt does not fit the engine's context window."""
+    """The prompt does not fit the engine's context window. ``prompt_tokens`` and ``context_limit``
+    (None when the engine did not say) are typed: nothing downstream reads numbers out of the message."""
 
-    def __init__(self, prompt_tokens: int, context_length: int, max_tokens: int | None = None):
+    def __init__(self, prompt_tokens: int, context_limit: int | None, max_tokens: int | None = None):
         room = f" + {max_tokens} completion tokens" if max_tokens else ""
-        super().__init__(f"prompt has {prompt_tokens} tokens{room}; the engine's context is {context_length}")
-        self.prompt_tokens, self.context_length, self.max_tokens = prompt_tokens, context_length, max_tokens
+        size = f"is {context_limit}" if context_limit is not None else "size was not reported"
+        super().__init__(f"prompt has {prompt_tokens} tokens{room}; the engine's context {size}")
+        self.prompt_tokens, self.context_limit, self.max_tokens = prompt_tokens, context_limit, max_tokens
+
+    @classmethod
+    def from_server_text(cls, text: str, fallback_prompt: int) -> "ContextOverflow":
+        """Read a server's over-context message once, at the engine edge. Wordings read: vLLM's
+        "maximum context length is 2048 tokens. However, you requested 2100 tokens (2050 in the messages, ...)",
+        "... However, your request has 2050 input tokens", "... your prompt contains [at least] 2050 input
+        tokens", "... and your request has 2050 input tokens", OpenAI's "... your messages resulted in 2050
+        tokens", and vLLM's engine "The decoder prompt (length 2050) is longer than the maximum model length of
+        2048". A count the text does not give is ``fallback_prompt`` (the client's own count) / None."""
+        limit = _SERVER_LIMIT.search(text)
+        prompt = _SERVER_PROMPT.search(text)
+        n_prompt = int(next(g for g in prompt.groups() if g)) if prompt else fallback_prompt
+        return cls(n_prompt, int(next(g for g in limit.groups() if g)) if limit else None)
+
+
+_SERVER_LIMIT = re.compile(r"maximum context length is (\d+)|maximum model length of (\d+)", re.IGNORECASE)
+_SERVER_PROMPT = re.compile(r"(\d+) (?:tokens )?in the messages|(?:request has|prompt contains|prompt has|messages "
+                            r"resulted in|prompt is) (?:at least )?(\d+)|prompt \(length (\d+)\)", re.IGNORECASE)

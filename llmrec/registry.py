@@ -25,13 +25,13 @@ class RegistryError(ConfigError):
 
 
 class Registry(Generic[T]):
-    """``accepts`` (with ``expected``, its description) checks an item imported by path
-    (``get("package.module:ATTR")``): anything else is refused naming what was expected."""
-
     def __init__(self, kind: str, discover: Callable[[], None] | None = None,
-                 accepts: Callable[[object], bool] | None = None, expected: str = ""):
+                 check: Callable[[T, str], None] | None = None):
+        """``check(item, where)`` raises when an item does not conform (run at registration and on
+        every ``module:ATTR`` import), so a bad plugin fails before it is used (``expects`` makes
+        one from a predicate)."""
         self.kind = kind
-        self._accepts, self._expected = accepts, expected
+        self._check = check
         self._items: dict[str, T] = {}
         self._discover = discover
         self._discovered = discover is None
@@ -47,6 +47,8 @@ class Registry(Generic[T]):
         if name in self._items:
             raise RegistryError(
                 f"{self.kind} '{name}' is registered twice: {_where(self._items[name])} and {_where(item)}")
+        if self._check is not None:
+            self._check(item, f"'{name}'")
         self._items[name] = item
         return item
 
@@ -113,9 +115,18 @@ class Registry(Generic[T]):
         except Exception as e:  # noqa: BLE001 - any failure of the user's module is reported as one line
             raise ConfigError(f"{self.kind} '{spec}': cannot import {attr!r} from {module!r}: "
                               f"{type(e).__name__}: {e}") from e
-        if self._accepts is not None and not self._accepts(obj):
-            raise ConfigError(f"{self.kind} '{spec}': {module}.{attr} is {_describe(obj)}; expected {self._expected}")
+        if self._check is not None:
+            self._check(obj, f"'{spec}'")
         return obj
+
+
+def expects(kind: str, accepts: Callable[[object], bool], expected: str) -> Callable[[object, str], None]:
+    """A registry check from a predicate: anything it refuses fails naming what was expected."""
+    def check(item: object, where: str) -> None:
+        if not accepts(item):
+            raise ConfigError(f"{kind} {where} is {_describe(item)}; expected {expected}")
+
+    return check
 
 
 def _describe(obj: object) -> str:

@@ -12,6 +12,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from llmrec.redact import redact_text
 
+from llmrec.errors import ContextOverflow
+
 
 class Message(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -65,6 +67,8 @@ class Result(BaseModel):
     text: str = ""
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    context_limit: int | None = Field(
+        None, description="over_context only: the engine's context (prompt + completion tokens), None if not reported")
     cached_prompt_tokens: int = Field(0, description="prompt tokens served from a prefix/KV cache")
     finish_reason: FinishReason = "stop"
     latency_s: float = 0.0
@@ -78,10 +82,11 @@ class Result(BaseModel):
         return self.finish_reason in ("stop", "length")
 
     @classmethod
-    def over_context(cls, request: Request, prompt_tokens: int, error: str) -> "Result":
-        """The request's prompt does not fit the engine's context (final: retrying cannot help)."""
-        return cls(finish_reason="over_context", prompt_tokens=prompt_tokens, error=error,
-                   request_id=request.request_id)
+    def over_context(cls, request: Request, overflow: ContextOverflow, error: str | None = None) -> "Result":
+        """The request's prompt does not fit the engine's context (final: retrying cannot help). The
+        numbers come typed from ``overflow``; ``error`` is the text to keep (default: the overflow's)."""
+        return cls(finish_reason="over_context", prompt_tokens=overflow.prompt_tokens,
+                   context_limit=overflow.context_limit, error=error or str(overflow), request_id=request.request_id)
 
     @classmethod
     def failure(cls, request: Request, error: str) -> "Result":

@@ -27,7 +27,7 @@ from torch import nn
 
 from llmrec.config import StrictModel, validate
 from llmrec.errors import ConfigError
-from llmrec.registry import Registry
+from llmrec.registry import Registry, expects
 
 if TYPE_CHECKING:
     from llmrec.models.data import RecData
@@ -90,8 +90,8 @@ def _discover() -> None:
 
 
 MODELS: Registry[type[Recommender]] = Registry(
-    "model", _discover, lambda o: isinstance(o, type) and issubclass(o, Recommender),
-    "a subclass of llmrec.models.base.Recommender")
+    "model", _discover, expects("model", lambda o: isinstance(o, type) and issubclass(o, Recommender),
+                                "a subclass of llmrec.models.base.Recommender"))
 
 
 def register_model(cls: type[Recommender]) -> type[Recommender]:

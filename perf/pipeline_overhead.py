@@ -37,7 +37,7 @@ def main() -> None:
     bench = get_benchmark(cfg.benchmark.name)
     root = resolve_data_dir(cfg.data.dir, bench.data)
     samples = bench.build_samples(cfg.benchmark, root)
-    assets = bench.assets(cfg.benchmark, root) if hasattr(bench, "assets") else None
+    assets = bench.assets(cfg.benchmark, root)
     n = len(samples)
 
     # (b) direct: one process, the engine itself, same order

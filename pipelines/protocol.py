@@ -9,14 +9,16 @@ folding the engine's result back into it (multi-stage tasks chain them);
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, Protocol, runtime_checkable
+from typing import Any, Callable, Literal
 
 from pydantic import Field
 
 from llmrec.config import StrictModel
 from llmrec.pipelines.common.jsonio import PredictionLine
+from llmrec.errors import ConfigError
 from llmrec.types import Request, Result
 
 Sample = dict[str, Any]
@@ -132,36 +134,107 @@ class DataManifest:
     probe: str  # a relative path whose presence means "the data is here"
 
 
-@runtime_checkable
-class Benchmark(Protocol):
+class Benchmark:
+    """Base class of every benchmark: what the runner calls, the optional members declared with defaults.
+
+    Required (no default): ``name``, ``config_cls`` (a ``BenchmarkConfig`` subclass), ``group_keys``
+    (sample fields that split results and MLflow child runs), ``score_tasks``, and the methods
+    ``build_samples``, ``stages``, ``score``, ``aggregate``. :func:`check_benchmark` verifies them
+    (and every signature) at discovery, so a benchmark that does not conform fails at ``llmrec list``,
+    before any model call.
+
+    Optional, with these defaults: ``data`` (the files ``llmrec data fetch`` gets); ``cli`` (a
+    typer.Typer mounted as ``llmrec <name> ...``); ``protocol_keys`` (config keys recorded in the MLflow
+    ``protocol`` tag: every option that changes what is measured); ``headline_metrics`` (shown by ``llmrec
+    runs`` and pinned in the MLflow UI); ``predictions`` (the lines of ``predictions.jsonl`` for ``llmrec
+    score``; None: no file); ``assets`` (read-only data every sample's stages share, e.g. a corpus or
+    prompt files, read once on the driver: the runner puts it in the Ray object store once, hands it to
+    stages as ``sample[ASSETS_KEY]`` and to ``aggregate`` / ``predictions`` / ``plots``. Stages never read
+    files: on a cluster the data directory exists only where the driver runs); ``plots`` (none).
+    """
+
     name: str
     config_cls: type[BenchmarkConfig]
-    group_keys: tuple[str, ...]  # sample fields that split results (and MLflow child runs)
+    group_keys: tuple[str, ...]
     score_tasks: tuple[ScoreTask, ...]
-    data: DataManifest | None
-    # optional: ``cli`` — a typer.Typer mounted as ``llmrec <name> ...`` (benchmark-specific verbs);
-    # ``protocol_keys`` — config keys recorded in the MLflow ``protocol`` tag (``protocol_record``): every
-    #   option that changes what is measured, e.g. a named difference from the reference;
-    # ``predictions(rows)`` — the lines of ``predictions.jsonl`` for ``llmrec score``;
-    # ``headline_metrics`` — tuple of metric keys shown by ``llmrec runs`` and pinned in the MLflow UI
-    # ``assets(cfg, data_dir) -> dict`` — read-only data every sample's stages share (e.g. a corpus,
-    #   prompt files), read once on the driver; the runner puts it in the Ray object store once and
-    #   hands it to stages as ``sample[ASSETS_KEY]``. Stages never read files: on a cluster the data
-    #   directory exists only where the driver runs. Anything per-sample travels in the sample itself.
+    data: DataManifest | None = None
+    cli: Any = None
+    protocol_keys: tuple[str, ...] = ()
+    headline_metrics: tuple[str, ...] = ()
+    predictions: Callable[[list[Sample], dict | None], list[dict]] | None = None
 
-    def build_samples(self, cfg: BenchmarkConfig, data_dir: Path) -> list[Sample]: ...
+    def build_samples(self, cfg: BenchmarkConfig, data_dir: Path) -> list[Sample]:
+        raise NotImplementedError
 
-    def stages(self, cfg: BenchmarkConfig) -> list[Stage]: ...
+    def stages(self, cfg: BenchmarkConfig) -> list[Stage]:
+        raise NotImplementedError
 
-    def score(self, cfg: BenchmarkConfig, sample: Sample) -> dict: ...
+    def score(self, cfg: BenchmarkConfig, sample: Sample) -> dict:
+        raise NotImplementedError
 
-    def aggregate(self, cfg: BenchmarkConfig, rows: list[Sample]) -> dict[str, float]: ...
+    def aggregate(self, cfg: BenchmarkConfig, rows: list[Sample], assets: dict | None) -> dict[str, float]:
+        raise NotImplementedError
 
-    def plots(self, cfg: BenchmarkConfig, rows: list[Sample], out_dir: Path) -> list[Path]: ...
+    def assets(self, cfg: BenchmarkConfig, data_dir: Path) -> dict | None:
+        return None
+
+    def plots(self, cfg: BenchmarkConfig, rows: list[Sample], out_dir: Path, assets: dict | None) -> list[Path]:
+        return []
+
+
+_REQUIRED = ("name", "config_cls", "group_keys", "score_tasks")
+_REQUIRED_METHODS = ("build_samples", "stages", "score", "aggregate")
+_ARITY = {"build_samples": 2, "stages": 1, "score": 2, "aggregate": 3, "assets": 2, "plots": 4, "predictions": 2}
+
+
+def check_benchmark(bench: object, where: str) -> None:
+    """Fail naming every member ``bench`` lacks or gets wrong (a ConfigError, one line)."""
+    problems = []
+    if not isinstance(bench, Benchmark):
+        problems.append(f"not a subclass of {Benchmark.__module__}.Benchmark")
+    missing = [m for m in _REQUIRED if not hasattr(bench, m)]
+    missing += [m for m in _REQUIRED_METHODS if getattr(type(bench), m, None) in (None, getattr(Benchmark, m))]
+    if missing:
+        problems.append(f"missing {', '.join(missing)}")
+    problems += _member_problems(bench, missing)
+    if problems:
+        kind = type(bench)
+        raise ConfigError(f"benchmark {where} ({kind.__module__}.{kind.__qualname__}) does not conform to the protocol: "
+                          f"{'; '.join(problems)}")
+
+
+def _member_problems(bench, missing: list[str]) -> list[str]:
+    out = []
+    for attr, want, ok in (("name", "a str", lambda v: isinstance(v, str)),
+                           ("config_cls", "a BenchmarkConfig subclass",
+                            lambda v: isinstance(v, type) and issubclass(v, BenchmarkConfig)),
+                           ("group_keys", "a tuple of str", _str_tuple),
+                           ("protocol_keys", "a tuple of str", _str_tuple),
+                           ("headline_metrics", "a tuple of str", _str_tuple),
+                           ("score_tasks", "a tuple of ScoreTask",
+                            lambda v: isinstance(v, tuple) and all(isinstance(t, ScoreTask) for t in v)),
+                           ("data", "a DataManifest or None", lambda v: v is None or isinstance(v, DataManifest))):
+        if attr not in missing and hasattr(bench, attr) and not ok(getattr(bench, attr)):
+            out.append(f"{attr} must be {want}")
+    for meth, n in _ARITY.items():  # each is called with n positional arguments
+        fn = getattr(bench, meth, None)
+        if meth in missing or (fn is None and meth == "predictions"):  # predictions: None = no file
+            continue
+        if not callable(fn):
+            out.append(f"{meth} must be callable")
+            continue
+        try:
+            inspect.signature(fn).bind(*[None] * n)
+        except TypeError:
+            out.append(f"{meth}{inspect.signature(fn)} must take {n} positional argument(s)")
+    return out
+
+
+def _str_tuple(v) -> bool:
+    return isinstance(v, tuple) and all(isinstance(x, str) for x in v)
 
 
 def protocol_record(bench: Benchmark, cfg: BenchmarkConfig) -> dict[str, Any]:
     """The config keys a run records in its MLflow ``protocol`` tag: the benchmark's ``protocol_keys``
     (the options that change what is measured, e.g. a deliberate difference from the reference)."""
-    keys = getattr(bench, "protocol_keys", ())
-    return {k: v for k, v in cfg.model_dump(mode="json").items() if k in keys}
+    return {k: v for k, v in cfg.model_dump(mode="json").items() if k in bench.protocol_keys}

@@ -2,8 +2,9 @@
 
 Discovery imports every sub-package of ``llmrec.pipelines.benchmarks`` (a folder that
 holds only benchmarks) and registers its ``BENCHMARK``; the registries are frozen after
-discovery. The runner and the CLI look benchmarks up here by name and know nothing else
-of them.
+discovery. Every benchmark is checked against the protocol when it is registered (or imported
+as ``module:ATTR``): one that does not conform fails naming what is missing. The runner and the CLI
+look benchmarks up here by name and know nothing else of them.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import pkgutil
 
 from llmrec.config import validate
 from llmrec.errors import ConfigError
-from llmrec.pipelines.protocol import Benchmark, BenchmarkConfig, ScoreTask
-from llmrec.registry import Registry
+from llmrec.pipelines.protocol import Benchmark, BenchmarkConfig, ScoreTask, check_benchmark
+from llmrec.registry import Registry, expects
 
 BENCHMARK_PACKAGE = "llmrec.pipelines.benchmarks"
 
@@ -35,12 +36,10 @@ def _discover() -> None:
     SCORE_TASKS.freeze()
 
 
-BENCHMARKS: Registry[Benchmark] = Registry(
-    "benchmark", _discover, lambda o: isinstance(o, Benchmark),
-    "an object implementing llmrec.pipelines.protocol.Benchmark (name, config_cls, group_keys, score_tasks, data, "
-    "build_samples, stages, score, aggregate, plots), e.g. a package's BENCHMARK")
-SCORE_TASKS: Registry[ScoreTask] = Registry("score task", BENCHMARKS.discover, lambda o: isinstance(o, ScoreTask),
-                                            "an llmrec.pipelines.protocol.ScoreTask")
+BENCHMARKS: Registry[Benchmark] = Registry("benchmark", _discover, check_benchmark)
+SCORE_TASKS: Registry[ScoreTask] = Registry(
+    "score task", BENCHMARKS.discover,
+    expects("score task", lambda o: isinstance(o, ScoreTask), "an llmrec.pipelines.protocol.ScoreTask"))
 
 
 def get_benchmark(name: str) -> Benchmark:

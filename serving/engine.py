@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Callable, Protocol, runtime_checkable
 
 from pydantic import Field
 
@@ -33,11 +33,8 @@ class EngineConfig(StrictModel):
 
 @runtime_checkable
 class Engine(Protocol):
-    """``config``: the validated config. Optional attribute ``thread_safe: bool`` (default
-    False): when False, the Serve deployment serialises calls to the engine with a lock (and an
-    engine pool actor takes one call at a time). Optional attribute ``remote: bool`` (default
-    False): True for a client of a server elsewhere (openai), which runs inside its caller
-    instead of in an engine pool of its own (``serving/engine_pool.py``)."""
+    """What callers use: an engine, or a wrapper of one (request cache, engine pool, Serve client).
+    ``config``: the validated config."""
 
     config: EngineConfig
 
@@ -54,11 +51,56 @@ class Engine(Protocol):
     def close(self) -> None: ...
 
 
+class EngineBase:
+    """Base class of every registered engine: its optional hooks, declared with their defaults.
+
+    ``thread_safe``: False → the Serve deployment serialises calls with a lock (and an engine pool
+    actor takes one call at a time). ``remote``: True for a client of a server elsewhere (openai),
+    which runs inside its caller instead of in an engine pool (``serving/engine_pool.py``).
+    ``context_limit``: prompt + completion tokens the engine takes (None: not known).
+    ``deploy_serve(cfg, app_name, replicas, num_cpus, num_gpus) -> client cfg`` and
+    ``serve_client(cfg) -> Engine``: serve mode through the engine's own app (vllm: ``ray.serve.llm``);
+    None → llmrec's ``EngineDeployment`` and ``ServeEngine``."""
+
+    thread_safe: bool = False
+    remote: bool = False
+    context_limit: int | None = None
+    deploy_serve: Callable[[dict, str, int, float, float], dict] | None = None
+    serve_client: Callable[[dict], Engine] | None = None
+
+
 @dataclass(frozen=True)
 class EngineSpec:
     name: str
     config_cls: type[EngineConfig]
     engine_cls: type
+
+
+_ENGINE_METHODS = ("start", "generate", "count_tokens", "identity", "check_health", "close")
+
+
+def check_engine(spec: EngineSpec, where: str) -> None:
+    """Fail naming every member an engine class lacks or gets wrong (a ConfigError, one line)."""
+    if not isinstance(spec, EngineSpec):
+        raise ConfigError(f"engine {where} is a {type(spec).__name__}, not an EngineSpec (use @register_engine)")
+    cls, problems = spec.engine_cls, []
+    if not (isinstance(cls, type) and issubclass(cls, EngineBase)):
+        problems.append(f"not a subclass of {EngineBase.__module__}.EngineBase")
+    if not (isinstance(spec.config_cls, type) and issubclass(spec.config_cls, EngineConfig)):
+        problems.append(f"config {spec.config_cls!r} is not an EngineConfig subclass")
+    missing = [m for m in _ENGINE_METHODS if not callable(getattr(cls, m, None))]
+    if missing:
+        problems.append(f"missing {', '.join(missing)}")
+    problems += [f"{flag} must be a bool" for flag in ("thread_safe", "remote")
+                 if not isinstance(getattr(cls, flag, False), bool)]
+    problems += [f"{hook} must be callable or None" for hook in ("deploy_serve", "serve_client")
+                 if getattr(cls, hook, None) is not None and not callable(getattr(cls, hook))]
+    if problems:
+        raise ConfigError(f"engine {where} ({_qualname(cls)}) does not conform to the protocol: {'; '.join(problems)}")
+
+
+def _qualname(obj) -> str:
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', type(obj).__qualname__)}"
 
 
 def _discover() -> None:
@@ -69,8 +111,7 @@ def _discover() -> None:
     ENGINES.freeze()
 
 
-ENGINES: Registry[EngineSpec] = Registry("engine", _discover, lambda o: isinstance(o, EngineSpec),
-                                         "an llmrec.serving.engine.EngineSpec (name, config class, engine class)")
+ENGINES: Registry[EngineSpec] = Registry("engine", _discover, check_engine)
 
 
 def register_engine(name: str, config_cls: type[EngineConfig]):

@@ -40,7 +40,7 @@ def runs_in_process(cfg: dict | EngineConfig) -> bool:
     """False for engines that are clients of a server elsewhere (``remote = True``, e.g. openai):
     such an engine has nothing to place, so a pool of them would only add a hop."""
     kind = cfg["type"] if isinstance(cfg, dict) else cfg.type
-    return not getattr(ENGINES.get(str(kind)).engine_cls, "remote", False)
+    return not ENGINES.get(str(kind)).engine_cls.remote
 
 
 class EngineActor:
@@ -59,7 +59,7 @@ class EngineActor:
             log.error("engine dead, restarting this engine actor: %s", e)
             os._exit(1)
         except ContextOverflow as e:
-            return {"error": {"kind": "context_overflow", "args": [e.prompt_tokens, e.context_length, e.max_tokens]}}
+            return {"error": {"kind": "context_overflow", "args": [e.prompt_tokens, e.context_limit, e.max_tokens]}}
         except Exception as e:  # noqa: BLE001 - a whole-engine failure, re-raised by the client
             return {"error": {"kind": "engine", "message": f"{type(e).__name__}: {e}"}}
 
@@ -73,7 +73,7 @@ class EngineActor:
         return self._run(self._engine.identity)
 
     def context_limit(self) -> dict:
-        return {"ok": getattr(self._engine, "context_limit", None)}
+        return {"ok": self._engine.context_limit}
 
     def check_health(self) -> bool:
         return bool(self._engine.check_health())
@@ -242,7 +242,7 @@ def start_engine_pool(cfg: dict, replicas: int, name: str, num_cpus: float = 1.0
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     cls = ENGINES.get(str(cfg["type"])).engine_cls
-    calls = THREADED_CALLS if getattr(cls, "thread_safe", False) else 1
+    calls = THREADED_CALLS if cls.thread_safe else 1
     remote = ray.remote(EngineActor)
     pool, t0 = EnginePool(cfg, []), time.perf_counter()
     try:

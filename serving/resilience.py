@@ -29,7 +29,7 @@ def _call(engine, requests: list[Request]) -> list[Result]:
     except ContextOverflow as e:
         # engines report over-context per request; a raise can only be attributed to a lone request
         if len(requests) == 1:
-            return [Result.over_context(requests[0], e.prompt_tokens, str(e))]
+            return [Result.over_context(requests[0], e)]
         return [Result.failure(r, f"ContextOverflow for the whole batch: {e}") for r in requests]
     except Exception as e:  # noqa: BLE001 - any engine failure is retried, then recorded
         return [Result.failure(r, f"{type(e).__name__}: {e}") for r in requests]

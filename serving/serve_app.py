@@ -14,7 +14,6 @@
 # No `from __future__ import annotations`: FastAPI must see the real `HTTPRequest` type.
 import asyncio
 import contextlib
-import re
 import json
 import logging
 import threading
@@ -39,14 +38,14 @@ HEALTH_TIMEOUT_S = 120.0
 
 def _error_payload(e: Exception) -> dict:
     if isinstance(e, ContextOverflow):
-        return {"kind": "context_overflow", "prompt_tokens": e.prompt_tokens, "context_length": e.context_length,
+        return {"kind": "context_overflow", "prompt_tokens": e.prompt_tokens, "context_limit": e.context_limit,
                 "message": str(e)}
     return {"kind": "engine", "message": f"{type(e).__name__}: {e}"}
 
 
 def _raise_payload(err: dict):
     if err["kind"] == "context_overflow":
-        raise ContextOverflow(err["prompt_tokens"], err["context_length"])
+        raise ContextOverflow(err["prompt_tokens"], err["context_limit"])
     raise EngineError(err["message"])
 
 
@@ -55,7 +54,7 @@ class EngineDeployment:
     def __init__(self, engine_cfg: dict):
         self._engine = build_engine(engine_cfg)
         self._engine.start()
-        safe = getattr(self._engine, "thread_safe", False)
+        safe = self._engine.thread_safe
         self._lock = contextlib.nullcontext() if safe else threading.Lock()
         log.info("engine %s ready", engine_cfg.get("type"))
 
@@ -104,6 +103,15 @@ api = FastAPI(title="llmrec", description="OpenAI-compatible front of an llmrec 
 
 def _http_error(status: int, message: str, kind: str = "invalid_request_error", code: str | None = None):
     return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": code}}, status)
+
+
+def _over_context(req: Request, prompt_tokens: int, limit: int | None):
+    """OpenAI's (and vLLM's) 400 for a prompt over the context, from the typed numbers."""
+    asked = prompt_tokens + req.sampling.max_tokens
+    size = f"is {limit} tokens" if limit is not None else "was exceeded"
+    return _http_error(400, f"This model's maximum context length {size}. However, you requested {asked} tokens "
+                       f"({prompt_tokens} in the messages, {req.sampling.max_tokens} in the completion).",
+                       code="context_length_exceeded")
 
 
 def chat_request(body: dict) -> Request:
@@ -182,18 +190,11 @@ class OpenAIIngress:
         if "error" in out:
             err = out["error"]
             if err["kind"] == "context_overflow":
-                asked = err["prompt_tokens"] + req.sampling.max_tokens
-                return _http_error(400, f"This model's maximum context length is {err['context_length']} tokens. "
-                                   f"However, you requested {asked} tokens ({err['prompt_tokens']} in the messages, "
-                                   f"{req.sampling.max_tokens} in the completion).", code="context_length_exceeded")
+                return _over_context(req, err["prompt_tokens"], err["context_limit"])
             return _http_error(500, err["message"], kind="server_error")
         res = Result.model_validate(out["ok"])
         if res.finish_reason == "over_context":
-            limit = re.search(r"context is (\d+)", res.error or "")
-            asked = res.prompt_tokens + req.sampling.max_tokens
-            return _http_error(400, f"This model's maximum context length is {limit.group(1) if limit else 0} tokens. "
-                               f"However, you requested {asked} tokens ({res.prompt_tokens} in the messages, "
-                               f"{req.sampling.max_tokens} in the completion).", code="context_length_exceeded")
+            return _over_context(req, res.prompt_tokens, res.context_limit)
         if res.finish_reason == "error":
             return _http_error(500, res.error or "engine error", kind="server_error")
         return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),

@@ -20,6 +20,7 @@ from llmrec.config import dump_yaml, fingerprint, load_config, validate
 from llmrec.errors import ConfigError
 from llmrec.models.export import candidate_lists, export_embeddings, topk_frame
 from llmrec.models.trainer import CHECKPOINT
+from llmrec.ray_start import start_ray
 from llmrec.tuning.config import TrainConfig, TuneConfig, set_path
 from llmrec import tracking
 from llmrec.tracking import log_metrics, tracking_uri
@@ -207,11 +208,7 @@ def _sweep(cfg: TuneConfig, sweep: RunFiles, metric: str, space: dict, resume: b
     if not resume and exists:
         raise ConfigError(f"a sweep already exists at {sweep.uri}; pass --resume to continue it or set output.run_name")
     sweep.write_text("resolved.yaml", dump_yaml(cfg))
-    started = False
-    if not ray.is_initialized():
-        kwargs = {"num_cpus": cfg.tune.num_cpus} if cfg.tune.ray_address is None else {}
-        ray.init(address=cfg.tune.ray_address, include_dashboard=False, configure_logging=False, **kwargs)
-        started = True
+    started = start_ray(cfg.tune.ray_address, cfg.tune.num_cpus)
     try:
         data = prepare_data(cfg)
         base = cfg.train_config()

@@ -33,7 +33,7 @@ from typing import Callable
 import pandas as pd
 
 from llmrec.errors import ConfigError, DataError
-from llmrec.registry import Registry
+from llmrec.registry import Registry, expects
 from llmrec.interactions.config import DataSpec
 from llmrec.interactions.schema import (
     ITEM_ID,
@@ -62,8 +62,9 @@ class Reader:
     options: tuple[str, ...]
 
 
-FORMATS: Registry[Reader] = Registry("interaction format", accepts=lambda o: isinstance(o, Reader),
-                                     expected="an llmrec.interactions.readers.Reader")
+FORMATS: Registry[Reader] = Registry(
+    "interaction format", check=expects("interaction format", lambda o: isinstance(o, Reader),
+                                        "an llmrec.interactions.readers.Reader"))
 
 
 def register_reader(name: str, options: tuple[str, ...] = ()) -> Callable[[ReaderFn], ReaderFn]:

@@ -151,11 +151,11 @@ def _log(cfg, label, metrics, path, run_dir, tcfg, seconds) -> None:
 
     bench = _owner(cfg.score_task)
     exp = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment or cfg.score_task, cfg.tracking.artifact_root)
-    heads = getattr(bench, "headline_metrics", ()) if bench is not None else ()
+    heads = bench.headline_metrics if bench is not None else ()
     with mlflow.start_run(experiment_id=exp, run_name=f"baseline-{label}"):
         mlflow.set_tags({"git_commit": tracking.git_commit(), "llmrec.kind": "baseline",
                          "llmrec.headline": ",".join(heads), "llmrec.setting": f"baseline={label}",
-                         "benchmark": getattr(bench, "name", cfg.score_task), "model": tcfg.model.name,
+                         "benchmark": bench.name if bench is not None else cfg.score_task, "model": tcfg.model.name,
                          "engine": "baseline", "data_fingerprint": fingerprint(str(cfg.candidates), 16),
                          "protocol": json.dumps({"split": tcfg.split.model_dump(mode="json"),
                                                  "candidates": str(cfg.candidates)}, sort_keys=True, default=str)})

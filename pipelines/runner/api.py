@@ -33,14 +33,14 @@ def run_evaluation(cfg: RunConfig, data_dir: Path | None = None, progress: Progr
     fresh = stream(p, progress)
     t0 = time.perf_counter()
     rows = collect(p)
-    metrics = p.bench.aggregate(cfg.benchmark, rows)
+    metrics = p.bench.aggregate(cfg.benchmark, rows, p.assets)
     t1 = time.perf_counter()
     stats = {**invocation_stats(fresh), "samples_resumed": float(len(p.samples) - len(p.pending)),
              "samples_new": float(len(fresh))}
     staged = staging_dir(p)
     files = write_outputs(p, rows, metrics, staged)
     t2 = time.perf_counter()
-    plots = p.bench.plots(cfg.benchmark, rows, staged / "plots") if rows else []
+    plots = p.bench.plots(cfg.benchmark, rows, staged / "plots", p.assets) if rows else []
     t3 = time.perf_counter()
     publish(p, staged, list(files.values()) + list(plots))
     p.timings.update(time_aggregate_s=t1 - t0, time_outputs_s=time.perf_counter() - t3 + t2 - t1,

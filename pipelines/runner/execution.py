@@ -90,7 +90,7 @@ def open_engine(cfg: dict, mode: str, role: str, cache, run: str = "", timeout_s
         from llmrec.serving.engine import ENGINES
         from llmrec.serving.serve_app import ServeEngine
 
-        client = getattr(ENGINES.get(cfg["type"]).engine_cls, "serve_client", None)  # e.g. ray.serve.llm for vllm
+        client = ENGINES.get(cfg["type"]).engine_cls.serve_client  # e.g. ray.serve.llm for vllm
         engine = client(cfg) if client else ServeEngine(app_name(run, role), cfg, timeout_s=timeout_s)
     elif pool is not None:
         engine = pool
@@ -137,8 +137,7 @@ def plan(cfg: RunConfig, data_dir: Path | None = None) -> RunPlan:
         where = storage.materialize(where, settings.cache_root())
     root = resolve_data_dir(Path(where) if where is not None else None, bench.data)
     samples = bench.build_samples(cfg.benchmark, root)
-    assets_fn = getattr(bench, "assets", None)
-    assets = assets_fn(cfg.benchmark, root) if assets_fn is not None else None
+    assets = bench.assets(cfg.benchmark, root)
     ids = [str(s["sample_id"]) for s in samples]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)

@@ -25,7 +25,7 @@ def group_needs(cfg, max_groups: int, block_size: int) -> tuple[list[GroupNeed],
     bench = get_benchmark(cfg.benchmark.name)
     root = resolve_data_dir(cfg.data.dir, bench.data)
     samples = bench.build_samples(cfg.benchmark, root)
-    assets = bench.assets(cfg.benchmark, root) if hasattr(bench, "assets") else None
+    assets = bench.assets(cfg.benchmark, root)
     groups = group_by_prefix(samples)
     step = max(1, len(groups) // max_groups)
     return dry_run_needs(bench, cfg.benchmark, groups[::step][:max_groups], block_size, assets), len(groups)

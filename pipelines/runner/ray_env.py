@@ -1,30 +1,19 @@
-"""Ray start-up, Serve app and engine pool lifecycle for a run (the only module touching ray.init)."""
+"""Ray start-up (through ``llmrec.ray_start``, the one module calling ``ray.init``), Serve app and
+engine pool lifecycle for a run."""
 
 from __future__ import annotations
 
 import logging
 
 from llmrec.pipelines.runner.run_config import ExecutionConfig, RayConfig, RunConfig
+from llmrec.ray_start import start_ray
 
 log = logging.getLogger(__name__)
 
 
 def ensure_ray(cfg: RayConfig) -> None:
-    import ray
-
-    if ray.is_initialized():
-        return
-    kwargs: dict = {"ignore_reinit_error": True, "log_to_driver": False, "include_dashboard": False,
-                    "logging_level": logging.WARNING}
-    if cfg.address:
-        kwargs["address"] = cfg.address
-        kwargs.pop("include_dashboard")
-    else:  # a local instance: this process starts its raylet, so its system config applies
-        kwargs["_system_config"] = {"worker_niceness": cfg.worker_niceness}
-        if cfg.num_cpus:
-            kwargs["num_cpus"] = cfg.num_cpus
-    ray.init(**kwargs)
-    log.info("Ray ready: %s", ray.cluster_resources())
+    """Start or join Ray as a run's ``ray:`` section says (workers' output stays off the progress bar)."""
+    start_ray(cfg.address, cfg.num_cpus, cfg.worker_niceness, worker_logs=False)
 
 
 def start_serve_apps(engines: dict, ex: ExecutionConfig, run: str) -> dict:
@@ -40,7 +29,7 @@ def start_serve_apps(engines: dict, ex: ExecutionConfig, run: str) -> dict:
     remove_apps([app_name(run, role) for role in engines], reason="left by an earlier driver of this run")
     out = {}
     for role, cfg in engines.items():
-        own = getattr(ENGINES.get(cfg["type"]).engine_cls, "deploy_serve", None)
+        own = ENGINES.get(cfg["type"]).engine_cls.deploy_serve
         if own is not None:
             out[role] = own(cfg, app_name(run, role), ex.concurrency, ex.num_cpus_per_worker, ex.num_gpus_per_worker)
             continue

@@ -36,11 +36,10 @@ def write_outputs(p: RunPlan, rows: list[dict], metrics: dict, d: Path) -> dict[
     samples = d / "samples.parquet"
     flat.to_parquet(samples, index=False)
     files = {"metrics": d / "metrics.json", "samples": samples, "config": d / "resolved.yaml"}
-    preds = getattr(p.bench, "predictions", None)
-    if preds is not None:
+    if p.bench.predictions is not None:
         files["predictions"] = d / "predictions.jsonl"
         with open(files["predictions"], "w") as fh:
-            for line in preds(rows):
+            for line in p.bench.predictions(rows, p.assets):
                 fh.write(json.dumps(line) + "\n")
     return files
 
@@ -66,10 +65,6 @@ def group_rows(rows: list[dict], keys: tuple[str, ...]) -> dict[tuple, list[dict
     return dict(out)
 
 
-def _headline(p: RunPlan) -> tuple[str, ...]:
-    return tuple(getattr(p.bench, "headline_metrics", ()) or ())
-
-
 def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Path], plots: list[Path],
                run_stats: dict) -> str | None:
     cfg = p.config
@@ -77,7 +72,7 @@ def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Pat
         return None
     import mlflow
 
-    headline = _headline(p)
+    headline = p.bench.headline_metrics
     exp_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment or p.bench.name, cfg.tracking.artifact_root,
                             headline)
     run_id = p.run_dir.read_text("mlflow_run_id").strip() if p.run_dir.exists("mlflow_run_id") else None
@@ -118,7 +113,7 @@ def _log_children(p: RunPlan, rows: list[dict], exp_id: str, parent_id: str, tag
         [exp_id], filter_string=f"tags.`{tracking.TAG_PARENT}` = '{parent_id}'")}
     for values, rs in sorted(groups.items(), key=lambda kv: str(kv[0])):
         setting = ",".join(f"{k}={v}" for k, v in zip(keys, values))
-        m = tracking.finite_metrics(p.bench.aggregate(p.config.benchmark, rs))
+        m = tracking.finite_metrics(p.bench.aggregate(p.config.benchmark, rs, p.assets))
         digest = fingerprint([[r.get("sample_id"), r.get("status"), r.get("error")] for r in rs], 16)
         run = existing.get(setting)
         if run is None:

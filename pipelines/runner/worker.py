@@ -30,7 +30,7 @@ def _ok(sample: Sample) -> bool:
 
 def _record(sample: Sample, stage: str, result: Result) -> None:
     outs = sample.setdefault("outputs", {})
-    entry = result.model_dump(exclude={"request_id"})
+    entry = result.model_dump(exclude={"request_id"} | ({"context_limit"} if result.context_limit is None else set()))
     prev = outs.get(stage)
     outs[stage] = entry if prev is None else (prev if isinstance(prev, list) else [prev]) + [entry]
 

@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmrec.errors import ContextOverflow, EngineError
-from llmrec.serving.engine import EngineConfig, register_engine
+from llmrec.serving.engine import EngineBase, EngineConfig, register_engine
 from llmrec.types import Request, Result
 
 
@@ -37,7 +37,7 @@ class FakeEngineConfig(EngineConfig):
 
 
 @register_engine("fake", FakeEngineConfig)
-class FakeEngine:
+class FakeEngine(EngineBase):
     def __init__(self, config: FakeEngineConfig):
         self.config = config
         self.calls = 0
@@ -74,7 +74,7 @@ class FakeEngine:
             t0 = time.perf_counter()
             n_prompt = self.count_tokens(req)
             if self.config.context_length and n_prompt > self.config.context_length:
-                out.append(Result.over_context(req, n_prompt, str(ContextOverflow(n_prompt, self.config.context_length))))
+                out.append(Result.over_context(req, ContextOverflow(n_prompt, self.config.context_length)))
                 continue
             if self.config.delay_s:
                 time.sleep(self.config.delay_s)

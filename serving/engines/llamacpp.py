@@ -30,7 +30,7 @@ from pydantic import Field, model_validator
 
 from llmrec.errors import ConfigError, ContextOverflow, EngineError, MissingDependency
 from llmrec.settings import cache_root
-from llmrec.serving.engine import EngineConfig, register_engine
+from llmrec.serving.engine import EngineBase, EngineConfig, register_engine
 from llmrec.types import Constraint, Message, Request, Result
 
 log = logging.getLogger(__name__)
@@ -187,7 +187,7 @@ def _llama_class(llama_cpp, use_extra_bufts: bool):
 
 
 @register_engine("llamacpp", LlamaCppEngineConfig)
-class LlamaCppEngine:
+class LlamaCppEngine(EngineBase):
     def __init__(self, config: LlamaCppEngineConfig):
         self.config = config
         self._llm = None
@@ -365,7 +365,7 @@ class LlamaCppEngine:
             for i, (req, toks) in enumerate(zip(requests, tokens)):
                 if len(toks) + req.sampling.max_tokens > self.context_limit:
                     e = ContextOverflow(len(toks), self.context_limit, req.sampling.max_tokens)
-                    out[i] = Result.over_context(req, len(toks), str(e))
+                    out[i] = Result.over_context(req, e)
             # Neighbours in token order share the longest prefixes; results keep the input order.
             order = sorted((i for i in range(len(requests)) if out[i] is None), key=lambda i: tokens[i])
             for i in order:

@@ -37,7 +37,7 @@ from pydantic import Field
 from llmrec.errors import ConfigError, ContextOverflow, EngineError
 from llmrec.redact import redact_url
 from llmrec.settings import read_secret
-from llmrec.serving.engine import EngineConfig, register_engine
+from llmrec.serving.engine import EngineBase, EngineConfig, register_engine
 from llmrec.types import Request, Result
 
 log = logging.getLogger(__name__)
@@ -117,16 +117,8 @@ class Concurrency:
             self._resume_at = max(self._resume_at, now + wait_s)
 
 
-def _context_overflow(text: str, fallback_prompt: int) -> ContextOverflow:
-    """Read the numbers out of e.g. vLLM's "maximum context length is 2048 tokens ... (2100 in the messages"."""
-    limit = re.search(r"maximum context length is (\d+)", text)
-    prompt = re.search(r"(\d+) (?:tokens )?in the messages|prompt (?:has|contains) (\d+)", text)
-    n_prompt = int(next(g for g in prompt.groups() if g)) if prompt else fallback_prompt
-    return ContextOverflow(n_prompt, int(limit.group(1)) if limit else 0)
-
-
 @register_engine("openai", OpenAIEngineConfig)
-class OpenAIEngine:
+class OpenAIEngine(EngineBase):
     thread_safe = True  # one httpx.Client shared by threads
     remote = True  # a client of a server elsewhere: runs inside its caller, never in an engine pool
 
@@ -239,7 +231,7 @@ class OpenAIEngine:
         if reply.status_code != 200:
             text = reply.text[:500]
             if reply.status_code == 400 and _CONTEXT_WORDS.search(text):
-                raise _context_overflow(text, estimate_tokens(request))
+                raise ContextOverflow.from_server_text(text, estimate_tokens(request))
             raise EngineError(f"{self.config.base_url}/chat/completions: HTTP {reply.status_code}: {text}")
         try:
             data = reply.json()
@@ -263,7 +255,7 @@ class OpenAIEngine:
         try:
             return self._one(request)
         except ContextOverflow as e:
-            return Result.over_context(request, e.prompt_tokens, str(e))
+            return Result.over_context(request, e)
         except EngineError as e:
             return Result.failure(request, str(e))
 

@@ -30,7 +30,7 @@ from typing import Literal
 from pydantic import Field
 
 from llmrec.errors import ContextOverflow, EngineError, MissingDependency
-from llmrec.serving.engine import EngineConfig, register_engine
+from llmrec.serving.engine import EngineBase, EngineConfig, register_engine
 from llmrec.serving.engines.llamacpp import render_gemma, render_plain
 from llmrec.types import Constraint, Message, Request, Result
 
@@ -98,7 +98,7 @@ def enumerate_schema(schema: dict) -> list[str] | None:
 
 
 @register_engine("transformers", TransformersEngineConfig)
-class TransformersEngine:
+class TransformersEngine(EngineBase):
     def __init__(self, config: TransformersEngineConfig):
         self.config = config
         self._model = self._tok = None
@@ -249,7 +249,7 @@ class TransformersEngine:
                 ids = self._ids(req)
                 if len(ids) + req.sampling.max_tokens > self._limit:
                     e = ContextOverflow(len(ids), self._limit, req.sampling.max_tokens)
-                    out.append(Result.over_context(req, len(ids), str(e)))
+                    out.append(Result.over_context(req, e))
                     continue
                 try:
                     out.append(self._one(req, ids))

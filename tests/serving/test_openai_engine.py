@@ -179,6 +179,7 @@ def test_context_error_is_context_overflow(server):
                                                      "100 in the completion)."}}))
     out = engine(server).generate([req("x")])
     assert out[0].finish_reason == "over_context" and out[0].prompt_tokens == 2000 and "2048" in out[0].error
+    assert out[0].context_limit == 2048
     server.status_body = (400, json.dumps({"error": {"message": "temperature must be >= 0"}}))
     out = engine(server).generate([req("x")])
     assert out[0].finish_reason == "error" and "temperature" in out[0].error

@@ -11,7 +11,7 @@ import pytest
 
 from llmrec.errors import ConfigError, MissingDependency
 from llmrec.serving.engine import build_engine, engine_config
-from llmrec.serving.engines.vllm import conversation, llm_kwargs, sampling_kwargs
+from llmrec.serving.engines.vllm import conversation, engine_args, sampling_kwargs
 from llmrec.types import Constraint, Message, Request, SamplingParams
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
@@ -21,14 +21,14 @@ def test_config_maps_to_llm_arguments():
     cfg = engine_config({"type": "vllm", "model": "Qwen/Qwen2.5-0.5B-Instruct", "tensor_parallel_size": 2,
                          "max_model_len": 32768, "kv_cache_dtype": "fp8", "enable_chunked_prefill": True,
                          "max_num_seqs": 64, "pipeline_parallel_size": 2, "engine_kwargs": {"swap_space": 4}})
-    kw = llm_kwargs(cfg)
+    kw = engine_args(cfg)
     assert kw == {"model": "Qwen/Qwen2.5-0.5B-Instruct", "tensor_parallel_size": 2, "pipeline_parallel_size": 2,
                   "enable_prefix_caching": True, "gpu_memory_utilization": 0.9, "kv_cache_dtype": "fp8",
                   "dtype": "auto", "enforce_eager": False, "seed": 0, "max_model_len": 32768,
                   "enable_chunked_prefill": True, "max_num_seqs": 64, "distributed_executor_backend": "ray",
                   "swap_space": 4}
     assert cfg.gpus_per_replica == 4
-    small = llm_kwargs(engine_config({"type": "vllm", "model": "m", "context_length": 4096}))
+    small = engine_args(engine_config({"type": "vllm", "model": "m", "context_length": 4096}))
     assert small["max_model_len"] == 4096 and "enable_chunked_prefill" not in small
     assert "distributed_executor_backend" not in small and "max_num_seqs" not in small
 

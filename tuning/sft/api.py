@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from llmrec.config import dump_yaml, fingerprint
+from llmrec.ray_start import start_ray
 from llmrec import tracking
 from llmrec.tracking import log_metrics, log_params
 from llmrec.tuning.sft.config import SFTConfig, with_absolute_paths
@@ -84,16 +85,6 @@ def _mlflow_run(cfg: SFTConfig, out: Path) -> str | None:
     return run_id
 
 
-def _ensure_ray(cfg: SFTConfig) -> bool:
-    import ray
-
-    if ray.is_initialized():
-        return False
-    kwargs = {"num_cpus": cfg.ray.num_cpus} if cfg.ray.address is None and cfg.ray.num_cpus else {}
-    ray.init(address=cfg.ray.address, include_dashboard=False, configure_logging=False, **kwargs)
-    return True
-
-
 def trainer_for(cfg: SFTConfig, model_dir: Path, storage: Path, name: str, callbacks: list):
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
@@ -124,7 +115,7 @@ def sft_from_config(cfg: SFTConfig) -> dict:
     uri = tracking.tracking_uri(cfg.tracking.uri)
     run_id = _mlflow_run(cfg, out)
     resumed = any((out / "train").glob("checkpoint_*"))
-    started, t0 = _ensure_ray(cfg), time.perf_counter()
+    started, t0 = start_ray(cfg.ray.address, cfg.ray.num_cpus), time.perf_counter()
     try:
         trainer = trainer_for(cfg, model_dir, out, "train", [MLflowStepLogger(uri, run_id)] if run_id else [])
         result = trainer.fit()

@@ -20,7 +20,8 @@ from llmrec.tuning.config import set_path
 from llmrec import tracking
 from llmrec.tracking import log_metrics, tracking_uri
 from llmrec.tuning.mlflow_logging import MLflowTrialLogger
-from llmrec.tuning.sft.api import SFT_HEADLINE, _ensure_ray, run_dir, trainer_for
+from llmrec.ray_start import start_ray
+from llmrec.tuning.sft.api import SFT_HEADLINE, run_dir, trainer_for
 from llmrec.tuning.sft.config import SFTConfig, with_absolute_paths
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,7 @@ def sweep_from_config(cfg: SFTConfig) -> dict:
     scheduler = FIFOScheduler() if t.scheduler.type == "fifo" else ASHAScheduler(
         time_attr="step", grace_period=t.scheduler.grace_period, reduction_factor=t.scheduler.reduction_factor,
         max_t=10**9)
-    started = _ensure_ray(cfg)
+    started = start_ray(cfg.ray.address, cfg.ray.num_cpus)
     try:
         trainable = tune.with_resources(tune.with_parameters(sft_trial, base=base, model_dir=str(model_dir),
                                                              storage=str(out / "trials")),

@@ -18,7 +18,7 @@ from llmrec.pipelines.benchmarks.beyond_utility.contract import ContractLine, sc
 from llmrec.pipelines.benchmarks.beyond_utility.dataset import load_dataset
 from llmrec.pipelines.benchmarks.beyond_utility.metrics import METRIC_KEYS
 from llmrec.pipelines.benchmarks.beyond_utility.stages import build_stages
-from llmrec.pipelines.protocol import ScoreTask
+from llmrec.pipelines.protocol import Benchmark, ScoreTask
 
 SCORE_TASK = ScoreTask(
     "beyond-utility", ContractLine, score_task,
@@ -27,7 +27,11 @@ SCORE_TASK = ScoreTask(
     options=("items", "k"))
 
 
-class BeyondUtility:
+def _catalog_key(cfg: BeyondUtilityConfig, data_dir: Path) -> str:
+    return fingerprint([cfg.model_dump(mode="json"), str(data_dir)], 16)
+
+
+class BeyondUtility(Benchmark):
     name = "beyond_utility"
     config_cls = BeyondUtilityConfig
     group_keys = results.SETTING_KEYS
@@ -46,10 +50,12 @@ class BeyondUtility:
 
     def build_samples(self, cfg: BeyondUtilityConfig, data_dir: Path) -> list[dict]:
         ds = load_dataset(cfg, data_dir)
-        key = fingerprint([cfg.model_dump(mode="json"), str(data_dir)], 16)
-        results.register(key, ds, cfg)
         templates = cfg.templates_dir if cfg.templates_dir.is_absolute() else Path(data_dir) / cfg.templates_dir
-        return samples.build(cfg, ds, templates, key)
+        return samples.build(cfg, ds, templates, _catalog_key(cfg, data_dir))
+
+    def assets(self, cfg: BeyondUtilityConfig, data_dir: Path) -> dict:
+        """The catalog (dataset + title index) that maps answered titles to ids, read on the driver."""
+        return results.catalog(cfg, load_dataset(cfg, data_dir), _catalog_key(cfg, data_dir))
 
     def stages(self, cfg: BeyondUtilityConfig) -> list:
         return build_stages(cfg)
@@ -57,19 +63,19 @@ class BeyondUtility:
     def score(self, cfg: BeyondUtilityConfig, sample: dict) -> dict:
         return {"compliant": sample.get("titles") is not None}
 
-    def aggregate(self, cfg: BeyondUtilityConfig, rows: list[dict]) -> dict[str, float]:
-        return results.aggregate(cfg, rows)
+    def aggregate(self, cfg: BeyondUtilityConfig, rows: list[dict], assets: dict | None) -> dict[str, float]:
+        return results.aggregate(cfg, rows, assets)
 
-    def predictions(self, rows: list[dict]) -> list[dict]:
+    def predictions(self, rows: list[dict], assets: dict | None) -> list[dict]:
         """Every answered row as a contract line plus its setting (per-setting files: predictions/)."""
         out = []
         for r in rows:
             if r.get("catalog_key") and (r.get("attempts") or r.get("titles") is not None):
-                out.append(dict(results.contract_line(r), setting=results.setting_of(r)))
+                out.append(dict(results.contract_line(r, assets), setting=results.setting_of(r)))
         return out
 
-    def plots(self, cfg: BeyondUtilityConfig, rows: list[dict], out_dir: Path) -> list[Path]:
-        return plots.make(cfg, rows, out_dir)
+    def plots(self, cfg: BeyondUtilityConfig, rows: list[dict], out_dir: Path, assets: dict | None) -> list[Path]:
+        return plots.make(cfg, rows, out_dir, assets)
 
 
 BENCHMARK = BeyondUtility()

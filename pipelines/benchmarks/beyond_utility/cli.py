@@ -24,7 +24,7 @@ def candidates_cmd(
     Example: llmrec beyond_utility candidates configs/beyond_utility_demo.yaml --out runs/bu-cands
     """
     from llmrec.config import apply_overrides, read_yaml, validate
-    from llmrec.pipelines.benchmarks.beyond_utility import BENCHMARK, plots, results
+    from llmrec.pipelines.benchmarks.beyond_utility import BENCHMARK, plots
     from llmrec.pipelines.benchmarks.beyond_utility.config import BeyondUtilityConfig
     from llmrec.pipelines.common.datasets import resolve_data_dir
 
@@ -32,7 +32,7 @@ def candidates_cmd(
     cfg = validate(BeyondUtilityConfig, dict(raw.get("benchmark") or {}), "benchmark")
     root = resolve_data_dir(data_dir or (raw.get("data") or {}).get("dir"), None)
     samples = BENCHMARK.build_samples(cfg, Path(root))
-    ds, _ = results.lookup(samples[0]["catalog_key"])
-    cands = plots.write_candidates(samples, out / "candidates.jsonl")
-    items = ds.write_items(out / "items.jsonl")
+    assets = BENCHMARK.assets(cfg, Path(root))
+    cands = plots.write_candidates(samples, out / "candidates.jsonl", assets)
+    items = assets["dataset"].write_items(out / "items.jsonl")
     typer.echo(f"wrote {cands} ({len({s['user_id'] for s in samples})} users) and {items}")

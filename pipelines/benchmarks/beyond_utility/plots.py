@@ -20,28 +20,28 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", name.replace(",", "__"))
 
 
-def write_contract_files(cfg: BeyondUtilityConfig, rows: list[dict], run_dir: Path) -> list[Path]:
-    ds, _ = results.lookup(rows[0]["catalog_key"])
-    files = [ds.write_items(run_dir / "items.jsonl"), write_candidates(rows, run_dir / "candidates.jsonl")]
+def write_contract_files(cfg: BeyondUtilityConfig, rows: list[dict], run_dir: Path, assets: dict | None) -> list[Path]:
+    ds, _ = results.lookup(assets, rows[0])
+    files = [ds.write_items(run_dir / "items.jsonl"), write_candidates(rows, run_dir / "candidates.jsonl", assets)]
     folder = run_dir / "predictions"
     folder.mkdir(parents=True, exist_ok=True)
     for name, rs in results.by_setting(rows).items():
         path = folder / f"{_slug(name)}.jsonl"
         with open(path, "w", encoding="utf-8") as fh:
             for r in rs:
-                fh.write(json.dumps(results.contract_line(r)) + "\n")
+                fh.write(json.dumps(results.contract_line(r, assets)) + "\n")
         files.append(path)
     return files
 
 
-def candidate_lines(rows: list[dict]) -> list[dict]:
+def candidate_lines(rows: list[dict], assets: dict | None) -> list[dict]:
     """One line per user of the candidates file the baselines rank (the shuffled order when present).
 
     ``{"user_id", "history": [raw ids, oldest first, all before the target], "candidates": [raw ids as
     presented], "ids": [contract id per candidate], "line": {user_id, target, candidates, history_len,
     base_candidates}}`` — a ranker writes ``dict(line, ranked=[ids of its top L])``.
     """
-    ds, _ = results.lookup(rows[0]["catalog_key"])
+    ds, _ = results.lookup(assets, rows[0])
     raw = ds.raw_id
     chosen: dict[str, dict] = {}
     for r in rows:
@@ -55,15 +55,15 @@ def candidate_lines(rows: list[dict]) -> list[dict]:
     return out
 
 
-def write_candidates(rows: list[dict], path: Path) -> Path:
+def write_candidates(rows: list[dict], path: Path, assets: dict | None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as fh:
-        for line in candidate_lines(rows):
+        for line in candidate_lines(rows, assets):
             fh.write(json.dumps(line) + "\n")
     return path
 
 
-def position_plot(cfg: BeyondUtilityConfig, rows: list[dict], out: Path) -> Path | None:
+def position_plot(cfg: BeyondUtilityConfig, rows: list[dict], out: Path, assets: dict | None) -> Path | None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -71,7 +71,7 @@ def position_plot(cfg: BeyondUtilityConfig, rows: list[dict], out: Path) -> Path
 
     fig, ax = plt.subplots(figsize=(7, 3.5))
     for order in sorted({r["order"] for r in rows}):
-        acc = results.accuracy_by_position(cfg, [r for r in rows if r["order"] == order])
+        acc = results.accuracy_by_position(cfg, [r for r in rows if r["order"] == order], assets)
         if acc:
             ax.plot(list(acc), [v[0] for v in acc.values()], marker="o", label=order)
     ax.set_xlabel("target position among the candidates")
@@ -84,7 +84,7 @@ def position_plot(cfg: BeyondUtilityConfig, rows: list[dict], out: Path) -> Path
     return out
 
 
-def history_plot(cfg: BeyondUtilityConfig, rows: list[dict], out: Path) -> Path | None:
+def history_plot(cfg: BeyondUtilityConfig, rows: list[dict], out: Path, assets: dict | None) -> Path | None:
     lengths = sorted({r["history_shown"] for r in rows}, key=lambda h: (h == "all", int(h) if h != "all" else 0))
     if len(lengths) < 2:
         return None
@@ -100,7 +100,7 @@ def history_plot(cfg: BeyondUtilityConfig, rows: list[dict], out: Path) -> Path 
                   for h in lengths]
         groups = [(h, rs) for h, rs in groups if rs]
         for key in ("hr", "ndcg"):
-            ax.plot([h for h, _ in groups], [results.setting_metrics(cfg, rs)[key] for _, rs in groups], marker="o",
+            ax.plot([h for h, _ in groups], [results.setting_metrics(cfg, rs, assets)[key] for _, rs in groups], marker="o",
                     label=f"{prompt} {key}@{cfg.k}")
     ax.set_xlabel("history items shown")
     ax.legend()
@@ -110,14 +110,14 @@ def history_plot(cfg: BeyondUtilityConfig, rows: list[dict], out: Path) -> Path 
     return out
 
 
-def make(cfg: BeyondUtilityConfig, rows: list[dict], out_dir: Path) -> list[Path]:
+def make(cfg: BeyondUtilityConfig, rows: list[dict], out_dir: Path, assets: dict | None) -> list[Path]:
     rows = [r for r in rows if r.get("catalog_key")]
     if not rows:
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
-    files = write_contract_files(cfg, rows, out_dir.parent)
+    files = write_contract_files(cfg, rows, out_dir.parent, assets)
     for fn, name in ((position_plot, "position_bias.png"), (history_plot, "history_length.png")):
-        path = fn(cfg, rows, out_dir / name)
+        path = fn(cfg, rows, out_dir / name, assets)
         if path is not None:
             files.append(path)
     return files

@@ -1,7 +1,8 @@
 """Rows → contract lines → metrics, per setting, plus CandDif, compliance and accuracy by position.
 
-Title → id mapping needs the whole catalog, so it runs where the samples were built (the
-driver): ``build_samples`` registers the dataset under a ``catalog_key`` every sample carries.
+Title → id mapping needs the whole catalog: the benchmark's assets (``catalog``, read on the driver
+by ``assets``) carry it, and every function here that maps titles receives them. Every sample
+carries the ``catalog_key`` of the catalog it was built from; rows of another catalog are refused.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import math
 
 import numpy as np
 
+from llmrec.errors import DataError
 from llmrec.pipelines.benchmarks.beyond_utility import parsing
 from llmrec.pipelines.benchmarks.beyond_utility.config import BeyondUtilityConfig
 from llmrec.pipelines.benchmarks.beyond_utility.contract import check_predictions
@@ -18,26 +20,31 @@ from llmrec.pipelines.benchmarks.beyond_utility.metrics import compute, hits_and
 
 SETTING_KEYS = ("prompt", "history_shown", "order")
 CONTRACT_KEYS = ("user_id", "target", "candidates", "ranked", "history_len", "base_candidates")
-_DATASETS: dict[str, tuple[Dataset, parsing.TitleIndex]] = {}
 
 
-def register(key: str, ds: Dataset, cfg: BeyondUtilityConfig) -> None:
-    _DATASETS[key] = (ds, parsing.TitleIndex(ds.titles, cfg.title_match, cfg.fuzzy_threshold, cfg.padding))
+def catalog(cfg: BeyondUtilityConfig, ds: Dataset, key: str) -> dict:
+    """The benchmark's assets: the dataset, its title index and the key its samples carry."""
+    return {"dataset": ds, "titles": parsing.TitleIndex(ds.titles, cfg.title_match, cfg.fuzzy_threshold, cfg.padding),
+            "catalog_key": key}
 
 
-def lookup(key: str) -> tuple[Dataset, parsing.TitleIndex]:
-    if key not in _DATASETS:
-        raise KeyError(f"catalog {key!r} is not loaded in this process (build_samples registers it)")
-    return _DATASETS[key]
+def lookup(assets: dict | None, row: dict) -> tuple[Dataset, parsing.TitleIndex]:
+    """The catalog ``row`` was built from (a clear error when the assets are another one's)."""
+    if assets is None or "dataset" not in assets:
+        raise DataError("Beyond Utility maps titles with its catalog: pass the benchmark's assets(cfg, data_dir)")
+    if row.get("catalog_key") != assets["catalog_key"]:
+        raise DataError(f"row {row.get('sample_id')!r} was built from catalog {row.get('catalog_key')!r}, not from "
+                        f"this run's {assets['catalog_key']!r} (same config, other data?): start it with --fresh")
+    return assets["dataset"], assets["titles"]
 
 
 def setting_of(row: dict) -> str:
     return ",".join(f"{k}={row.get(k)}" for k in SETTING_KEYS)
 
 
-def contract_line(row: dict) -> dict:
+def contract_line(row: dict, assets: dict | None) -> dict:
     """One P.jsonl line; an answer that never complied ranks nothing (all 0)."""
-    _, index = lookup(row["catalog_key"])
+    _, index = lookup(assets, row)
     titles = row.get("titles")
     n = row["list_len"]
     ranked = index.ids(parsing.fit(titles, n)) if titles else [0] * n
@@ -52,9 +59,9 @@ def by_setting(rows: list[dict]) -> dict[str, list[dict]]:
     return out
 
 
-def setting_metrics(cfg: BeyondUtilityConfig, rows: list[dict]) -> dict[str, float]:
-    ds, _ = lookup(rows[0]["catalog_key"])
-    users = check_predictions(enumerate((contract_line(r) for r in rows), 1), cfg.k, "rows")
+def setting_metrics(cfg: BeyondUtilityConfig, rows: list[dict], assets: dict | None) -> dict[str, float]:
+    ds, _ = lookup(assets, rows[0])
+    users = check_predictions(enumerate((contract_line(r, assets) for r in rows), 1), cfg.k, "rows")
     m = compute(users, ds.catalog, cfg.k)
     calls = sum(r.get("attempts") or 0 for r in rows)
     bad = sum(r.get("noncompliant") or 0 for r in rows)
@@ -64,7 +71,7 @@ def setting_metrics(cfg: BeyondUtilityConfig, rows: list[dict]) -> dict[str, flo
     return m
 
 
-def _canddif(cfg: BeyondUtilityConfig, groups: dict[str, list[dict]]) -> dict[str, float]:
+def _canddif(cfg: BeyondUtilityConfig, groups: dict[str, list[dict]], assets: dict | None) -> dict[str, float]:
     """CandDif = metric(target_first) − metric(shuffled), per (prompt, history) holding both orders."""
     out = {}
     for name, rows in groups.items():
@@ -77,23 +84,23 @@ def _canddif(cfg: BeyondUtilityConfig, groups: dict[str, list[dict]]) -> dict[st
             rows, twin = [r for r in rows if r["target"] in r["candidates"]], [r for r in twin if r["target"] in r["candidates"]]
             if not rows or not twin:
                 continue
-        a, b = setting_metrics(cfg, rows), setting_metrics(cfg, twin)
+        a, b = setting_metrics(cfg, rows, assets), setting_metrics(cfg, twin, assets)
         prefix = name.replace(",order=target_first", "")
         for key in ("hr", "ndcg"):
             out[f"{prefix}/canddif_{key}" if len(groups) > 2 else f"canddif_{key}"] = a[key] - b[key]
     return out
 
 
-def aggregate(cfg: BeyondUtilityConfig, rows: list[dict]) -> dict[str, float]:
+def aggregate(cfg: BeyondUtilityConfig, rows: list[dict], assets: dict | None) -> dict[str, float]:
     rows = [r for r in rows if r.get("status", "ok") == "ok" or r.get("titles") is not None or r.get("attempts")]
     if not rows:
         return {}
     groups = by_setting(rows)
     if len(groups) == 1:
-        out = setting_metrics(cfg, rows)
+        out = setting_metrics(cfg, rows, assets)
     else:
-        out = {f"{name}/{k}": v for name, rs in groups.items() for k, v in setting_metrics(cfg, rs).items()}
-    out.update(_canddif(cfg, groups))
+        out = {f"{name}/{k}": v for name, rs in groups.items() for k, v in setting_metrics(cfg, rs, assets).items()}
+    out.update(_canddif(cfg, groups, assets))
     if cfg.task == "reranking":
         held = [r for r in rows if r["target"] in r["candidates"]]
         out["target_in_pool"] = len(held) / len(rows)
@@ -103,9 +110,9 @@ def aggregate(cfg: BeyondUtilityConfig, rows: list[dict]) -> dict[str, float]:
     return out
 
 
-def accuracy_by_position(cfg: BeyondUtilityConfig, rows: list[dict]) -> dict[int, tuple[float, int]]:
+def accuracy_by_position(cfg: BeyondUtilityConfig, rows: list[dict], assets: dict | None) -> dict[int, tuple[float, int]]:
     """1-based position of the target among the presented candidates → (HR, users)."""
-    lines = check_predictions(enumerate((contract_line(r) for r in rows), 1), cfg.k, "rows", unique=False)
+    lines = check_predictions(enumerate((contract_line(r, assets) for r in rows), 1), cfg.k, "rows", unique=False)
     hit, _ = hits_and_ndcg(lines, cfg.k)
     out: dict[int, list[float]] = {}
     for line, h in zip(lines, hit):

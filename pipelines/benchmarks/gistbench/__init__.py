@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llmrec.pipelines.protocol import DataFile, DataManifest, LoopStage, ScoreTask
+from llmrec.pipelines.protocol import Benchmark, DataFile, DataManifest, LoopStage, ScoreTask
 from llmrec.pipelines.benchmarks.gistbench import aggregate as agg
 from llmrec.pipelines.benchmarks.gistbench.config import GistbenchConfig
 from llmrec.pipelines.benchmarks.gistbench.predictions import ContractLine, score_predictions
@@ -35,7 +35,7 @@ def _manifest() -> DataManifest:
                         probe="gistbench/gistbench/assets/categories.csv")
 
 
-class GistBench:
+class GistBench(Benchmark):
     name = "gistbench"
     config_cls = GistbenchConfig
     group_keys = ("chunk_size",)
@@ -60,13 +60,13 @@ class GistBench:
     def score(self, cfg: GistbenchConfig, sample: dict) -> dict:
         return score_sample(cfg, sample)
 
-    def aggregate(self, cfg: GistbenchConfig, rows: list[dict]) -> dict[str, float]:
+    def aggregate(self, cfg: GistbenchConfig, rows: list[dict], assets: dict | None) -> dict[str, float]:
         return agg.aggregate(cfg, rows)
 
-    def plots(self, cfg: GistbenchConfig, rows: list[dict], out_dir: Path) -> list[Path]:
+    def plots(self, cfg: GistbenchConfig, rows: list[dict], out_dir: Path, assets: dict | None) -> list[Path]:
         return agg.plots(cfg, rows, out_dir)
 
-    def predictions(self, rows: list[dict]) -> list[dict]:
+    def predictions(self, rows: list[dict], assets: dict | None) -> list[dict]:
         return agg.predictions(rows)
 
 

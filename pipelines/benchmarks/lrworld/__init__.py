@@ -14,13 +14,13 @@ from pathlib import Path
 from llmrec.pipelines.benchmarks.lrworld import metrics, samples
 from llmrec.pipelines.benchmarks.lrworld.config import LRWorldConfig
 from llmrec.pipelines.benchmarks.lrworld.stages import build_stages
-from llmrec.pipelines.protocol import ScoreTask
+from llmrec.pipelines.protocol import Benchmark, ScoreTask
 
 LINE_KEYS = ("sample_id", "base_id", "measure", "factor", "scale", "dataset", "field", "variant", "run",
              "gold", "gold_pos", "gold_pop", "options", "output", "parsed", "status")
 
 
-class LRWorld:
+class LRWorld(Benchmark):
     name = "lrworld"
     config_cls = LRWorldConfig
     group_keys = ("variant",)
@@ -58,7 +58,7 @@ class LRWorld:
     def score(self, cfg: LRWorldConfig, sample: dict) -> dict:
         return metrics.score_line({**sample, "parsed": None})
 
-    def aggregate(self, cfg: LRWorldConfig, rows: list[dict]) -> dict[str, float]:
+    def aggregate(self, cfg: LRWorldConfig, rows: list[dict], assets: dict | None) -> dict[str, float]:
         """Rows that failed in the engine (error, over context) count as missed answers."""
         lines = [r if r.get("status", "ok") == "ok" and "correct" in r else
                  {**r, "parsed": None, "correct": False, "missed": True, "pred_pos": None} for r in rows]
@@ -66,14 +66,14 @@ class LRWorld:
         out["failed_rows"] = float(sum(r.get("status", "ok") != "ok" for r in rows))
         return out
 
-    def predictions(self, rows: list[dict]) -> list[dict]:
+    def predictions(self, rows: list[dict], assets: dict | None) -> list[dict]:
         """Lines of the ``llmrec score lrworld`` contract (every row; a failed one has output null)."""
         return [{k: r.get(k) for k in LINE_KEYS} for r in rows]
 
-    def plots(self, cfg: LRWorldConfig, rows: list[dict], out_dir: Path) -> list[Path]:
+    def plots(self, cfg: LRWorldConfig, rows: list[dict], out_dir: Path, assets: dict | None) -> list[Path]:
         from llmrec.pipelines.benchmarks.lrworld.plots import all_plots
 
-        return all_plots({"this run": self.aggregate(cfg, rows)}, out_dir)
+        return all_plots({"this run": self.aggregate(cfg, rows, assets)}, out_dir)
 
 
 BENCHMARK = LRWorld()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llmrec.pipelines.protocol import ScoreTask
+from llmrec.pipelines.protocol import Benchmark, ScoreTask
 from llmrec.pipelines.benchmarks.perrecbench import metrics, samples
 from llmrec.pipelines.benchmarks.perrecbench.config import PerRecBenchConfig
 from llmrec.pipelines.benchmarks.perrecbench.profiles import profile_stage
@@ -21,7 +21,7 @@ from llmrec.pipelines.benchmarks.perrecbench.stages import build_stages, finaliz
 CONTRACT_KEYS = ("group_id", "mode", "relative_ratings", "avg_ratings", "ratings", "prediction")
 
 
-class PerRecBench:
+class PerRecBench(Benchmark):
     name = "perrecbench"
     config_cls = PerRecBenchConfig
     group_keys = ("level", "mode")
@@ -57,15 +57,15 @@ class PerRecBench:
         return {"prediction": prediction, "ptc": s["ptc"], "ptc_rank": s["ptc_rank"],
                 "exact_match": s["exact_match"], "missed": not s["usable"]}
 
-    def aggregate(self, cfg: PerRecBenchConfig, rows: list[dict]) -> dict[str, float]:
+    def aggregate(self, cfg: PerRecBenchConfig, rows: list[dict], assets: dict | None) -> dict[str, float]:
         return metrics.aggregate_rows(rows, cfg.levels)
 
-    def predictions(self, rows: list[dict]) -> list[dict]:
+    def predictions(self, rows: list[dict], assets: dict | None) -> list[dict]:
         """Lines of the ``llmrec score perrecbench`` contract (answered samples)."""
         keep = CONTRACT_KEYS + ("level", "item_id", "user_ids", "item_avg_ratings")
         return [{k: r.get(k) for k in keep} for r in rows if r.get("status", "ok") == "ok"]
 
-    def plots(self, cfg: PerRecBenchConfig, rows: list[dict], out_dir: Path) -> list[Path]:
+    def plots(self, cfg: PerRecBenchConfig, rows: list[dict], out_dir: Path, assets: dict | None) -> list[Path]:
         from llmrec.pipelines.benchmarks.perrecbench.report import results_table
 
         return results_table(metrics.aggregate_rows(rows, cfg.levels), cfg.levels, out_dir)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from llmrec.pipelines.protocol import DataFile, DataManifest, ScoreTask
+from llmrec.pipelines.protocol import Benchmark, DataFile, DataManifest, ScoreTask
 from llmrec.pipelines.benchmarks.prefeval import gen_metrics, metrics
 from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
 from llmrec.pipelines.benchmarks.prefeval.judge import CHECKS, derive
@@ -28,7 +28,7 @@ def _manifest() -> DataManifest:
                         probe="prefeval/benchmark_dataset/filtered_inter_turns.json")
 
 
-class PrefEval:
+class PrefEval(Benchmark):
     name = "prefeval"
     config_cls = PrefEvalConfig
     group_keys = ("task", "form", "turns", "method", "position", "extra_prefs", "conflict")
@@ -72,12 +72,12 @@ class PrefEval:
             return {}
         return derive({c: sample.get(f"judge_{c}") for c in CHECKS}, cfg.judge_mode)
 
-    def aggregate(self, cfg: PrefEvalConfig, rows: list[dict]) -> dict[str, float]:
+    def aggregate(self, cfg: PrefEvalConfig, rows: list[dict], assets: dict | None) -> dict[str, float]:
         if cfg.task == "mcq":
             return metrics.mcq_metrics(rows)
         return gen_metrics.gen_metrics(rows, cfg.judge_mode)
 
-    def predictions(self, rows: list[dict]) -> list[dict]:
+    def predictions(self, rows: list[dict], assets: dict | None) -> list[dict]:
         """Lines for `llmrec score prefeval-mcq` / `prefeval-gen` (answered samples)."""
         groups = ("topic", "form", "turns", "method", "position", "extra_prefs", "conflict", "prompt_tokens")
         out = []
@@ -92,7 +92,7 @@ class PrefEval:
                 out.append({**line, "response": r.get("output"), **{k: r.get(k) for k in groups}})
         return out
 
-    def plots(self, cfg: PrefEvalConfig, rows: list[dict], out_dir: Path) -> list[Path]:
+    def plots(self, cfg: PrefEvalConfig, rows: list[dict], out_dir: Path, assets: dict | None) -> list[Path]:
         from llmrec.pipelines.benchmarks.prefeval.plots import run_plots
 
         return run_plots(cfg.task, rows, out_dir)

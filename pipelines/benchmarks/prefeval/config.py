@@ -18,10 +18,8 @@ TOPICS = (
     "travel_transportation",
 )
 FORMS = ("explicit", "choice", "persona")
-METHODS = ("zero-shot", "reminder", "self-critic", "cot", "rag")
 Method = Literal["zero-shot", "reminder", "self-critic", "cot", "rag"]
 NAMED_POSITIONS = {"start": 0.0, "middle": 0.5, "end": 1.0}
-JUDGE_CHECKS = ("acknowledge", "violate", "hallucinate", "helpful")
 
 
 class PrefEvalTemplates(StrictModel):

@@ -2,7 +2,7 @@
 
 When a request is over the engine's context, drop the oldest inter-turn pairs (never the
 preference, the statements or the question) and render again. The number dropped per step is
-estimated from the engine's token count and its limit (parsed from the over-context error),
+estimated from the engine's token count and its limit (the result's typed ``context_limit``),
 so a 298-pair conversation fits in a few steps; when the limit is unknown, a tenth of the
 remaining pairs goes per step. The count is kept on the sample as ``dropped_pairs`` so the
 later self-critic stages start from the same conversation.
@@ -11,22 +11,19 @@ later self-critic stages start from the same conversation.
 from __future__ import annotations
 
 import logging
-import re
 from typing import Callable
 
 from llmrec.pipelines.benchmarks.prefeval import conversation as conv
 from llmrec.types import Request, Result
 
 log = logging.getLogger(__name__)
-_LIMIT = re.compile(r"context is (\d+)")
 
 
 def pairs_to_drop(pair_chars: list[int], request: Request, result: Result) -> int:
     """Fewest oldest pairs whose estimated tokens cover the excess (at least one)."""
-    m = _LIMIT.search(result.error or "")
-    if not m or not result.prompt_tokens:
+    if result.context_limit is None or not result.prompt_tokens:
         return max(1, len(pair_chars) // 10)
-    excess = result.prompt_tokens + request.sampling.max_tokens - int(m.group(1))
+    excess = result.prompt_tokens + request.sampling.max_tokens - result.context_limit
     chars = sum(len(msg.content) for msg in request.messages) or 1
     per_char = result.prompt_tokens / chars
     covered, n = 0.0, 0

@@ -7,8 +7,8 @@
 - ``embedded``: the embedded GGUF model converted to HF format for vLLM.
 """
 
-from llmrec.serving.engines.vllm.config import VLLMEngineConfig, engine_args, llm_kwargs
+from llmrec.serving.engines.vllm.config import VLLMEngineConfig, engine_args
 from llmrec.serving.engines.vllm.engine import VLLMEngine
 from llmrec.serving.engines.vllm.prompts import conversation, sampling_kwargs
 
-__all__ = ["VLLMEngine", "VLLMEngineConfig", "conversation", "engine_args", "llm_kwargs", "sampling_kwargs"]
+__all__ = ["VLLMEngine", "VLLMEngineConfig", "conversation", "engine_args", "sampling_kwargs"]

@@ -108,5 +108,3 @@ def engine_args(c: VLLMEngineConfig, model: str | None = None) -> dict[str, Any]
         kw["distributed_executor_backend"] = "ray"
     return {**kw, **c.engine_kwargs}
 
-
-llm_kwargs = engine_args  # the name the offline-engine tests and older code used

@@ -25,7 +25,7 @@ import time
 import uuid
 
 from llmrec.errors import ContextOverflow, EngineDead, EngineError, MissingDependency
-from llmrec.serving.engine import register_engine
+from llmrec.serving.engine import EngineBase, register_engine
 from llmrec.serving.engines.vllm import prompts
 from llmrec.serving.engines.vllm.config import VLLMEngineConfig, engine_args, identity
 from llmrec.serving.engines.vllm.embedded import resolve_model
@@ -39,7 +39,7 @@ COUNTERS = ("vllm:num_preemptions", "vllm:prompt_tokens", "vllm:prompt_tokens_ca
 
 
 @register_engine("vllm", VLLMEngineConfig)
-class VLLMEngine:
+class VLLMEngine(EngineBase):
     thread_safe = True
 
     def __init__(self, config: VLLMEngineConfig):
@@ -172,7 +172,7 @@ class VLLMEngine:
             ids = self._tokens(req)
             if len(ids) + req.sampling.max_tokens > self.context_limit:
                 e = ContextOverflow(len(ids), self.context_limit, req.sampling.max_tokens)
-                results[i] = Result.over_context(req, len(ids), str(e))
+                results[i] = Result.over_context(req, e)
             else:
                 todo.append((i, ids))
         lead = leaders([ids for _, ids in todo], self.config.shared_prefix_first)

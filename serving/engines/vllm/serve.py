@@ -17,7 +17,7 @@ import socket
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 
-from llmrec.errors import ConfigError, EngineError
+from llmrec.errors import ConfigError, ContextOverflow, EngineError
 from llmrec.serving.engines.vllm import prompts
 from llmrec.serving.engines.vllm.config import VLLMEngineConfig, engine_args, identity
 from llmrec.serving.engines.vllm.embedded import resolve_model
@@ -177,7 +177,7 @@ class VLLMServeClient:
         if r.status_code != 200:
             text = r.text[:500]
             if r.status_code == 400 and "context length" in text:
-                return Result.over_context(request, len(ids), text)
+                return Result.over_context(request, ContextOverflow.from_server_text(text, len(ids)), text)
             return Result.failure(request, f"vLLM app answered HTTP {r.status_code}: {text}")
         out = r.json()
         choice, usage = out["choices"][0], out.get("usage") or {}
@@ -200,9 +200,8 @@ class VLLMServeClient:
         todo = []
         for i, (req, toks) in enumerate(zip(requests, ids)):
             if len(toks) + req.sampling.max_tokens > self.context_limit:
-                results[i] = Result.over_context(req, len(toks), f"prompt has {len(toks)} tokens + "
-                                                 f"{req.sampling.max_tokens} completion tokens; the engine's context "
-                                                 f"is {self.context_limit}")
+                results[i] = Result.over_context(
+                    req, ContextOverflow(len(toks), self.context_limit, req.sampling.max_tokens))
             else:
                 todo.append(i)
         lead = leaders([ids[i] for i in todo], self.config.shared_prefix_first)

@@ -10,7 +10,7 @@ import pytest
 
 from llmrec.pipelines.baselines.config import BaselinesConfig
 from llmrec.pipelines.baselines.rank import cut_histories, run_baselines
-from llmrec.pipelines.benchmarks.beyond_utility import BENCHMARK, plots, results
+from llmrec.pipelines.benchmarks.beyond_utility import BENCHMARK, plots
 from llmrec.pipelines.benchmarks.beyond_utility.config import BeyondUtilityConfig, UserSampling
 from tests.conftest import require_data
 
@@ -20,9 +20,10 @@ pytestmark = pytest.mark.slow
 def test_history_cut_trains_and_ranks_on_the_last_n_items(tmp_path):
     data = require_data("ml-100k", "u.data").parents[1]
     require_data("evallmasrecommender", "eva", "templates", "template.txt")
-    samples = BENCHMARK.build_samples(BeyondUtilityConfig(users=UserSampling(n_users=5)), data)
-    ds, _ = results.lookup(samples[0]["catalog_key"])
-    cands = plots.write_candidates(samples, tmp_path / "candidates.jsonl")
+    bcfg = BeyondUtilityConfig(users=UserSampling(n_users=5))
+    samples, assets = BENCHMARK.build_samples(bcfg, data), BENCHMARK.assets(bcfg, data)
+    ds = assets["dataset"]
+    cands = plots.write_candidates(samples, tmp_path / "candidates.jsonl", assets)
     items = ds.write_items(tmp_path / "items.jsonl")
     cfg = BaselinesConfig(
         candidates=cands, score_options={"items": str(items), "k": 5}, out=tmp_path / "out",

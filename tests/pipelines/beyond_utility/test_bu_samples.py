@@ -85,11 +85,11 @@ def built():
     bench = get_benchmark("beyond_utility")
     cfg = BeyondUtilityConfig(users=UserSampling(n_users=12), prompts=["history", "profile_history"],
                               history_lens=[0, 3], orders=["shuffled", "target_first"])
-    return bench, cfg, bench.build_samples(cfg, data)
+    return bench, cfg, bench.build_samples(cfg, data), bench.assets(cfg, data)
 
 
 def test_ml100k_samples_candidates_and_settings(built):
-    bench, cfg, samples = built
+    bench, cfg, samples, assets = built
     assert len(samples) == 12 * 2 * 2 * 2
     by_user: dict[str, list[dict]] = {}
     for s in samples:
@@ -109,7 +109,7 @@ def test_ml100k_samples_candidates_and_settings(built):
 
 
 def test_stages_requery_until_compliant(built):
-    bench, cfg, samples = built
+    bench, cfg, samples, assets = built
     profile, rank = bench.stages(cfg)
     s = dict(next(x for x in samples if x["prompt"] == "profile_history" and x["history_shown"] == "3"))
     s.update(profile.accept(s, Result(text="Thinking...\nLikes 90s dramas.")))
@@ -122,27 +122,27 @@ def test_stages_requery_until_compliant(built):
     assert req2.sampling.temperature == cfg.query.retry_temperature and req2.sampling.seed == 1
     s.update(rank.accept(s, [req2], [Result(text=str(s["_candidate_titles"][:10]))]))
     assert rank.next_requests(s) == [] and s["attempts"] == 2 and s["noncompliant"] == 1
-    line = results.contract_line(s)
+    line = results.contract_line(s, assets)
     assert line["ranked"][:3] != [0, 0, 0] and len(line["ranked"]) == 10
-    m = results.setting_metrics(cfg, [s])
+    m = results.setting_metrics(cfg, [s], assets)
     assert m["compliance"] == pytest.approx(0.5) and m["hallucination"] < 1
 
 
 def test_requery_is_bounded(built):
-    bench, cfg, samples = built
+    bench, cfg, samples, assets = built
     _, rank = bench.stages(cfg)
     s = dict(samples[0])
     for _ in range(cfg.query.max_attempts):
         s.update(rank.accept(s, rank.next_requests(s), [Result(text="nope")]))
     assert rank.next_requests(s) == []
-    assert results.contract_line(s)["ranked"] == [0] * 10
+    assert results.contract_line(s, assets)["ranked"] == [0] * 10
 
 
 def test_items_file_matches_contract(built, tmp_path):
     from llmrec.pipelines.benchmarks.beyond_utility.contract import read_items
 
-    bench, cfg, samples = built
-    ds, _ = results.lookup(samples[0]["catalog_key"])
+    bench, cfg, samples, assets = built
+    ds, _ = results.lookup(assets, samples[0])
     cat = read_items(ds.write_items(tmp_path / "items.jsonl"))
     assert cat.n_users == 943 and sum(cat.train_freq.values()) == 100000 - 943
     assert cat.categories[1] == ("Animation", "Children's", "Comedy")

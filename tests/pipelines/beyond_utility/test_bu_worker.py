@@ -27,31 +27,31 @@ def run(tmp_path_factory):
     engine.start()
     samples = BENCHMARK.build_samples(cfg, data)
     rows = process_samples(BENCHMARK, cfg, samples, lambda role: engine, retries=0)
-    return cfg, rows, tmp_path_factory.mktemp("bu")
+    return cfg, rows, tmp_path_factory.mktemp("bu"), BENCHMARK.assets(cfg, data)
 
 
 def test_rows_mapped_and_scored(run):
-    cfg, rows, _ = run
+    cfg, rows, _, assets = run
     assert len(rows) == 6 * 2 * 2 and all(r["status"] == "ok" for r in rows)
     assert not any(k.startswith("_") for r in rows for k in r)
     prof = [r for r in rows if r["prompt"] == "profile"]
     assert all(r["profile"] == "Loves sci-fi." for r in prof)
-    m = BENCHMARK.aggregate(cfg, rows)
+    m = BENCHMARK.aggregate(cfg, rows, assets)
     key = "prompt=history,history_shown=10,order=shuffled/"
     # 4 titles, 6 pads: 'A Film ...' and the 6 pads are 0 -> 7 of 10 slots
     assert m[key + "hallucination"] == pytest.approx(0.7)
     assert m[key + "compliance"] == 1.0 and m[key + "unanswered"] == 0.0
     assert "prompt=history,history_shown=10/canddif_hr" in m
-    line = BENCHMARK.predictions(rows)[0]
+    line = BENCHMARK.predictions(rows, assets)[0]
     assert line["ranked"][:4] == [1, 50, 0, 100]  # exact, case-insensitive, hallucinated, exact
 
 
 def test_contract_files_rescore_to_the_run_metrics(run):
-    cfg, rows, tmp = run
-    files = BENCHMARK.plots(cfg, rows, tmp / "plots")
+    cfg, rows, tmp, assets = run
+    files = BENCHMARK.plots(cfg, rows, tmp / "plots", assets)
     names = {p.name for p in files}
     assert {"items.jsonl", "candidates.jsonl", "position_bias.png"} <= names
-    m = BENCHMARK.aggregate(cfg, rows)
+    m = BENCHMARK.aggregate(cfg, rows, assets)
     for setting in ("prompt=history__history_shown=10__order=shuffled", "prompt=profile__history_shown=10__order=target_first"):
         got = score_file("beyond-utility", tmp / "predictions" / f"{setting}.jsonl",
                          {"items": str(tmp / "items.jsonl"), "k": cfg.k})["metrics"]
@@ -71,7 +71,7 @@ def test_noncompliant_answers_are_reasked_then_given_up(tmp_path):
     engine.start()
     rows = process_samples(BENCHMARK, cfg, BENCHMARK.build_samples(cfg, data), lambda role: engine, retries=0)
     assert all(r["attempts"] == cfg.query.max_attempts and r["titles"] is None for r in rows)
-    m = BENCHMARK.aggregate(cfg, rows)
+    m = BENCHMARK.aggregate(cfg, rows, BENCHMARK.assets(cfg, data))
     assert m["compliance"] == 0.0 and m["unanswered"] == 1.0 and m["hallucination"] == 1.0
 
 
@@ -90,19 +90,16 @@ def test_history_sweep_plot_and_ks_on_a_baseline_metric(tmp_path):
     rows = process_samples(BENCHMARK, cfg, BENCHMARK.build_samples(cfg, data), lambda role: engine, retries=0)
     assert rows[0]["user_draw"]["statistic"] == "file" and rows[0]["user_draw"]["p_value"] > 0.05
     assert {r["template"] for r in rows} == {"no_history", "history"}
-    files = BENCHMARK.plots(cfg, rows, tmp_path / "plots")
+    files = BENCHMARK.plots(cfg, rows, tmp_path / "plots", BENCHMARK.assets(cfg, data))
     assert (tmp_path / "plots" / "history_length.png") in files
 
 
 def test_reranking_pool_keeps_base_set_and_canddif_on_pools_with_target(tmp_path):
-    from llmrec.pipelines.benchmarks.beyond_utility import results
-
     data = require_data("ml-100k", "u.data").parents[1]
     require_data("evallmasrecommender", "eva", "templates", "template.txt")
     seqs = {"1": None, "2": None, "3": None}
     probe = BeyondUtilityConfig(users=UserSampling(n_users=None))
-    ds_samples = BENCHMARK.build_samples(probe.model_copy(update={"limit": 1}), data)
-    ds, _ = results.lookup(ds_samples[0]["catalog_key"])
+    ds = BENCHMARK.assets(probe, data)["dataset"]
     lines = []
     for n, u in enumerate(seqs):
         target = ds.sequences[u][-1]
@@ -121,7 +118,7 @@ def test_reranking_pool_keeps_base_set_and_canddif_on_pools_with_target(tmp_path
         assert (r["target"] in r["candidates"]) == (r["user_id"] != "3")
         if r["order"] == "target_first" and r["user_id"] != "3":
             assert r["candidates"][0] == r["target"]
-    m = BENCHMARK.aggregate(cfg, rows)
+    m = BENCHMARK.aggregate(cfg, rows, BENCHMARK.assets(cfg, data))
     assert m["target_in_pool"] == pytest.approx(2 / 3) and "canddif_hr" in m  # one pair of orders: plain keys
 
 
@@ -132,7 +129,7 @@ def test_candidates_verb_writes_the_same_users_and_candidates(tmp_path, run):
     import yaml
 
     data = require_data("ml-100k", "u.data").parents[1]
-    cfg, rows, _ = run
+    cfg, rows, _, _ = run
     (tmp_path / "c.yaml").write_text(yaml.safe_dump({"benchmark": cfg.model_dump(mode="json", exclude_unset=True),
                                                      "data": {"dir": str(data)}}))
     res = subprocess.run([sys.executable, "-m", "llmrec.cli", "beyond_utility", "candidates", str(tmp_path / "c.yaml"),
@@ -142,3 +139,33 @@ def test_candidates_verb_writes_the_same_users_and_candidates(tmp_path, run):
     shuffled = {r["user_id"]: r["candidates"] for r in rows if r["order"] == "shuffled"}
     assert {u: c["ids"] for u, c in cands.items()} == shuffled  # what the LLM saw, in its order
     assert (tmp_path / "out" / "items.jsonl").is_file()
+
+
+def test_aggregate_in_a_fresh_process_needs_only_the_assets(run, tmp_path):
+    """No module state: a process that never built samples aggregates the stored rows to the same
+    metrics from the benchmark's assets alone (before, the catalog lived in a module dict filled by
+    build_samples)."""
+    import subprocess
+    import sys
+
+    cfg, rows, _, assets = run
+    data = require_data("ml-100k", "u.data").parents[1]
+    (tmp_path / "rows.json").write_text(json.dumps({"cfg": cfg.model_dump(mode="json", exclude_unset=True), "rows": rows}))
+    code = ("import json, sys; from pathlib import Path\n"
+            "from llmrec.pipelines.benchmarks.beyond_utility import BENCHMARK\n"
+            "d = json.loads(Path(sys.argv[1]).read_text()); cfg = BENCHMARK.config_cls(**d['cfg'])\n"
+            "print(json.dumps(BENCHMARK.aggregate(cfg, d['rows'], BENCHMARK.assets(cfg, Path(sys.argv[2])))))")
+    res = subprocess.run([sys.executable, "-c", code, str(tmp_path / "rows.json"), str(data)], capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    fresh, here = json.loads(res.stdout), BENCHMARK.aggregate(cfg, rows, assets)
+    assert fresh.keys() == here.keys()
+    assert all(fresh[k] == here[k] or (fresh[k] != fresh[k] and here[k] != here[k]) for k in here)  # NaN == NaN
+
+
+def test_rows_of_another_catalog_are_refused(run):
+    from llmrec.errors import DataError
+
+    cfg, rows, _, assets = run
+    with pytest.raises(DataError, match="built from catalog 'other'"):
+        BENCHMARK.aggregate(cfg, [dict(rows[0], catalog_key="other")], assets)

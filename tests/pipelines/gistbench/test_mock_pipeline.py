@@ -100,7 +100,7 @@ def run_model(model: str, cfg: GistbenchConfig, data_dir, judge: ScriptedEngine)
                            retries=0, backoff_s=0, assets=bench.assets(cfg, data_dir))
     for r in rows:
         r["model_label"] = model
-    bench.aggregate(cfg, rows)  # as the runner does on the driver: commits the new taxonomy mappings
+    bench.aggregate(cfg, rows, None)  # as the runner does on the driver: commits the new taxonomy mappings
     return rows
 
 
@@ -162,7 +162,7 @@ def test_golden_values_with_union_oracle(setup, tmp_path):
     cfg, rows, _, _, _ = setup
     bench = get_benchmark("gistbench")
     pred = tmp_path / "predictions.jsonl"
-    pred.write_text("".join(json.dumps(x) + "\n" for m in ("A", "B") for x in bench.predictions(rows[m])))
+    pred.write_text("".join(json.dumps(x) + "\n" for m in ("A", "B") for x in bench.predictions(rows[m], None)))
     out = score_file("gistbench", pred, {"model": "A", "oracle": None})["metrics"]
     f1_u1, f1_u2 = 2 / 3, 2 * 1 * (2 / 3) / (1 + 2 / 3)
     hm = lambda a, b: 2 * a * b / (a + b)  # noqa: E731
@@ -177,9 +177,9 @@ def test_golden_values_with_union_oracle(setup, tmp_path):
     assert out["fail_insufficient_exp_pos"] == 1.0 and out["n_users"] == 3
     # the run's own aggregation, told about model B's predictions, agrees with `llmrec score`
     b_file = tmp_path / "b.jsonl"
-    b_file.write_text("".join(json.dumps(x) + "\n" for x in bench.predictions(rows["B"])))
+    b_file.write_text("".join(json.dumps(x) + "\n" for x in bench.predictions(rows["B"], None)))
     run_cfg = cfg.model_copy(update={"scoring": cfg.scoring.model_copy(update={"oracle_predictions": [b_file]})})
-    agg = bench.aggregate(run_cfg, rows["A"])
+    agg = bench.aggregate(run_cfg, rows["A"], None)
     for key in ("ig_p_mean", "ig_r_mean", "ig_f1_mean", "is_mean", "hm_mean", "ig_f1_median", "is_median"):
         assert agg[key] == pytest.approx(out[key]), key
     assert agg["failed_chunks"] == 1
@@ -190,18 +190,18 @@ def test_supplied_mock_oracle(setup, tmp_path):
     bench = get_benchmark("gistbench")
     oracle = data_dir / "gistbench/gistbench/assets/mock_oracle.json"  # 7, 5 and 4 categories
     run_cfg = cfg.model_copy(update={"scoring": cfg.scoring.model_copy(update={"oracle_path": oracle})})
-    agg = bench.aggregate(run_cfg, rows["A"])
+    agg = bench.aggregate(run_cfg, rows["A"], None)
     f1 = lambda p, r: 2 * p * r / (p + r)  # noqa: E731
     assert agg["ig_r_mean"] == pytest.approx((2 / 7 + 2 / 5 + 0) / 3)
     assert agg["ig_f1_mean"] == pytest.approx((f1(2 / 3, 2 / 7) + f1(1, 2 / 5)) / 3)
     assert agg["users_without_oracle"] == 0
     pred = tmp_path / "a.jsonl"
-    pred.write_text("".join(json.dumps(x) + "\n" for x in bench.predictions(rows["A"])))
+    pred.write_text("".join(json.dumps(x) + "\n" for x in bench.predictions(rows["A"], None)))
     out = score_file("gistbench", pred, {"model": "A", "oracle": str(oracle)})["metrics"]
     assert out["ig_f1_mean"] == pytest.approx(agg["ig_f1_mean"])
 
 
 def test_plots_written(setup, tmp_path):
     cfg, rows, _, _, _ = setup
-    paths = get_benchmark("gistbench").plots(cfg, rows["A"], tmp_path / "plots")
+    paths = get_benchmark("gistbench").plots(cfg, rows["A"], tmp_path / "plots", None)
     assert paths and all(p.exists() and p.stat().st_size > 0 for p in paths)

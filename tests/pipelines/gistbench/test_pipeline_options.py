@@ -45,7 +45,7 @@ def test_no_judge_counts_every_cited_object_and_skips_is():
         assert rec["verified"] and (rec["correct"], rec["backing"]) == (0, 0)
         assert rec["category_id"] < 0  # its own category
     # the score task recomputes the same verification from the written evidence
-    lines = get_benchmark("gistbench").predictions(rows)
+    lines = get_benchmark("gistbench").predictions(rows, None)
     assert score_predictions(lines, {})["ig_p_mean"] == 1.0
 
 
@@ -56,9 +56,9 @@ def test_uih_ablation_runs_every_chunk_size():
     assert sorted(r["sample_id"] for r in rows if r["user_id"] == "1") == ["synthetic/1/uih10", "synthetic/1/uih3"]
     by = {(r["user_id"], r["chunk_size"]): r for r in rows}
     assert by[("1", 3)]["n_chunks"] == 4 and by[("1", 10)]["n_chunks"] == 1
-    metrics = get_benchmark("gistbench").aggregate(cfg, rows)
+    metrics = get_benchmark("gistbench").aggregate(cfg, rows, None)
     assert "uih3/ig_f1_median" in metrics and "uih10/is_mean" in metrics
-    models = {x["model"] for x in get_benchmark("gistbench").predictions(rows)}
+    models = {x["model"] for x in get_benchmark("gistbench").predictions(rows, None)}
     assert models == {"subject@uih3", "subject@uih10"}
 
 
@@ -96,7 +96,7 @@ def test_engine_error_fails_the_sample_only():
     cfg = cfg_of(judge={"enabled": False}, taxonomy={"mapper": "none"})
     rows = run(cfg, Broken())
     assert {r["status"] for r in rows} == {"failed"} and "server down" in rows[0]["error"]
-    metrics = get_benchmark("gistbench").aggregate(cfg, rows)
+    metrics = get_benchmark("gistbench").aggregate(cfg, rows, None)
     assert metrics["users_failed"] == 3 and metrics["n_users"] == 0
 
 
@@ -129,6 +129,6 @@ def test_embedding_mapper_through_aggregation(tmp_path):
     reply = json.dumps([{"interest": "Mountain Hiking Trails", "item_ids": ["4", "5"]}])
     rows = run(cfg, ScriptedEngine(lambda r: reply))
     assert rows[0]["interests_scored"][0]["category_id"] is None  # mapped when the run is aggregated
-    lines = get_benchmark("gistbench").predictions(rows)
+    lines = get_benchmark("gistbench").predictions(rows, None)
     assert lines[0]["category_id"] == 133  # Hiking
-    assert get_benchmark("gistbench").aggregate(cfg, rows)["ig_p_mean"] == 1.0
+    assert get_benchmark("gistbench").aggregate(cfg, rows, None)["ig_p_mean"] == 1.0

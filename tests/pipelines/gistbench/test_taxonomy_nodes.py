@@ -61,14 +61,14 @@ def test_workers_never_open_the_cache_and_a_second_run_reuses_it(tmp_path, monke
     assert asked > 0 and all(r["status"] == "ok" for r in rows)
     assert not cache_file.exists()  # no worker opened the driver's cache path ...
     assert not any(n.exists() and any(n.rglob("*")) for n in nodes)  # ... nor a cache of its own
-    first = bench.aggregate(cfg, rows)  # on the driver: commits the run's mappings
+    first = bench.aggregate(cfg, rows, None)  # on the driver: commits the run's mappings
     assert cache_file.is_file()
     assert first["taxonomy_cache_hits"] == 0 and first["taxonomy_mapped"] == 6
 
     again, asked = run_on_two_nodes(cfg, data_dir, nodes)
     assert asked == 0  # every name came with the assets
     assert not any(n.exists() and any(n.rglob("*")) for n in nodes)
-    second = bench.aggregate(cfg, again)
+    second = bench.aggregate(cfg, again, None)
     assert second["taxonomy_cache_hits"] == 6 and second["taxonomy_mapped"] == 0
     for key in ("ig_f1_mean", "is_mean", "hm_mean", "taxonomy_other_rate"):
         assert second[key] == pytest.approx(first[key]), key

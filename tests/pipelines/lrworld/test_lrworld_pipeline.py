@@ -42,7 +42,7 @@ def test_all_variants_through_the_worker(sim_catalog):
     mcq_cot = [r for r in out if r["variant"] == "cot" and r["kind"] == "mcq"]
     assert all(r["parsed"] == "B" and r["correct"] == (r["gold"] == "B") for r in mcq_cot)
     assert not any("_shots" in r for r in out)
-    m = BENCHMARK.aggregate(cfg, out)
+    m = BENCHMARK.aggregate(cfg, out, None)
     for v in ("base", "noisy", "fewshot", "cot"):
         assert f"{v}/accuracy" in m
     assert "position/entity_attribute/toy/genres/var" in m and "noisy/factor/entity_attribute/drop" in m

@@ -131,9 +131,9 @@ def test_benchmark_scores_rows_and_counts_failures(sim_catalog):
     rows = expand(cfg, built)
     rows[0].update(BENCHMARK.score(cfg, {**rows[0], "output": rows[0]["gold"]}), status="ok")
     rows[1].update(status="failed", output=None)
-    m = BENCHMARK.aggregate(cfg, rows)
+    m = BENCHMARK.aggregate(cfg, rows, None)
     assert m["base/accuracy"] == 0.5 and m["base/missed_rate"] == 0.5 and m["failed_rows"] == 1.0
-    lines = BENCHMARK.predictions(rows)
+    lines = BENCHMARK.predictions(rows, None)
     assert [metrics.ContractLine.model_validate(line) for line in lines] and lines[1]["output"] is None
 
 

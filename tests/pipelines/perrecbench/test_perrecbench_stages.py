@@ -103,7 +103,7 @@ def test_unparsable_answers_are_retried_with_new_seeds_then_missed():
     assert s["status"] == "ok" and s["prediction"] == [None, None] and s["missed"] and s["ptc"] is None
     seeds = sorted(r.sampling.seed for r in rec.requests if "[User History]" in r.messages[-1].content)
     assert seeds == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]  # 2 groups x 2 users, 3 attempts each
-    m = BENCHMARK.aggregate(config(levels=["easy"], modes=["point"]), out)
+    m = BENCHMARK.aggregate(config(levels=["easy"], modes=["point"]), out, None)
     assert m["missed"] == 2 and m["missed.easy.point"] == 2
 
 

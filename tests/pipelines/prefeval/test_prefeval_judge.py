@@ -158,5 +158,5 @@ def test_run_metrics_equal_score_of_predictions():
         r.update(BENCHMARK.score(cfg, r))
     from llmrec.pipelines.benchmarks.prefeval.gen_metrics import score_predictions
 
-    preds = BENCHMARK.predictions(rows)
-    assert score_predictions(preds)["accuracy"] == BENCHMARK.aggregate(cfg, rows)["accuracy"] == pytest.approx(2 / 3)
+    preds = BENCHMARK.predictions(rows, None)
+    assert score_predictions(preds)["accuracy"] == BENCHMARK.aggregate(cfg, rows, None)["accuracy"] == pytest.approx(2 / 3)

@@ -3,6 +3,8 @@ over-context, or truncated oldest-first under `truncation: drop_oldest` (worker,
 
 import pytest
 
+from llmrec.errors import ContextOverflow
+
 from llmrec.pipelines.protocol import attach_assets
 from llmrec.pipelines.benchmarks.prefeval import BENCHMARK
 from llmrec.pipelines.benchmarks.prefeval import conversation as conv
@@ -26,11 +28,31 @@ def run(cfg, samples, subject, judge=None):
 
 def test_pairs_to_drop_estimate():
     req = Request(messages=[Message(role="user", content="x" * 1000)], sampling=SamplingParams(max_tokens=50))
-    over = Result(finish_reason="over_context", prompt_tokens=500, error="prompt has 500 tokens; the engine's context is 400")
+    over = Result(finish_reason="over_context", prompt_tokens=500, context_limit=400, error="over the context")
     # 0.5 tokens per char; excess 500 + 50 - 400 = 150 tokens → pairs of 100 chars (50 tokens) → 3
     assert pairs_to_drop([100] * 10, req, over) == 3
     assert pairs_to_drop([1000, 10], req, over) == 1
     assert pairs_to_drop([100] * 30, req, Result(finish_reason="over_context", error="too long")) == 3  # a tenth
+
+
+VLLM_WORDINGS = [  # vLLM's own 400 texts, as its OpenAI server and Serve LLM app return them
+    "This model's maximum context length is 400 tokens. However, you requested 550 tokens (500 in the messages, "
+    "50 in the completion). Please reduce the length of the messages or completion.",
+    "This model's maximum context length is 400 tokens. However, your request has 500 input tokens. "
+    "Please reduce the length of the input messages.",
+    "'max_tokens' or 'max_completion_tokens' is too large: 50. This model's maximum context length is 400 tokens "
+    "and your request has 500 input tokens (50 > 400 - 500).",
+]
+
+
+@pytest.mark.parametrize("text", VLLM_WORDINGS)
+def test_truncation_reads_the_typed_limit_behind_vllms_own_wording(text):
+    """The engine edge reads the server's text once; truncation uses the typed numbers (the prose
+    regex of before missed these wordings and fell back to dropping a tenth of the pairs)."""
+    req = Request(messages=[Message(role="user", content="x" * 1000)], sampling=SamplingParams(max_tokens=50))
+    over = Result.over_context(req, ContextOverflow.from_server_text(text, fallback_prompt=1), text)
+    assert (over.prompt_tokens, over.context_limit, over.error) == (500, 400, text)
+    assert pairs_to_drop([100] * 30, req, over) == 3  # the estimate, not a tenth of 30
 
 
 def test_298_turns_over_context_then_truncated(data):

@@ -111,7 +111,7 @@ def test_plots(tmp_path):
              "unhelpful": False} for m in ("zero-shot", "rag") for t in (2, 8) for p in ("start", "end") for c in (True, False)]
     names = {p.name for p in run_plots("gen", rows, tmp_path)}
     assert names == {"accuracy_by_turns.png", "error_types_by_method.png", "accuracy_by_position.png"}
-    assert BENCHMARK.plots(PrefEvalConfig(), rows[:1], tmp_path / "m")[0].name == "accuracy_by_turns.png"
+    assert BENCHMARK.plots(PrefEvalConfig(), rows[:1], tmp_path / "m", None)[0].name == "accuracy_by_turns.png"
 
 
 def test_shipped_configs_validate():

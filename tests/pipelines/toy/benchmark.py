@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import Field
 
 from llmrec.pipelines.common.jsonio import PredictionLine
-from llmrec.pipelines.protocol import BenchmarkConfig, LLMStage, LoopStage, Sample, ScoreTask
+from llmrec.pipelines.protocol import Benchmark, BenchmarkConfig, LLMStage, LoopStage, Sample, ScoreTask
 from llmrec.types import Message, Request, Result, SamplingParams
 
 NAME = "tests.pipelines.toy.benchmark:BENCHMARK"
@@ -62,7 +62,7 @@ class ToyLine(PredictionLine):
     answer: str | None
 
 
-class Toy:
+class Toy(Benchmark):
     name = "toy"
     config_cls = ToyConfig
     group_keys = ("kind",)
@@ -94,16 +94,13 @@ class Toy:
             raise KeyError("no gold answer")
         return {"correct": s["answer"] == "yes"}
 
-    def aggregate(self, cfg: ToyConfig, rows: list[dict]) -> dict[str, float]:
+    def aggregate(self, cfg: ToyConfig, rows: list[dict], assets: dict | None) -> dict[str, float]:
         ok = [r for r in rows if r["status"] == "ok"]
         return {"n_samples": float(len(rows)), "failed": float(sum(r["status"] == "failed" for r in rows)),
                 "over_context": float(sum(r["status"] == "over_context" for r in rows)),
                 "accuracy": sum(r["correct"] for r in ok) / len(ok) if ok else float("nan")}
 
-    def plots(self, cfg, rows, out_dir):
-        return []
-
-    def predictions(self, rows: list[dict]) -> list[dict]:
+    def predictions(self, rows: list[dict], assets: dict | None) -> list[dict]:
         return [{"sample_id": r["sample_id"], "answer": r.get("answer")} for r in rows]
 
 

@@ -1,0 +1,55 @@
+"""The declared benchmark protocol: every benchmark subclasses ``Benchmark`` (optional members have
+defaults), and one that does not conform fails when it is discovered or imported — at ``llmrec list`` —
+naming what is missing, before any model call is paid for."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from llmrec.errors import ConfigError
+from llmrec.pipelines.protocol import check_benchmark
+from llmrec.pipelines.registry import BENCHMARKS
+from llmrec.registry import Registry
+from tests.conftest import REPO
+from tests.pipelines.toy.benchmark import NAME as TOY
+
+BAD = "tests.pipelines.toy.nonconforming.bad:BENCHMARK"
+WHAT = ("missing aggregate", "plots(cfg, rows, out_dir) must take 4 positional argument(s)",
+        "headline_metrics must be a tuple of str")
+
+
+def test_every_benchmark_conforms_with_defaults():
+    for name in BENCHMARKS.names():
+        check_benchmark(BENCHMARKS.get(name), name)
+    toy = BENCHMARKS.get(TOY)  # a plugin by path is checked on import too
+    assert toy.assets(None, None) is None and toy.plots(None, [], None, None) == []  # declared defaults
+
+
+def test_a_plugin_that_does_not_conform_fails_on_import_naming_what_is_missing():
+    with pytest.raises(ConfigError) as e:
+        BENCHMARKS.get(BAD)
+    msg = str(e.value)
+    assert "\n" not in msg and "Bad" in msg and all(w in msg for w in WHAT), msg
+
+
+def test_registration_refuses_it():
+    import tests.pipelines.toy.nonconforming.bad as bad
+
+    r = Registry("benchmark", check=check_benchmark)
+    with pytest.raises(ConfigError, match="missing aggregate"):
+        r.register("bad", bad.BENCHMARK)
+    assert "bad" not in r
+    with pytest.raises(ConfigError, match="not a subclass of llmrec.pipelines.protocol.Benchmark"):
+        r.register("plain", object())
+
+
+def test_llmrec_list_fails_naming_what_is_missing():
+    """Discovery over a benchmarks folder holding the bad benchmark: the CLI stops with one line."""
+    code = ("import sys; import llmrec.pipelines.registry as r; r.BENCHMARK_PACKAGE = 'tests.pipelines.toy.nonconforming'; "
+            "sys.argv = ['llmrec', 'list']; from llmrec.cli import main; main()")
+    res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert "Traceback" not in res.stderr and all(w in " ".join(res.stderr.split()) for w in WHAT), res.stderr
