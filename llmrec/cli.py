@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from llmrec.errors import ConfigError, LlmrecError, RunFailed
-from llmrec.exits import EXIT_CODES_HELP, ErrorsToExitCodes
+from llmrec.exits import EXIT_CODES_HELP, ErrorsToExitCodes, exit_on_error
 
 app = typer.Typer(cls=ErrorsToExitCodes, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Evaluate LLMs as recommenders and assistants: Ray Data + Ray Serve + MLflow.\n\n"
@@ -344,11 +344,8 @@ def _mount_extra_verbs() -> None:
 
 def main() -> None:
     _mount_extra_verbs()
-    try:  # discovery checks every benchmark: one that does not conform stops every verb, `list` included
-        _mount_benchmark_clis()
-    except LlmrecError as e:
-        err.print(f"[bold red]error:[/] {e}", markup=True, highlight=False)
-        sys.exit(2)
+    # discovery checks every benchmark: one that does not conform stops every verb, `list` included
+    exit_on_error(_mount_benchmark_clis)
     app()
 
 

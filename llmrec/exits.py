@@ -27,6 +27,16 @@ def print_error(message: str) -> None:
     _stderr.print(Text.assemble(("error:", "bold red"), " ", message))
 
 
+def exit_on_error(fn, *args):
+    """``fn(*args)``, an ``LlmrecError`` printed and turned into its exit code (for work done before
+    any verb runs, e.g. discovering the benchmarks, which checks each against the protocol)."""
+    try:
+        return fn(*args)
+    except LlmrecError as e:
+        print_error(str(e))
+        raise SystemExit(e.exit_code) from e
+
+
 class ErrorsToExitCodes(TyperGroup):
     """The root group: an ``LlmrecError`` from any verb becomes ``error: …`` and its ``exit_code``.
 
