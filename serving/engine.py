@@ -18,6 +18,7 @@ from pydantic import Field
 
 from llmrec.config import StrictModel, validate
 from llmrec.errors import ConfigError
+from llmrec.packing import KVCapacity
 from llmrec.registry import Registry
 from llmrec.types import Request, Result
 
@@ -37,7 +38,14 @@ class Engine(Protocol):
     False): when False, the Serve deployment serialises calls to the engine with a lock (and an
     engine pool actor takes one call at a time). Optional attribute ``remote: bool`` (default
     False): True for a client of a server elsewhere (openai), which runs inside its caller
-    instead of in an engine pool of its own (``serving/engine_pool.py``)."""
+    instead of in an engine pool of its own (``serving/engine_pool.py``).
+
+    Optional planning hooks (callable before ``start``; read through ``kv_capacity`` and
+    ``prompt_tokenizer`` below, which answer "unknown" for engines without them):
+    ``kv_capacity() -> KVCapacity`` (one replica's KV budget in tokens, block size, max sequences:
+    planned before start, measured after), ``prompt_tokenizer()`` (a function Request → the
+    prompt's token ids from the model's tokenizer on this machine, or None) and
+    ``capacity_lines(KVCapacity) -> list[str]`` (how the budget comes about, for ``llmrec plan``)."""
 
     config: EngineConfig
 
@@ -94,3 +102,23 @@ def build_engine(cfg: dict | EngineConfig) -> Engine:
     """Config → an unstarted engine."""
     cfg = engine_config(cfg)
     return ENGINES.get(cfg.type).engine_cls(cfg)
+
+
+def _hook(engine, name: str, default, *args):
+    fn = getattr(engine, name, None)
+    return fn(*args) if fn is not None else default
+
+
+def kv_capacity(engine) -> KVCapacity:
+    """The engine's KV capacity (``kv_capacity`` hook); unknown when it has none."""
+    return _hook(engine, "kv_capacity", KVCapacity())
+
+
+def prompt_tokenizer(engine):
+    """Request → prompt token ids without starting the engine (``prompt_tokenizer`` hook), or None."""
+    return _hook(engine, "prompt_tokenizer", None)
+
+
+def capacity_lines(engine, capacity: KVCapacity) -> list[str]:
+    """How the engine's budget comes about (``capacity_lines`` hook), for ``llmrec plan``; [] if unsaid."""
+    return _hook(engine, "capacity_lines", [], capacity)

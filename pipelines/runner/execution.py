@@ -69,7 +69,7 @@ class StageWorker:
         try:
             process_samples(self.bench, self.cfg, samples, self._engine, self._retries, self._backoff, self._assets)
         except EngineDead as e:
-            # The engine (e.g. vLLM's EngineCore) is gone and cannot be revived in this process.
+            # The engine (e.g. an engine's own core process) is gone and cannot be revived in this process.
             # Ending the process (not an exception, not ray.actor.exit_actor: both stop the run
             # or the restarts) lets Ray restart this actor (max_restarts) and re-run this batch
             # on it (max_task_retries), so the batch's samples are redone, not recorded failed.
@@ -90,7 +90,7 @@ def open_engine(cfg: dict, mode: str, role: str, cache, run: str = "", timeout_s
         from llmrec.serving.engine import ENGINES
         from llmrec.serving.serve_app import ServeEngine
 
-        client = getattr(ENGINES.get(cfg["type"]).engine_cls, "serve_client", None)  # e.g. ray.serve.llm for vllm
+        client = getattr(ENGINES.get(cfg["type"]).engine_cls, "serve_client", None)  # e.g. a ray.serve.llm client
         engine = client(cfg) if client else ServeEngine(app_name(run, role), cfg, timeout_s=timeout_s)
     elif pool is not None:
         engine = pool
@@ -202,11 +202,12 @@ def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
     groups = group_by_prefix(p.pending) if ex.order_by_prefix else [[s] for s in p.pending]
     batch_size = ex.batch_size
     if ex.kv_budget_tokens and ex.order_by_prefix:  # one row = one KV-packed batch of whole prefix groups
-        from llmrec.pipelines.runner.prompt_sizes import packed_rows
+        from llmrec.pipelines.runner.prompt_sizes import TokenCount, packed_rows, run_capacity
+        from llmrec.serving.engine import build_engine, prompt_tokenizer
 
-        groups = packed_rows(p.bench, cfg.benchmark, groups, ex.kv_budget_tokens,
-                             getattr(cfg.engine, "block_size", None) or 16, getattr(cfg.engine, "max_num_seqs", None),
-                             p.assets)
+        subject = build_engine(cfg.engine)  # not started: it states its block size, sequence limit, tokenizer
+        groups = packed_rows(p.bench, cfg.benchmark, groups, run_capacity(subject, ex), p.assets,
+                             TokenCount(prompt_tokenizer(subject)))
         batch_size = 1
     items = [{"group": json.dumps(g)} for g in groups]
     ds = ray.data.from_items(items, override_num_blocks=max(1, min(len(items), 4 * ex.concurrency)))
