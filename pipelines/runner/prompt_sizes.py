@@ -3,7 +3,7 @@
 ``process_samples`` runs on copies of the samples against a recording engine that answers each
 request with ``max_tokens`` placeholder words (a choice constraint with its first choice), so
 later stages see realistic lengths. Each sample's longest subject prompt is kept (the stage
-whose KV need peaks). Tokens are counted with the subject engine's ``prompt_tokenizer`` (the
+whose KV need peaks) and counted once. Tokens are counted with the subject engine's ``prompt_tokenizer`` (the
 model's own tokenizer and prompt format, when installed here; nothing is downloaded), else
 estimated at 4 characters per token.
 """
@@ -30,9 +30,7 @@ class TokenCount:
 
     def units(self, request: Request) -> list[int] | str:
         """The prompt as token ids, or as text when there is no tokenizer."""
-        if self.tokenize is not None:
-            return self.tokenize(request)
-        return "".join(f"<{m.role}>{m.content}" for m in request.messages)
+        return self.tokenize(request) if self.tokenize is not None else _text(request)
 
     @property
     def per_unit(self) -> float:
@@ -42,24 +40,29 @@ class TokenCount:
         return "the model's tokenizer" if self.tokenize is not None else "4 chars/token: no tokenizer installed"
 
 
+def _text(request: Request) -> str:
+    return "".join(f"<{m.role}>{m.content}" for m in request.messages)
+
+
 class RecordingEngine:
-    """Answers with placeholders; keeps each sample's longest subject prompt (token ids or text, max_tokens)."""
+    """Answers with placeholders; keeps each sample's longest subject request (by characters) to be
+    counted once at the end (tokenizing every request of a 100k-token dry run would cost minutes)."""
 
     thread_safe = True
 
-    def __init__(self, role: str, count: TokenCount):
-        self.role, self.count, self.peak = role, count, {}
+    def __init__(self, role: str):
+        self.role, self.peak = role, {}
 
     def generate(self, requests: list[Request]) -> list[Result]:
         out = []
         for r in requests:
-            units = self.count.units(r)
+            chars = len(_text(r))
             sid = (r.request_id or "").split(":")[0]
-            if self.role == "subject" and len(units) > len(self.peak.get(sid, ("",))[0]):
-                self.peak[sid] = (units, r.sampling.max_tokens)
+            if self.role == "subject" and chars > self.peak.get(sid, (0, None))[0]:
+                self.peak[sid] = (chars, r)
             c = r.constraint
             answer = c.choices[0] if c is not None and c.choices else " ".join(["word"] * r.sampling.max_tokens)
-            out.append(Result(text=answer, prompt_tokens=int(len(units) * self.count.per_unit),
+            out.append(Result(text=answer, prompt_tokens=int(chars * TOKENS_PER_CHAR),
                               completion_tokens=r.sampling.max_tokens, request_id=r.request_id))
         return out
 
@@ -70,11 +73,12 @@ def dry_run_needs(bench, bench_cfg, groups: list[list[dict]], block_tokens: int 
     ``assets``: the benchmark's shared data, as the workers get it."""
     needs = []
     for i, g in enumerate(groups):
-        engines = {"subject": RecordingEngine("subject", count), "judge": RecordingEngine("judge", TokenCount())}
+        engines = {"subject": RecordingEngine("subject"), "judge": RecordingEngine("judge")}
         process_samples(bench, bench_cfg, json.loads(json.dumps(g)), engines.__getitem__, retries=0, backoff_s=0,
                         assets=assets)
-        peaks = list(engines["subject"].peak.values()) or [("", 0)]
-        needs.append(group_need(str(i), [u for u, _ in peaks], [m for _, m in peaks], block_tokens, count.per_unit))
+        peaks = [r for _, r in engines["subject"].peak.values()]
+        needs.append(group_need(str(i), [count.units(r) for r in peaks] or [""],
+                                [r.sampling.max_tokens for r in peaks] or [0], block_tokens, count.per_unit))
     return needs
 
 
