@@ -96,3 +96,11 @@ def run_capacity(engine, ex) -> KVCapacity:
 
     cap = kv_capacity(engine)
     return replace(cap, tokens=ex.kv_budget_tokens, source="execution.kv_budget_tokens") if ex.kv_budget_tokens else cap
+
+
+def over_capacity(budget: int | None, started: KVCapacity) -> str | None:
+    """Why rows packed to ``budget`` may not fit a started engine's measured capacity, or None."""
+    if budget is None or started.tokens is None or budget <= started.tokens:
+        return None
+    return (f"execution.kv_budget_tokens ({budget:,}) is more than the {started.tokens:,} KV tokens it holds "
+            f"({started.source}): packed batches may be preempted; set the budget to at most that")

@@ -112,6 +112,19 @@ def test_a_run_packs_its_rows_to_the_budget_on_any_engine(tmp_path, local_ray, m
     assert calls == [(4, KVCapacity(10_000, 1, None, "execution.kv_budget_tokens"), None)]  # fake: no blocks
 
 
+def test_an_engine_holding_less_than_the_budget_is_logged_once_started(monkeypatch, caplog):
+    import llmrec.serving.engine as engines
+    from llmrec.pipelines.runner.execution import open_engine
+
+    monkeypatch.setattr(engines, "kv_capacity", lambda e: KVCapacity(80_000, 16, 256, "measured at start"))
+    with caplog.at_level("WARNING"):
+        open_engine({"type": "fake"}, "actors", "subject", None, kv_budget=50_000)
+        assert caplog.text == ""
+        open_engine({"type": "fake"}, "actors", "subject", None, kv_budget=100_000)
+    assert ("subject engine: execution.kv_budget_tokens (100,000) is more than the 80,000 KV tokens it holds "
+            "(measured at start)") in caplog.text
+
+
 def test_the_runner_names_no_engine_and_no_engine_field():
     """The runner reaches engines through the Engine protocol only (issue 20): no vLLM import, no vLLM key."""
     words = re.compile(r"vllm|block_size|max_num_seqs|gpu_memory", re.IGNORECASE)
