@@ -18,6 +18,7 @@ from pydantic import Field
 
 from llmrec.config import StrictModel, validate
 from llmrec.errors import ConfigError
+from llmrec.packing import KVCapacity
 from llmrec.registry import Registry
 from llmrec.types import Request, Result
 
@@ -60,13 +61,27 @@ class EngineBase:
     ``context_limit``: prompt + completion tokens the engine takes (None: not known).
     ``deploy_serve(cfg, app_name, replicas, num_cpus, num_gpus) -> client cfg`` and
     ``serve_client(cfg) -> Engine``: serve mode through the engine's own app (vllm: ``ray.serve.llm``);
-    None → llmrec's ``EngineDeployment`` and ``ServeEngine``."""
+    None → llmrec's ``EngineDeployment`` and ``ServeEngine``.
+
+    Planning hooks (callable before ``start``), defaults "unknown": ``kv_capacity()`` (one replica's KV
+    budget in tokens, block size, max sequences: planned before start, measured after),
+    ``prompt_tokenizer()`` (Request → the prompt's token ids from the model's tokenizer on this
+    machine, or None) and ``capacity_lines(capacity)`` (how the budget comes about, for ``llmrec plan``)."""
 
     thread_safe: bool = False
     remote: bool = False
     context_limit: int | None = None
     deploy_serve: Callable[[dict, str, int, float, float], dict] | None = None
     serve_client: Callable[[dict], Engine] | None = None
+
+    def kv_capacity(self) -> KVCapacity:
+        return KVCapacity()
+
+    def prompt_tokenizer(self) -> Callable[[Request], list[int]] | None:
+        return None
+
+    def capacity_lines(self, capacity: KVCapacity) -> list[str]:
+        return []
 
 
 @dataclass(frozen=True)
@@ -136,3 +151,4 @@ def build_engine(cfg: dict | EngineConfig) -> Engine:
     """Config → an unstarted engine."""
     cfg = engine_config(cfg)
     return ENGINES.get(cfg.type).engine_cls(cfg)
+

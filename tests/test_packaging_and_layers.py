@@ -123,3 +123,16 @@ def test_a_broken_contract_fails_naming_the_import(site, tmp_path):
     flat = " ".join(res.stdout.split())  # long import lines wrap in the report
     assert "not allowed to import llmrec.pipelines.runner" in flat
     assert "sneaky -> llmrec.pipelines.runner.store_like" in flat, res.stdout[-3000:]
+
+
+def test_the_runner_may_not_import_an_engine_or_vllm(site, tmp_path):
+    bad = tmp_path / "site"
+    shutil.copytree(site, bad)
+    (bad / "llmrec" / "pipelines" / "runner" / "sneaky.py").write_text(
+        "def f():\n    from llmrec.serving.engines.vllm import planning\n    import vllm\n")
+    res = lint(bad)
+    assert res.returncode != 0
+    flat = " ".join(res.stdout.split())
+    assert "the runner imports no engine" in flat and "BROKEN" in flat
+    assert "llmrec.pipelines.runner.sneaky -> llmrec.serving.engines.vllm.planning" in flat, res.stdout[-3000:]
+    assert "llmrec.pipelines.runner.sneaky -> vllm" in flat, res.stdout[-3000:]

@@ -38,13 +38,15 @@ class StageWorker:
     """Ray Data actor: holds the engines for its lifetime and runs all stages per batch."""
 
     def __init__(self, bench_cfg: dict, engines: dict, mode: str, cache, retries: int, backoff_s: float,
-                 assets: tuple = (), run: str = "", timeout_s: float | None = None, pools: dict | None = None):
+                 assets: tuple = (), run: str = "", timeout_s: float | None = None, pools: dict | None = None,
+                 kv_budget: int | None = None):
         import ray
 
         self.bench = get_benchmark(bench_cfg["name"])
         self.cfg = benchmark_config(bench_cfg)
         self._engine_cfgs, self._mode, self._cache = engines, mode, cache
         self._retries, self._backoff, self._run, self._timeout = retries, backoff_s, run, timeout_s
+        self._kv_budget = kv_budget  # the run's execution.kv_budget_tokens, checked against the started subject
         self._engines: dict = {}
         self._load_s = 0.0  # engine start-up time not yet reported to the driver
         self._pools = pools or {}  # role → client of that role's own engine actors (the judge pool)
@@ -58,7 +60,7 @@ class StageWorker:
                 raise ConfigError(f"benchmark stage needs a '{role}' engine; add a '{role}:' section to the config")
             t0 = time.perf_counter()
             self._engines[role] = open_engine(cfg, self._mode, role, self._cache, self._run, self._timeout,
-                                              self._pools.get(role))
+                                              self._pools.get(role), self._kv_budget if role == "subject" else None)
             self._load_s += time.perf_counter() - t0
         return self._engines[role]
 
@@ -69,7 +71,7 @@ class StageWorker:
         try:
             process_samples(self.bench, self.cfg, samples, self._engine, self._retries, self._backoff, self._assets)
         except EngineDead as e:
-            # The engine (e.g. vLLM's EngineCore) is gone and cannot be revived in this process.
+            # The engine (e.g. an engine's own core process) is gone and cannot be revived in this process.
             # Ending the process (not an exception, not ray.actor.exit_actor: both stop the run
             # or the restarts) lets Ray restart this actor (max_restarts) and re-run this batch
             # on it (max_task_retries), so the batch's samples are redone, not recorded failed.
@@ -80,10 +82,11 @@ class StageWorker:
 
 
 def open_engine(cfg: dict, mode: str, role: str, cache, run: str = "", timeout_s: float | None = None,
-                pool=None):
+                pool=None, kv_budget: int | None = None):
     """An engine (actors mode), a client of the role's own engine actors (``pool``, e.g. the judge
     pool), or a Serve client (serve mode), wrapped by the run's request cache (``cache``: the
-    cache service actor handle, or None)."""
+    cache service actor handle, or None). A started engine that holds fewer KV tokens than the
+    ``kv_budget`` the rows were packed to is logged (its batches may be preempted)."""
     from llmrec.serving.engine import build_engine
 
     if mode == "serve":
@@ -95,8 +98,13 @@ def open_engine(cfg: dict, mode: str, role: str, cache, run: str = "", timeout_s
     elif pool is not None:
         engine = pool
     else:
+        from llmrec.pipelines.runner.prompt_sizes import over_capacity
+
         engine = build_engine(cfg)
         engine.start()
+        warning = over_capacity(kv_budget, engine.kv_capacity())
+        if warning:
+            log.warning("%s engine: %s", role, warning)
     if cache is not None:
         from llmrec.serving.cache import CachedEngine
         from llmrec.serving.cache_service import RemoteRequestCache
@@ -209,11 +217,12 @@ def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
     groups = group_by_prefix(p.pending) if ex.order_by_prefix else [[s] for s in p.pending]
     batch_size = ex.batch_size
     if ex.kv_budget_tokens and ex.order_by_prefix:  # one row = one KV-packed batch of whole prefix groups
-        from llmrec.pipelines.runner.prompt_sizes import packed_rows
+        from llmrec.pipelines.runner.prompt_sizes import TokenCount, packed_rows, run_capacity
+        from llmrec.serving.engine import build_engine
 
-        groups = packed_rows(p.bench, cfg.benchmark, groups, ex.kv_budget_tokens,
-                             getattr(cfg.engine, "block_size", None) or 16, getattr(cfg.engine, "max_num_seqs", None),
-                             p.assets)
+        subject = build_engine(cfg.engine)  # not started: it states its block size, sequence limit, tokenizer
+        groups = packed_rows(p.bench, cfg.benchmark, groups, run_capacity(subject, ex), p.assets,
+                             TokenCount(subject.prompt_tokenizer()))
         batch_size = 1
     items = [{"group": json.dumps(g)} for g in groups]
     ds = ray.data.from_items(items, override_num_blocks=max(1, min(len(items), 4 * ex.concurrency)))
@@ -224,7 +233,8 @@ def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
                                        mode=ex.mode, cache=cache, retries=ex.retries,
                                        backoff_s=ex.serve_backoff_s if ex.mode == "serve" else ex.backoff_s,
                                        assets=assets, run=run, timeout_s=ex.request_timeout_s,
-                                       pools={"judge": judge_pool.client(ex.backoff_s)} if judge_pool else None),
+                                       pools={"judge": judge_pool.client(ex.backoff_s)} if judge_pool else None,
+                                       kv_budget=ex.kv_budget_tokens if ex.order_by_prefix else None),
             batch_size=batch_size, udf_modifying_row_count=False,
             # one batch in flight per actor: a batch queued behind another on a busy replica would wait while an
             # idle replica has none (seen: both KV-packed batches of a 2-replica run on one replica)

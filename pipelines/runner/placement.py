@@ -1,10 +1,11 @@
 """Where engine actors go: Ray resources per actor, TP×PP placement groups, GPU-sharing checks.
 
-Engines that span several GPUs expose ``gpus_per_replica`` on their config (vllm: tensor ×
-pipeline parallel size). As in ``ray.data.llm``'s vLLM stage, a multi-GPU replica gets a
-placement group of one ``{GPU: 1, CPU: 1}`` bundle per GPU (PACK: on one node when it fits)
-that captures child tasks, and the actor itself reserves no GPU: vLLM's Ray executor places
-its TP/PP workers in that group. In actors mode a (non-remote) judge gets actors of its own
+Engines that span several GPUs expose ``gpus_per_replica`` on their config (e.g. tensor ×
+pipeline parallel size), and engines that take a share of each GPU's memory expose
+``gpu_share``. As in ``ray.data.llm``'s LLM stage, a multi-GPU replica gets a placement group
+of one ``{GPU: 1, CPU: 1}`` bundle per GPU (PACK: on one node when it fits) that captures child
+tasks, and the actor itself reserves no GPU: the engine's Ray executor places its TP/PP workers
+in that group. In actors mode a (non-remote) judge gets actors of its own
 (``execution.judge_replicas``) with its own CPUs/GPUs, so it shares no GPU with the subject.
 Dead actors are restarted by Ray (``max_restarts``) and their batch re-run
 (``max_task_retries``); see ``StageWorker`` for how an engine death ends the actor.
@@ -58,7 +59,7 @@ def placement_errors(engine, judge, ex) -> list[str]:
         if need is not None and gpus != 0 and gpus != need:
             errors.append(f"{key} is {gpus:g} but {role} needs tensor_parallel_size x pipeline_parallel_size "
                           f"= {need} GPU(s) per replica; set them equal")
-    shares = [getattr(c, "gpu_memory_utilization", None) for c in (engine, judge) if c is not None]
+    shares = [getattr(c, "gpu_share", None) for c in (engine, judge) if c is not None]
     if len(shares) != 2 or None in shares or sum(shares) <= 0.95:
         return errors
     if not pooled and ex.num_gpus_per_worker > 0:
@@ -68,8 +69,8 @@ def placement_errors(engine, judge, ex) -> list[str]:
                f"{judge_gpus(ex):g}), so Ray may put both on one GPU")
     else:
         return errors
-    errors.append(f"in mode 'actors' {why}, but engine.gpu_memory_utilization ({shares[0]}) + "
-                  f"judge.gpu_memory_utilization ({shares[1]}) > 0.95: vLLM would run out of memory. Give the "
+    errors.append(f"in mode 'actors' {why}, but the engine's share of GPU memory ({shares[0]}) + the "
+                  f"judge's ({shares[1]}) > 0.95: they would run out of memory. Give the "
                   f"judge actors of their own with whole GPUs (execution.judge_replicas >= 1, "
                   f"judge_num_gpus_per_worker), use execution.mode: serve (separate deployments), or lower both "
                   f"so that they sum to at most 0.95")
@@ -144,6 +145,17 @@ def judge_pool_resources(judge_cfg, ex) -> dict:
         bundles = replica_bundles(need, cpus)
         return {"num_cpus": bundles[0]["CPU"], "num_gpus": 0, "bundles": bundles, "max_restarts": ex.max_restarts}
     return {"num_cpus": cpus, "num_gpus": gpus, "bundles": None, "max_restarts": ex.max_restarts}
+
+
+def replica_placement(engine, ex, gpus_per_node: int) -> str:
+    """One line for ``llmrec plan``: what one subject replica reserves and how many nodes the run spans."""
+    need = gpus_needed(engine)
+    if need is None:
+        return (f"placement: {ex.concurrency} replica(s) of {ex.num_cpus_per_worker:g} CPU, "
+                f"{ex.num_gpus_per_worker:g} GPU each")
+    per_node = gpus_per_node // need
+    return (f"placement: {need} bundle(s) {{GPU: 1, CPU: 1}} per replica; {per_node} replica(s) per "
+            f"{gpus_per_node}-GPU node; {ex.concurrency} replica(s) -> {-(-ex.concurrency // max(per_node, 1))} node(s)")
 
 
 def judge_placement(judge, ex) -> str:

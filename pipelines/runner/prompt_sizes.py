@@ -3,22 +3,50 @@
 ``process_samples`` runs on copies of the samples against a recording engine that answers each
 request with ``max_tokens`` placeholder words (a choice constraint with its first choice), so
 later stages see realistic lengths. Each sample's longest subject prompt is kept (the stage
-whose KV need peaks). Tokens are estimated at 4 characters per token: no tokenizer download.
+whose KV need peaks) and counted once. Tokens are counted with the subject engine's ``prompt_tokenizer`` (the
+model's own tokenizer and prompt format, when installed here; nothing is downloaded), else
+estimated at 4 characters per token.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, replace
+from typing import Callable
 
-from llmrec.pipelines.runner.packing import GroupNeed, group_need
+from llmrec.packing import GroupNeed, KVCapacity, group_need, pack_to
 from llmrec.pipelines.runner.worker import process_samples
 from llmrec.types import Request, Result
 
 TOKENS_PER_CHAR = 0.25
+Tokenize = Callable[[Request], list[int]]
+
+
+@dataclass(frozen=True)
+class TokenCount:
+    """How prompt tokens are counted: ``tokenize`` (the model's tokenizer) or 4 characters per token."""
+
+    tokenize: Tokenize | None = None
+
+    def units(self, request: Request) -> list[int] | str:
+        """The prompt as token ids, or as text when there is no tokenizer."""
+        return self.tokenize(request) if self.tokenize is not None else _text(request)
+
+    @property
+    def per_unit(self) -> float:
+        return 1.0 if self.tokenize is not None else TOKENS_PER_CHAR
+
+    def describe(self) -> str:
+        return "the model's tokenizer" if self.tokenize is not None else "4 chars/token: no tokenizer installed"
+
+
+def _text(request: Request) -> str:
+    return "".join(f"<{m.role}>{m.content}" for m in request.messages)
 
 
 class RecordingEngine:
-    """Answers with placeholders; keeps each sample's longest subject prompt (text, max_tokens)."""
+    """Answers with placeholders; keeps each sample's longest subject request (by characters) to be
+    counted once at the end (tokenizing every request of a 100k-token dry run would cost minutes)."""
 
     thread_safe = True
 
@@ -28,19 +56,19 @@ class RecordingEngine:
     def generate(self, requests: list[Request]) -> list[Result]:
         out = []
         for r in requests:
-            text = "".join(f"<{m.role}>{m.content}" for m in r.messages)
+            chars = len(_text(r))
             sid = (r.request_id or "").split(":")[0]
-            if self.role == "subject" and len(text) > len(self.peak.get(sid, ("",))[0]):
-                self.peak[sid] = (text, r.sampling.max_tokens)
+            if self.role == "subject" and chars > self.peak.get(sid, (0, None))[0]:
+                self.peak[sid] = (chars, r)
             c = r.constraint
             answer = c.choices[0] if c is not None and c.choices else " ".join(["word"] * r.sampling.max_tokens)
-            out.append(Result(text=answer, prompt_tokens=int(len(text) * TOKENS_PER_CHAR),
+            out.append(Result(text=answer, prompt_tokens=int(chars * TOKENS_PER_CHAR),
                               completion_tokens=r.sampling.max_tokens, request_id=r.request_id))
         return out
 
 
-def dry_run_needs(bench, bench_cfg, groups: list[list[dict]], block_size: int = 16,
-                  assets: dict | None = None) -> list[GroupNeed]:
+def dry_run_needs(bench, bench_cfg, groups: list[list[dict]], block_tokens: int = 1, assets: dict | None = None,
+                  count: TokenCount = TokenCount()) -> list[GroupNeed]:
     """One ``GroupNeed`` per group (key = the group's index), the samples left untouched.
     ``assets``: the benchmark's shared data, as the workers get it."""
     needs = []
@@ -48,17 +76,29 @@ def dry_run_needs(bench, bench_cfg, groups: list[list[dict]], block_size: int = 
         engines = {"subject": RecordingEngine("subject"), "judge": RecordingEngine("judge")}
         process_samples(bench, bench_cfg, json.loads(json.dumps(g)), engines.__getitem__, retries=0, backoff_s=0,
                         assets=assets)
-        peaks = list(engines["subject"].peak.values()) or [("", 0)]
-        needs.append(group_need(str(i), [t for t, _ in peaks], [m for _, m in peaks], block_size, TOKENS_PER_CHAR))
+        peaks = [r for _, r in engines["subject"].peak.values()]
+        needs.append(group_need(str(i), [count.units(r) for r in peaks] or [""],
+                                [r.sampling.max_tokens for r in peaks] or [0], block_tokens, count.per_unit))
     return needs
 
 
-def packed_rows(bench, bench_cfg, groups: list[list[dict]], budget_tokens: int, block_size: int = 16,
-                max_seqs: int | None = None, assets: dict | None = None) -> list[list[dict]]:
+def packed_rows(bench, bench_cfg, groups: list[list[dict]], capacity: KVCapacity, assets: dict | None = None,
+                count: TokenCount = TokenCount()) -> list[list[dict]]:
     """Groups regrouped into KV-packed batches: one list of samples per batch (groups kept whole,
     in order, longest batch first). One such list is one Ray Data row, so it reaches one replica."""
-    from llmrec.pipelines.runner.packing import pack_groups
+    needs = dry_run_needs(bench, bench_cfg, groups, capacity.block_tokens, assets, count)
+    return [[s for need in b.groups for s in groups[int(need.key)]] for b in pack_to(needs, capacity)]
 
-    needs = dry_run_needs(bench, bench_cfg, groups, block_size, assets)
-    batches = pack_groups(needs, budget_tokens, block_size, max_seqs)
-    return [[s for need in b.groups for s in groups[int(need.key)]] for b in batches]
+
+def run_capacity(engine, ex) -> KVCapacity:
+    """The subject engine's KV capacity for a run: its tokens replaced by ``execution.kv_budget_tokens`` when set."""
+    cap = engine.kv_capacity()
+    return replace(cap, tokens=ex.kv_budget_tokens, source="execution.kv_budget_tokens") if ex.kv_budget_tokens else cap
+
+
+def over_capacity(budget: int | None, started: KVCapacity) -> str | None:
+    """Why rows packed to ``budget`` may not fit a started engine's measured capacity, or None."""
+    if budget is None or started.tokens is None or budget <= started.tokens:
+        return None
+    return (f"execution.kv_budget_tokens ({budget:,}) is more than the {started.tokens:,} KV tokens it holds "
+            f"({started.source}): packed batches may be preempted; set the budget to at most that")

@@ -19,7 +19,7 @@ def ensure_ray(cfg: RayConfig) -> None:
 def start_serve_apps(engines: dict, ex: ExecutionConfig, run: str) -> dict:
     """Deploy this run's apps, one per role (subject, judge: separate deployments), named after the
     run. Apps of the same names already running were left by an earlier driver of this run that
-    died: they are deleted first. An engine class with a ``deploy_serve`` hook (vllm:
+    died: they are deleted first. An engine class with a ``deploy_serve`` hook (e.g. through
     ``ray.serve.llm``) deploys itself and returns the config its client needs; the others run in
     llmrec's own ``EngineDeployment``."""
     from llmrec.pipelines.runner.execution import app_name

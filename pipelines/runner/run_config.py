@@ -40,8 +40,8 @@ class ExecutionConfig(StrictModel):
     judge_num_cpus_per_worker: float | None = Field(
         None, gt=0, description="CPUs reserved per judge actor; None = num_cpus_per_worker")
     judge_num_gpus_per_worker: float | None = Field(
-        None, ge=0, description="GPUs reserved per judge actor (a vLLM judge: its tensor_parallel_size x "
-                                "pipeline_parallel_size); None = num_gpus_per_worker")
+        None, ge=0, description="GPUs reserved per judge actor (a multi-GPU judge: the GPUs of one of "
+                                "its replicas, e.g. tensor x pipeline parallel size); None = num_gpus_per_worker")
     retries: int = Field(3, ge=0, description="engine retries per request before it is recorded as failed")
     backoff_s: float = Field(1.0, ge=0, description="first retry delay; doubles each retry")
     serve_backoff_s: float = Field(
@@ -52,8 +52,9 @@ class ExecutionConfig(StrictModel):
     max_restarts: int = Field(
         3, ge=-1, description="times Ray restarts a dead engine actor (its batch is re-run); -1 = without limit")
     kv_budget_tokens: int | None = Field(
-        None, ge=1, description="KV-cache tokens of one replica (vLLM logs its measured 'GPU KV cache size'); "
-                                "`llmrec plan` packs batches to it; None = planned from the model config")
+        None, ge=1, description="KV-cache tokens of one replica (the engine logs its measured figure at start): "
+                                "rows are packed to it, in the engine's KV blocks; None = rows of batch_size prefix "
+                                "groups, and `llmrec plan` uses the engine's planned figure")
     max_failed_share: float = Field(
         0.1, ge=0, le=1, description="`llmrec run` exits 1 (results kept) when more than this share of the samples "
                                      "failed; a run whose every sample failed always does")

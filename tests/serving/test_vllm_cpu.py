@@ -154,6 +154,9 @@ def test_prefix_cache_reuse_is_counted(ray_here):
     engine = build_engine({**ENGINE})
     engine.start()
     try:
+        cache, cap = engine._llm.vllm_config.cache_config, engine.kv_capacity()  # what vLLM allocated
+        assert cap.source == "measured by vLLM at start" and cap.block_tokens == cache.block_size
+        assert 0 < cap.tokens <= cache.num_gpu_blocks * cache.block_size
         _assert_followers_hit(engine.generate(_shared_prefix_requests()))
     finally:
         engine.close()

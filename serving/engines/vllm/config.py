@@ -85,6 +85,11 @@ class VLLMEngineConfig(EngineConfig):
         """GPUs one model instance needs: tensor × pipeline parallel size."""
         return self.tensor_parallel_size * self.pipeline_parallel_size
 
+    @property
+    def gpu_share(self) -> float:
+        """Share of each GPU's memory one replica takes (the runner's GPU-sharing check)."""
+        return self.gpu_memory_utilization
+
 
 def identity(c: VLLMEngineConfig) -> dict:
     """What makes two runs' answers comparable (both run modes); a scale run says so."""

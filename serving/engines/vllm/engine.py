@@ -11,6 +11,7 @@ request only; a request vLLM rejects → ``Result.failure`` for that request onl
 ``EngineDeadError`` (the EngineCore process is gone) → ``EngineDead``, which the runner answers
 by ending the actor so that Ray restarts it and redoes its batch. ``check_health`` asks
 vLLM; ``close`` shuts the engine core down so no orphaned process keeps the GPU memory.
+``kv_capacity`` reports the KV cache vLLM allocated once started (the plan before: ``planning``).
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ import time
 import uuid
 
 from llmrec.errors import ContextOverflow, EngineDead, EngineError, MissingDependency
+from llmrec.packing import KVCapacity
 from llmrec.serving.engine import EngineBase, register_engine
 from llmrec.serving.engines.vllm import prompts
 from llmrec.serving.engines.vllm.config import VLLMEngineConfig, engine_args, identity
 from llmrec.serving.engines.vllm.embedded import resolve_model
+from llmrec.serving.engines.vllm.planning import PlanningHooks, measured_capacity
 from llmrec.serving.prefix_order import leaders
 from llmrec.types import Request, Result
 
@@ -39,7 +42,7 @@ COUNTERS = ("vllm:num_preemptions", "vllm:prompt_tokens", "vllm:prompt_tokens_ca
 
 
 @register_engine("vllm", VLLMEngineConfig)
-class VLLMEngine(EngineBase):
+class VLLMEngine(PlanningHooks, EngineBase):
     thread_safe = True
 
     def __init__(self, config: VLLMEngineConfig):
@@ -92,8 +95,12 @@ class VLLMEngine(EngineBase):
         self._tokenizer = self._llm.get_tokenizer()
         self._format = prompts.prompt_format(self.config, self._tokenizer)
         self._max_len = int(self._llm.model_config.max_model_len)
-        log.info("vLLM %s AsyncLLM loaded %s (max_model_len=%d, prompts: %s)", vllm.__version__,
-                 self.config.model, self._max_len, self._format)
+        log.info("vLLM %s AsyncLLM loaded %s (max_model_len=%d, KV cache %s tokens, prompts: %s)", vllm.__version__,
+                 self.config.model, self._max_len, self.kv_capacity().tokens, self._format)
+
+    def kv_capacity(self) -> KVCapacity:
+        """The KV cache vLLM allocated once started; the config arithmetic before."""
+        return measured_capacity(self._llm.vllm_config) if self._llm is not None else super().kv_capacity()
 
     def _run(self, coro, timeout: float | None = None):
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)

@@ -7,11 +7,16 @@ the reported ``prompt_tokens`` use the same tokens in both modes.
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from typing import Any, Callable
 
+from llmrec.errors import LlmrecError
 from llmrec.serving.engines.llamacpp import render_gemma, render_plain
 from llmrec.serving.engines.vllm.config import VLLMEngineConfig
+from llmrec.serving.engines.vllm.embedded import resolve_model
 from llmrec.types import Message, Request
+
+log = logging.getLogger(__name__)
 
 
 def conversation(request: Request, merge_system: bool) -> list[dict]:
@@ -42,6 +47,21 @@ def render(request: Request, cfg: VLLMEngineConfig, tokenizer, fmt: str) -> str:
     messages = [Message(**m) for m in msgs]
     bos = getattr(tokenizer, "bos_token", None) or ""
     return bos + (render_gemma(messages) if fmt == "gemma" else render_plain(messages))
+
+
+def local_tokenizer(cfg: VLLMEngineConfig) -> Callable[[Request], list[int]] | None:
+    """Request → the prompt token ids the engine would send (same rendering), from the model's
+    tokenizer files already on this machine (nothing downloaded, no engine started); None when
+    transformers or the files are missing."""
+    try:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(resolve_model(cfg.model), local_files_only=True)
+    except (ImportError, OSError, ValueError, LlmrecError) as e:
+        log.info("no local tokenizer for %s: %s", cfg.model, e)
+        return None
+    fmt = prompt_format(cfg, tokenizer)
+    return lambda request: list(tokenizer.encode(render(request, cfg, tokenizer, fmt), add_special_tokens=False))
 
 
 def sampling_kwargs(request: Request) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from llmrec.errors import ConfigError, ContextOverflow, EngineError
 from llmrec.serving.engines.vllm import prompts
 from llmrec.serving.engines.vllm.config import VLLMEngineConfig, engine_args, identity
 from llmrec.serving.engines.vllm.embedded import resolve_model
+from llmrec.serving.engines.vllm.planning import PlanningHooks
 from llmrec.serving.prefix_order import leaders
 from llmrec.types import Request, Result
 
@@ -111,8 +112,9 @@ def _wait_ready(base_url: str) -> None:
     raise EngineError(f"the vLLM app did not answer {base_url}/models within {READY_TIMEOUT_S:.0f}s ({last})")
 
 
-class VLLMServeClient:
-    """The Engine protocol over a ``ray.serve.llm`` (or any vLLM) OpenAI ``/v1/completions`` endpoint."""
+class VLLMServeClient(PlanningHooks):
+    """The Engine protocol over a ``ray.serve.llm`` (or any vLLM) OpenAI ``/v1/completions`` endpoint
+    (its KV capacity: the plan from the config; the replicas' own figures stay in their logs)."""
 
     thread_safe = True
 

@@ -1,9 +1,9 @@
 """Pack prefix groups into batches whose concurrent KV-cache need fits one replica's budget.
 
 Why: a batch's requests run concurrently on one engine. When their KV need exceeds the
-cache (blocks × block size), vLLM preempts sequences and evicts cached blocks — first the
-shared prefixes that grouping was meant to reuse. Packing by KV need (not by a fixed count of
-groups) lets a 100k-token sweep run without preemption.
+engine's cache, the engine preempts sequences and evicts cached blocks — first the shared
+prefixes that grouping was meant to reuse. Packing by KV need (not by a fixed count of groups)
+lets a 100k-token sweep run without preemption.
 
 KV need of a group (with prefix caching, members share every full block of a common prefix,
 so the cache holds the prefix *tree* of their prompts): the distinct prompt blocks of the group
@@ -12,13 +12,28 @@ completion blocks, in tokens. PrefEval's turn variants of one pair are prefixes 
 so a group of 30 prompts up to 100k tokens needs ~100k tokens of KV, not 30 × 100k.
 First-fit decreasing: groups longest first; each goes into the first batch with room; a group
 is never split. A group larger than the whole budget is a batch of its own, flagged
-``oversize`` (vLLM will then run its members partly in sequence).
-Pure functions: no engine, no Ray.
+``oversize`` (the engine will then run its members partly in sequence).
+
+Engine-neutral: an engine states its budget as a ``KVCapacity`` (serving/engine.py's optional
+``kv_capacity`` hook); this module holds pure functions (no engine, no Ray).
 """
 
 from __future__ import annotations
 
+import os.path
 from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class KVCapacity:
+    """One replica's KV cache as the packer needs it: the ``tokens`` it holds (None: unknown),
+    the ``block_tokens`` it allocates in (1: token by token), the ``max_seqs`` it runs at once
+    (None: no limit) and where the figures come from (``source``, for reports)."""
+
+    tokens: int | None = None
+    block_tokens: int = 1
+    max_seqs: int | None = None
+    source: str = "not stated by the engine"
 
 
 @dataclass(frozen=True)
@@ -31,15 +46,15 @@ class GroupNeed:
     unique_tokens: int
     max_tokens: tuple[int, ...]
 
-    def kv_tokens(self, block_size: int = 16) -> int:
-        return self.unique_tokens + sum(_blocks(m, block_size) for m in self.max_tokens) * block_size
+    def kv_tokens(self, block_tokens: int = 1) -> int:
+        return self.unique_tokens + sum(_blocks(m, block_tokens) for m in self.max_tokens) * block_tokens
 
     def prefill_saved(self) -> int:
         """Prompt tokens not prefilled thanks to prefix sharing (vs each prompt alone)."""
         return max(0, sum(self.prompt_tokens) - self.unique_tokens)
 
 
-def group_need(key: str, prompts: list, max_tokens: list[int], block_size: int = 16,
+def group_need(key: str, prompts: list, max_tokens: list[int], block_tokens: int = 1,
                tokens_per_unit: float = 1.0) -> GroupNeed:
     """A group's need from its prompts as token lists (or strings with ``tokens_per_unit``, e.g. 1/4
     token per character when no tokenizer is at hand)."""
@@ -47,8 +62,8 @@ def group_need(key: str, prompts: list, max_tokens: list[int], block_size: int =
     unique, prev = 0, None
     for i in order:
         n = int(len(prompts[i]) * tokens_per_unit)
-        shared = int(_common(prompts[i], prev) * tokens_per_unit) // block_size if prev is not None else 0
-        unique += (_blocks(n, block_size) - shared) * block_size
+        shared = int(_common(prompts[i], prev) * tokens_per_unit) // block_tokens if prev is not None else 0
+        unique += (_blocks(n, block_tokens) - shared) * block_tokens
         prev = prompts[i]
     lengths = tuple(int(len(p) * tokens_per_unit) for p in prompts)
     return GroupNeed(key, lengths, unique, tuple(max_tokens))
@@ -65,25 +80,24 @@ class Batch:
         return sum(len(g.prompt_tokens) for g in self.groups)
 
 
-def _blocks(tokens: int, block_size: int) -> int:
-    return -(-max(0, tokens) // block_size)
+def _blocks(tokens: int, block_tokens: int) -> int:
+    return -(-max(0, tokens) // block_tokens)
 
 
-def pack_groups(groups: list[GroupNeed], budget_tokens: int, block_size: int = 16,
-                max_seqs: int | None = None, max_groups: int | None = None) -> list[Batch]:
+def pack_groups(groups: list[GroupNeed], budget_tokens: int, block_tokens: int = 1,
+                max_seqs: int | None = None) -> list[Batch]:
     """Batches (largest need first) whose KV need ≤ ``budget_tokens`` and sequences ≤ ``max_seqs``."""
     if budget_tokens <= 0:
         raise ValueError(f"the KV budget must be positive, got {budget_tokens} tokens")
     batches: list[Batch] = []
-    for g in sorted(groups, key=lambda g: -g.kv_tokens(block_size)):
-        need, n = g.kv_tokens(block_size), len(g.prompt_tokens)
+    for g in sorted(groups, key=lambda g: -g.kv_tokens(block_tokens)):
+        need, n = g.kv_tokens(block_tokens), len(g.prompt_tokens)
         if need > budget_tokens or (max_seqs is not None and n > max_seqs):
             batches.append(Batch([g], need, oversize=True))
             continue
         for b in batches:
             if (not b.oversize and b.kv_tokens + need <= budget_tokens
-                    and (max_seqs is None or b.sequences + n <= max_seqs)
-                    and (max_groups is None or len(b.groups) < max_groups)):
+                    and (max_seqs is None or b.sequences + n <= max_seqs)):
                 b.groups.append(g)
                 b.kv_tokens += need
                 break
@@ -92,14 +106,13 @@ def pack_groups(groups: list[GroupNeed], budget_tokens: int, block_size: int = 1
     return batches
 
 
+def pack_to(groups: list[GroupNeed], capacity: KVCapacity) -> list[Batch]:
+    """``pack_groups`` within a replica's capacity (its ``tokens`` must be known)."""
+    if capacity.tokens is None:
+        raise ValueError("the KV capacity is unknown: give a token budget")
+    return pack_groups(groups, capacity.tokens, capacity.block_tokens, capacity.max_seqs)
+
+
 def _common(a, b) -> int:
     """Length of the common prefix of two token lists (or strings)."""
-    n = min(len(a), len(b))
-    if isinstance(a, str):
-        import os.path
-
-        return len(os.path.commonprefix([a, b]))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
+    return len(os.path.commonprefix([a, b]))
