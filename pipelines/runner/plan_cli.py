@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from llmrec.errors import ConfigError, LlmrecError
+from llmrec.errors import ConfigError
 from llmrec.packing import GroupNeed, pack_to
 from llmrec.pipelines.runner.placement import judge_placement, replica_placement
 from llmrec.pipelines.runner.prompt_sizes import TokenCount, dry_run_needs, run_capacity
@@ -82,9 +82,4 @@ def register(app: typer.Typer) -> None:
         """
         from llmrec.pipelines.runner.run_config import load_run_config
 
-        try:
-            lines = plan_lines(load_run_config(config, set_), gpus_per_node, max_groups)
-        except LlmrecError as e:
-            typer.echo(f"error: {e}", err=True)
-            raise typer.Exit(2) from None
-        typer.echo("\n".join(lines))
+        typer.echo("\n".join(plan_lines(load_run_config(config, set_), gpus_per_node, max_groups)))
