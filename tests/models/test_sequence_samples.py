@@ -108,16 +108,18 @@ def test_train_stride_belongs_to_windows():
 
 
 @pytest.mark.parametrize("name", ["gru4rec", "sasrec"])
-def test_length_groups_give_the_padded_batchs_outputs_and_loss(name, tiny_data):
+def test_trimmed_encodings_give_the_padded_batchs_outputs_and_loss(name, tiny_data):
     seed_everything(0)
     model = build_model(model_config({"name": name, "max_seq_len": 4}), tiny_data)
     batch = next(iter(model.training_batches(tiny_data, 64, np.random.default_rng(0))))
     assert batch["seq"].shape[1] == 4 and int(batch["seq_len"].min()) == 1
     model.eval()
     with torch.no_grad():
-        grouped = last_outputs(model._encode, batch["seq"], batch["seq_len"], rows=5)
         padded = last_position(model._encode(batch["seq"]), batch["seq_len"])
+        grouped = last_outputs(model._encode, batch["seq"], batch["seq_len"], rows=5)
         torch.testing.assert_close(grouped, padded, rtol=1e-5, atol=1e-5)
+        # what training uses (GRU4Rec: a packed sequence, SASRec: the length groups)
+        torch.testing.assert_close(model._last_outputs(batch["seq"], batch["seq_len"]), padded, rtol=1e-5, atol=1e-5)
         logits = padded @ model.item_emb.weight.T
         logits[:, 0] = -torch.inf
         want = torch.nn.functional.cross_entropy(logits, batch["target"])
