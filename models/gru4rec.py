@@ -48,14 +48,6 @@ class GRU4Rec(SequenceTraining, Recommender):
         hidden, _ = self.gru(self.drop(self.item_emb(seq)))
         return self.out(hidden)
 
-    def _last_outputs(self, seq: torch.Tensor, seq_len: torch.Tensor) -> torch.Tensor:
-        """The GRU runs over each row's own length (a packed sequence): its final state is the state
-        after the last item, so no step is spent on padding (the same outputs as ``_encode``)."""
-        emb = self.drop(self.item_emb(seq))
-        packed = nn.utils.rnn.pack_padded_sequence(emb, seq_len.cpu(), batch_first=True, enforce_sorted=False)
-        _, last = self.gru(packed)
-        return self.out(last[-1])
-
     def full_scores(self, users, seq, seq_len) -> torch.Tensor:
         return last_position(self._encode(seq), seq_len) @ self.item_emb.weight.T
 
