@@ -93,13 +93,9 @@ class SequenceTraining:
             self._samples = sequence_windows(data, self.max_seq_len, self.cfg.train_stride)
         return sequence_batches(data, self.max_seq_len, batch_size, rng, self._samples)
 
-    def _last_outputs(self, seq: torch.Tensor, seq_len: torch.Tensor) -> torch.Tensor:
-        """``[B, d]``: each row's output at its last item (``seq_len >= 1``)."""
-        return last_outputs(self._encode, seq, seq_len)
-
     def calculate_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         if batch["target"].dim() == 1:  # prefix samples: the output at each prefix's last item
-            hidden = self._last_outputs(batch["seq"], batch["seq_len"])
+            hidden = last_outputs(self._encode, batch["seq"], batch["seq_len"])
         else:  # windows: the output at every position that has a target
             hidden = self._encode(batch["seq"])
         return next_item_loss(hidden, self.item_emb.weight, batch, self.cfg.loss)
