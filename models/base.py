@@ -40,6 +40,10 @@ class ModelConfig(StrictModel):
 
     name: str = Field(description="model name (lowercase class name, e.g. bprmf, sasrec)")
 
+    def training_protocol(self) -> dict:
+        """How training samples are built, where a model has a choice (recorded in ``protocol.json``)."""
+        return {}
+
 
 class Recommender(nn.Module):
     """Base class of every recommender; see the module docstring for the contract."""

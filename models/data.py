@@ -176,6 +176,62 @@ def pad_sequences(seqs: list[np.ndarray], max_len: int) -> tuple[torch.Tensor, t
     return torch.from_numpy(out), torch.from_numpy(lens)
 
 
+@dataclass
+class PrefixSamples:
+    """RecBole's sequential training samples: one per train item after a user's first.
+
+    Sample ``j`` predicts ``items[ends[j]]`` (of user ``users[j]``) from the ``lens[j]`` items just
+    before it in that user's time-ordered history: ``items[ends[j] - lens[j] : ends[j]]``, at most
+    ``max_len`` of them. ``items`` holds every user's train items, user after user.
+    """
+
+    items: np.ndarray
+    ends: np.ndarray
+    lens: np.ndarray
+    users: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def inputs(self, idx: np.ndarray) -> np.ndarray:
+        """``[len(idx), longest]`` prefixes of samples ``idx``, left-aligned and right-padded with 0."""
+        lens = self.lens[idx]
+        cols = np.arange(int(lens.max()) if len(idx) else 0)
+        pos = (self.ends[idx] - lens)[:, None] + cols
+        return np.where(cols < lens[:, None], self.items[np.minimum(pos, len(self.items) - 1)], 0)
+
+
+def sequence_prefixes(data: RecData, max_len: int) -> PrefixSamples:
+    """Every train item after a user's first is the target of its own sample, whose input is the
+    ``max_len`` items before it (fewer near the start): RecBole's sequential data augmentation."""
+    seqs = data.train_sequences()
+    sizes = np.array([len(s) for s in seqs], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    counts = np.maximum(sizes - 1, 0)
+    users = np.repeat(np.arange(len(seqs), dtype=np.int64), counts)
+    # each target's position in its user's history: 1 .. size - 1
+    within = np.arange(len(users), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts) + 1
+    items = np.concatenate(seqs).astype(np.int64) if seqs else np.zeros(0, np.int64)
+    return PrefixSamples(items, starts[users] + within, np.minimum(within, max_len), users)
+
+
+def prefix_batches(
+    data: RecData, samples: PrefixSamples, batch_size: int, rng: np.random.Generator
+) -> Iterator[dict[str, torch.Tensor]]:
+    """Shuffled batches of ``batch_size`` prefix samples (``seq``, ``target``, ``seq_len``, ``neg``), as
+    RecBole's shuffled training loader; ``seq`` is padded to the batch's longest prefix, not ``max_len``."""
+    order = rng.permutation(len(samples))
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        yield {
+            "users": torch.from_numpy(samples.users[idx]),
+            "seq": torch.from_numpy(samples.inputs(idx)),
+            "target": torch.from_numpy(samples.items[samples.ends[idx]]),
+            "seq_len": torch.from_numpy(samples.lens[idx]),
+            "neg": torch.from_numpy(rng.integers(1, data.n_items, size=len(idx))),
+        }
+
+
 def sequence_windows(
     data: RecData, max_len: int, stride: int | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

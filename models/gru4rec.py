@@ -2,7 +2,8 @@
 
 Hidasi et al., "Session-based Recommendations with Recurrent Neural Networks" (ICLR 2016),
 in the RecBole/ReChorus form: item embedding -> dropout -> GRU -> linear to embedding
-space, scored against the item embeddings; every position of a train window is a target.
+space, scored against the item embeddings; trained on RecBole's prefix samples by default
+(``train_samples``, ``models.layers.SequenceTraining``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from torch import nn
 
 from llmrec.models.base import Recommender, register_model
 from llmrec.models.data import RecData
-from llmrec.models.layers import SequenceConfig, WindowedTraining, last_position, next_item_loss
+from llmrec.models.layers import SequenceConfig, SequenceTraining, last_position
 
 
 class GRU4RecConfig(SequenceConfig):
@@ -27,7 +28,7 @@ class GRU4RecConfig(SequenceConfig):
 
 
 @register_model
-class GRU4Rec(WindowedTraining, Recommender):
+class GRU4Rec(SequenceTraining, Recommender):
     """score(seq, i) = <W h_t, q_i> with h_t the GRU state after the last item."""
 
     config_cls = GRU4RecConfig
@@ -46,9 +47,6 @@ class GRU4Rec(WindowedTraining, Recommender):
     def _encode(self, seq: torch.Tensor) -> torch.Tensor:
         hidden, _ = self.gru(self.drop(self.item_emb(seq)))
         return self.out(hidden)
-
-    def calculate_loss(self, batch) -> torch.Tensor:
-        return next_item_loss(self._encode(batch["seq"]), self.item_emb.weight, batch, self.cfg.loss)
 
     def full_scores(self, users, seq, seq_len) -> torch.Tensor:
         return last_position(self._encode(seq), seq_len) @ self.item_emb.weight.T

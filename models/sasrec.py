@@ -15,7 +15,7 @@ from torch import nn
 
 from llmrec.models.base import Recommender, register_model
 from llmrec.models.data import RecData
-from llmrec.models.layers import SequenceConfig, WindowedTraining, last_position, next_item_loss
+from llmrec.models.layers import SequenceConfig, SequenceTraining, last_position
 
 
 class SASRecConfig(SequenceConfig):
@@ -35,7 +35,7 @@ class SASRecConfig(SequenceConfig):
 
 
 @register_model
-class SASRec(WindowedTraining, Recommender):
+class SASRec(SequenceTraining, Recommender):
     """score(seq, i) = <F(seq)_t, q_i>, F a causal transformer, t the last position."""
 
     config_cls = SASRecConfig
@@ -79,9 +79,6 @@ class SASRec(WindowedTraining, Recommender):
         pos = torch.arange(length, device=seq.device)
         x = self.drop(self.norm(self.item_emb(seq) + self.pos_emb(pos)))
         return self.encoder(x, mask=self.causal[:length, :length], is_causal=True)
-
-    def calculate_loss(self, batch) -> torch.Tensor:
-        return next_item_loss(self._encode(batch["seq"]), self.item_emb.weight, batch, self.cfg.loss)
 
     def full_scores(self, users, seq, seq_len) -> torch.Tensor:
         return last_position(self._encode(seq), seq_len) @ self.item_emb.weight.T

@@ -92,8 +92,10 @@ def run_recbole(args, name: str, point: str, seed: int, epochs: int, inter: Path
     return json.loads(done.read_text()), work, False
 
 
-def run_llmrec(name: str, point: str, seed: int, epochs: int, work: Path, recbole_dir: Path, threads: int) -> dict:
-    """llmrec on the split the RecBole run dumped, with the same seed and operating point."""
+def run_llmrec(name: str, point: str, seed: int, epochs: int, work: Path, recbole_dir: Path, threads: int,
+               train_samples: str = "prefix") -> dict:
+    """llmrec on the split the RecBole run dumped, with the same seed and operating point (sequential
+    models build their training samples by ``train_samples``)."""
     import pandas as pd
 
     from llmrec.interactions import DataSpec, Split, load_interactions
@@ -117,7 +119,8 @@ def run_llmrec(name: str, point: str, seed: int, epochs: int, work: Path, recbol
                         metric="ndcg@10" if budget else "mrr@10", seed=seed, device="cpu", num_threads=threads,
                         eval=EvalConfig(topk=[10]))  # history masking: the family default, as RecBole
     seed_everything(seed)
-    model = build_model(model_config(SPECS[name]["llmrec"]), data)
+    spec = SPECS[name]
+    model = build_model(model_config(spec["llmrec"] | ({"train_samples": train_samples} if spec["seq"] else {})), data)
     result = fit(model, data, cfg)
     test = evaluate(model, data, "test", cfg.eval).metrics
     return {"ndcg@10": test["ndcg@10"], "recall@10": test["recall@10"], "mrr@10": test["mrr@10"],
@@ -176,6 +179,8 @@ def main() -> None:
     p.add_argument("--epochs", type=int, help="budget point: one epoch budget for every model (default: SPECS)")
     p.add_argument("--max-epochs", type=int, default=300, help="recbole point: epoch cap (RecBole's default 300)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads, both sides")
+    p.add_argument("--train-samples", default="prefix", choices=["prefix", "windows"],
+                   help="llmrec's SASRec/GRU4Rec training samples: RecBole's prefixes (default) or packed windows")
     p.add_argument("--data-dir", default=os.environ.get("LLMREC_DATA_DIR", str(REPO.parent / "shared" / "data")))
     p.add_argument("--recbole-python", default=str(REPO / ".venv-recbole" / "bin" / "python"))
     p.add_argument("--work-dir", default=str(REPO / "runs" / "perf" / "recbole-parity"))
@@ -200,11 +205,12 @@ def main() -> None:
                 t0 = time.perf_counter()
                 result, work, reused = run_recbole(args, name, point, seed, epochs, inter)
                 rb.append({**result, "reused": reused})
-                us.append(run_llmrec(name, point, seed, epochs, work, recbole_dir, args.threads))
+                us.append(run_llmrec(name, point, seed, epochs, work, recbole_dir, args.threads, args.train_samples))
                 print(f"  {name} {point} seed {seed}: RecBole NDCG@10 {result['ndcg@10']:.4f} "
                       f"({result['epochs_run']} ep{', reused' if reused else ''}), llmrec {us[-1]['ndcg@10']:.4f} "
                       f"({us[-1]['epochs_run']} ep), {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
-            rows.append(summarize(name, point, epochs, rb, us) | {"runs": {"recbole": rb, "llmrec": us}})
+            rows.append(summarize(name, point, epochs, rb, us) | {"runs": {"recbole": rb, "llmrec": us}}
+                        | ({"train_samples": args.train_samples} if SPECS[name]["seq"] else {}))
             print(table_row(rows[-1]), flush=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

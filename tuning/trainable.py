@@ -44,6 +44,8 @@ def prepare_data(cfg: TrainConfig) -> RecData:
         n_interactions=len(inter),
         filters=cfg.filters.model_dump(mode="json"),
     )
+    if training := cfg.model.training_protocol():
+        rec.protocol["model"] = training  # not part of the data fingerprint (tuning.api)
     return rec
 
 

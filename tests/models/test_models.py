@@ -136,7 +136,8 @@ def test_batch_size_counts_training_examples(tiny_data):
     batch = next(iter(neumf.training_batches(tiny_data, 40, rng)))
     assert batch["pos"].shape == (10,) and batch["neg"].shape == (10, 3)
     sasrec = build_model(
-        model_config({"name": "sasrec", "max_seq_len": 4, "hidden_size": 8, "inner_size": 8}), tiny_data
+        model_config({"name": "sasrec", "max_seq_len": 4, "hidden_size": 8, "inner_size": 8, "train_samples": "windows"}),
+        tiny_data,
     )
     batches = list(sasrec.training_batches(tiny_data, 16, rng))
     counts = [int((b["target"] > 0).sum()) for b in batches]
@@ -178,7 +179,7 @@ def test_sequence_windows_make_every_later_train_item_a_target_once(tiny_data, s
 
 def test_train_stride_is_validated():
     with pytest.raises(ConfigError, match="train_stride"):
-        model_config({"name": "sasrec", "max_seq_len": 4, "train_stride": 5})
+        model_config({"name": "sasrec", "max_seq_len": 4, "train_samples": "windows", "train_stride": 5})
 
 
 def test_lightgcn_propagation_matches_torch_geometric_and_its_gradient(tiny_data):

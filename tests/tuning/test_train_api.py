@@ -84,6 +84,22 @@ def test_sequential_models_refuse_the_random_split(tmp_path, tiny_csv):
             train_from_config(write_config(tmp_path, cfg), [])
 
 
+def test_sequence_training_samples_are_recorded(tmp_path, tiny_csv):
+    cfg = base_config(tmp_path, tracking={"enabled": False})
+    cfg["model"] = {"name": "gru4rec", "embedding_size": 8, "hidden_size": 8, "max_seq_len": 4}
+    cfg["train"]["epochs"] = 1
+    out = train_from_config(write_config(tmp_path, cfg), [])
+    assert out["protocol"]["model"]["train_samples"] == "prefix" and "RecBole" in out["protocol"]["model"][
+        "train_samples_rule"]
+    written = json.loads((tmp_path / "runs" / out["run_dir"].split("/")[-1] / "protocol.json").read_text())
+    assert written["model"] == out["protocol"]["model"]
+    windows = train_from_config(write_config(tmp_path, cfg), ["model.train_samples=windows"])
+    assert windows["protocol"]["model"]["train_samples"] == "windows" and windows["protocol"]["model"][
+        "train_stride"] == 1
+    assert {k: v for k, v in windows["protocol"].items() if k != "model"} == {
+        k: v for k, v in out["protocol"].items() if k != "model"}
+
+
 def test_train_resume_continues_after_the_last_epoch(tmp_path, tiny_csv):
     from llmrec.errors import ConfigError
 
