@@ -93,7 +93,7 @@ def open_engine(cfg: dict, mode: str, role: str, cache, run: str = "", timeout_s
         from llmrec.serving.engine import ENGINES
         from llmrec.serving.serve_app import ServeEngine
 
-        client = ENGINES.get(cfg["type"]).engine_cls.serve_client  # e.g. ray.serve.llm for vllm
+        client = ENGINES.get(cfg["type"]).engine_cls.serve_client  # an engine's own serving stack, if it has one
         engine = client(cfg) if client else ServeEngine(app_name(run, role), cfg, timeout_s=timeout_s)
     elif pool is not None:
         engine = pool

@@ -90,7 +90,7 @@ def test_runs_refuses_a_store_that_does_not_exist(tmp_path):
 
 def test_plan_without_data_prints_the_data_error(tmp_path, monkeypatch):
     from llmrec.cli import _mount_extra_verbs
-    from tests.pipelines.test_packing_planning import LLAMA_8B
+    from tests.serving.test_vllm_planning import LLAMA_8B
 
     if not any(c.name == "plan" for c in app.registered_commands):
         _mount_extra_verbs()

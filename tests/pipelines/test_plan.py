@@ -12,9 +12,8 @@ from typer.testing import CliRunner
 
 from llmrec.packing import KVCapacity
 from tests.conftest import REPO, require_data
+from tests.serving.test_vllm_planning import LLAMA_8B
 
-LLAMA_8B = {"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
-            "intermediate_size": 14336, "vocab_size": 128256, "torch_dtype": "bfloat16"}
 PREFEVAL = {"name": "prefeval", "task": "mcq", "topics": ["travel_restaurant"], "forms": ["explicit"],
             "turns": [2, 10], "methods": ["zero-shot"], "per_topic": 2}
 
@@ -24,7 +23,9 @@ def _plan_app() -> typer.Typer:
     from llmrec.pipelines.runner import plan_cli
 
     assert "llmrec.pipelines.runner.plan_cli" in EXTRA_VERBS
-    app = typer.Typer()
+    from llmrec.exits import ErrorsToExitCodes
+
+    app = typer.Typer(cls=ErrorsToExitCodes)  # errors become exit codes as under `llmrec`
     app.callback()(lambda: None)  # a group, so that "plan" is a sub-command as under `llmrec`
     plan_cli.register(app)
     return app
@@ -113,10 +114,10 @@ def test_a_run_packs_its_rows_to_the_budget_on_any_engine(tmp_path, local_ray, m
 
 
 def test_an_engine_holding_less_than_the_budget_is_logged_once_started(monkeypatch, caplog):
-    import llmrec.serving.engine as engines
     from llmrec.pipelines.runner.execution import open_engine
+    from llmrec.serving.engines.fake import FakeEngine
 
-    monkeypatch.setattr(engines, "kv_capacity", lambda e: KVCapacity(80_000, 16, 256, "measured at start"))
+    monkeypatch.setattr(FakeEngine, "kv_capacity", lambda self: KVCapacity(80_000, 16, 256, "measured at start"))
     with caplog.at_level("WARNING"):
         open_engine({"type": "fake"}, "actors", "subject", None, kv_budget=50_000)
         assert caplog.text == ""
