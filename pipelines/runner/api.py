@@ -48,4 +48,4 @@ def run_evaluation(cfg: RunConfig, data_dir: Path | None = None, progress: Progr
     stats.update(p.timings)  # seconds per phase, logged with the run (the MLflow phase itself is not in them)
     run_id = log_mlflow(p, rows, metrics, files, plots, stats)
     return RunOutcome(p.run_dir.local_path or p.run_dir.uri, metrics, stats, run_id, summarize_failures(rows), files,
-                      tuple(getattr(p.bench, "headline_metrics", ()) or ()))
+                      p.bench.headline_metrics)
