@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -39,12 +40,41 @@ def require_data(*parts: str) -> Path:
     return d.joinpath(*parts)
 
 
+# the one shape of the tests' Ray
+LOCAL_RAY = dict(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+
+
+def start_local_ray() -> None:
+    """The tests' local Ray (2 CPUs; a new instance, never a cluster another process left running),
+    started once: every test that needs Ray gets this one, so the resources a test sees never depend
+    on which tests ran before it."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(**LOCAL_RAY)
+
+
+@contextlib.contextmanager
+def ray_stopped():
+    """No Ray in this process inside the block (a test that starts its own: a cluster, a sweep in
+    an S3 environment); the shared local Ray is back afterwards if it was up before."""
+    import ray
+
+    was = ray.is_initialized()
+    ray.shutdown()
+    try:
+        yield
+    finally:
+        ray.shutdown()
+        if was:
+            start_local_ray()
+
+
 @pytest.fixture(scope="session")
 def local_ray():
     """One local Ray instance (2 CPUs) shared by every test that needs it."""
     import ray
 
-    if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    start_local_ray()
     yield
     ray.shutdown()

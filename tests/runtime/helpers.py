@@ -57,22 +57,21 @@ def ray_cluster(head_cpus: float = 0, workers: tuple[dict, ...] = ({"num_cpus": 
     from ray._private import ray_constants
     from ray.cluster_utils import Cluster
 
-    was = ray.is_initialized()
-    ray.shutdown()
-    # a local cluster: addresses stay on the loopback (no remote-reachable IP lookup)
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    saved, ray_constants.ENABLE_RAY_CLUSTER = ray_constants.ENABLE_RAY_CLUSTER, False
-    cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": head_cpus, "node_ip_address": "127.0.0.1", "gcs_server_port": free_port(),
-        "include_dashboard": False, "resources": {"head": 1}})
-    nodes = [cluster.add_node(node_ip_address="127.0.0.1", **w) for w in workers]
-    try:
-        ray.init(address=cluster.address, log_to_driver=False)
-        yield cluster, nodes
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-        ray_constants.ENABLE_RAY_CLUSTER = saved
-        os.environ.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
-        if was:
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    from tests.conftest import ray_stopped
+
+    with ray_stopped():
+        # a local cluster: addresses stay on the loopback (no remote-reachable IP lookup)
+        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+        saved, ray_constants.ENABLE_RAY_CLUSTER = ray_constants.ENABLE_RAY_CLUSTER, False
+        cluster = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": head_cpus, "node_ip_address": "127.0.0.1", "gcs_server_port": free_port(),
+            "include_dashboard": False, "resources": {"head": 1}})
+        nodes = [cluster.add_node(node_ip_address="127.0.0.1", **w) for w in workers]
+        try:
+            ray.init(address=cluster.address, log_to_driver=False)
+            yield cluster, nodes
+        finally:
+            ray.shutdown()
+            cluster.shutdown()
+            ray_constants.ENABLE_RAY_CLUSTER = saved
+            os.environ.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)

@@ -26,13 +26,9 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def app():
-    ray = pytest.importorskip("ray")
+def app(local_ray):
     from llmrec.serving import serve_app
 
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     port = free_port()
     serve_app.deploy(FAKE, app_name="fake", num_cpus=0.5, port=port)
     yield serve_app, f"http://127.0.0.1:{port}"
@@ -40,8 +36,6 @@ def app():
 
     for name in list(serve.status().applications):
         serve_app.shutdown(name)
-    if started:
-        ray.shutdown()
 
 
 def chat(base: str, **body) -> httpx.Response:

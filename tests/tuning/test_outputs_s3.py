@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from llmrec import storage
-from tests.conftest import require_data
+from tests.conftest import ray_stopped, require_data
 from tests.runtime.helpers import s3_keys, s3_server
 from tests.tuning.helpers import write_config
 
@@ -74,14 +74,10 @@ def test_train_on_s3_completes_and_resumes(tmp_path, monkeypatch, caplog):
 def test_tune_sweep_on_s3_resumes(tmp_path, tiny_csv):
     """output.dir a URI: llmrec's sweep files and (by default) Tune's own state go to the bucket;
     --resume finds both there."""
-    import ray
-
     from llmrec.tuning.api import tune_from_config
     from tests.tuning.helpers import base_config
 
-    was = ray.is_initialized()
-    ray.shutdown()  # the sweep starts its own Ray inside the S3 environment (trial workers inherit it)
-    try:
+    with ray_stopped():  # the sweep starts its own Ray inside the S3 environment (trial workers inherit it)
         with s3_server() as bucket:
             root = f"s3://{bucket}/sweeps"
             cfg = base_config(tmp_path, tracking={"enabled": False},
@@ -98,6 +94,3 @@ def test_tune_sweep_on_s3_resumes(tmp_path, tiny_csv):
             assert not (tmp_path / "runs").exists()
             again = tune_from_config(path, [], resume=True)
             assert again["best_config"] == out["best_config"] and again["best_value"] == out["best_value"]
-    finally:
-        if was:
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
