@@ -149,7 +149,7 @@ def _comparison_cell(column: str, v: Any) -> str:
 def render(sources: list[Path], compare: list[Path] = (), max_rows: int = MAX_ROWS, title: str = "llmrec report") -> str:
     """The report's HTML text."""
     entries = load_entries(sources)
-    board = wide(leaderboard(entries))
+    board = leaderboard(entries)
     runs, rows, notes = [], [], []
     for e in entries:
         runs.append({"label": _label(e), "plots": _plots(e)})
@@ -164,7 +164,8 @@ def render(sources: list[Path], compare: list[Path] = (), max_rows: int = MAX_RO
     return env.get_template("report.html").render(
         title=title, generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         sources=[str(s) for s in sources],
-        leaderboard={"columns": list(board.columns), "rows": board.values.tolist()},
+        leaderboard={name: {"columns": list(t.columns), "rows": t.values.tolist()}
+                     for name, t in (("primary", wide(board, primary_only=True)), ("all", wide(board)))},
         runs=runs, comparisons=[_comparison(p) for p in find_comparisons(sources, compare)],
         drill={"rows": rows, "notes": notes, "filters": filters, "fields": DRILLDOWN_FIELDS})
 

@@ -81,7 +81,8 @@ def report(
 
     It opens offline in any browser (CSS, JavaScript and plots are inside the file). The drill-down
     shows each sample's prompt, answer, gold, verdict, status and error, filtered by run, setting and
-    status; a link can carry the filter: report.html#status=failed&setting=form=explicit,turns=10.
+    status; a link can carry the filter: report.html#status=failed (also run=… and setting=…, as the
+    table shows them).
     E.g. `llmrec report runs/suite_demo --out report.html`.
     """
     from llmrec.pipelines.runner.html_report import write_report
