@@ -117,7 +117,8 @@ def _suite_entries(suite_dir: Path) -> list[Entry]:
             run_dir = suite_dir / run_dir
         if not (run_dir / "metrics.json").is_file():
             raise ConfigError(f"{path}: entries.{i} ({e.subject} / {e.entry}): no metrics.json in {run_dir}")
-        out.append(Entry(e.subject, e.benchmark, e.entry, e.kind, run_dir, tuple(e.headline),
+        headline = tuple(e.headline) or get_benchmark(e.benchmark).headline_metrics  # none listed: the benchmark's
+        out.append(Entry(e.subject, e.benchmark, e.entry, e.kind, run_dir, headline,
                          _read_json(run_dir / "metrics.json"), _read_config(run_dir), index.name))
     return out
 

@@ -85,7 +85,7 @@ def suite_dir(root: Path, comparison: bool = True, tracking: dict | None = None)
     base.mkdir(parents=True)
     (base / "metrics.json").write_text(json.dumps({"ptc": 0.05, "exact_match": 0.1}))
     entries.insert(0, {"subject": "user-average", "benchmark": "perrecbench", "entry": "perrecbench",
-                       "kind": "baseline", "run_dir": "user-average/perrecbench", "headline": ["ptc", "exact_match"]})
+                       "kind": "baseline", "run_dir": "user-average/perrecbench"})  # headline: the benchmark's
     (s / "suite.json").write_text(json.dumps({"name": "demo_suite", "subjects": ["gemma-a", "gemma-b"],
                                               "entries": entries}))
     if comparison:

@@ -27,7 +27,9 @@ def test_suite_gives_llm_and_baseline_rows_with_their_cis(tmp_path):
     assert acc.value == pytest.approx(0.41666666666666663) and acc.ci_low == pytest.approx(0.21666666666666662)
     base = _row(df, "user-average", "perrecbench", "ptc")
     assert base.kind == "baseline" and base.value == 0.05 and math.isnan(base.ci_low)  # a baseline without a CI
-    assert set(df[df.entry == "perrecbench"].metric) == {"ptc", "exact_match"}  # the suite's headline keys
+    assert set(df[(df.entry == "perrecbench") & (df.kind == "llm")].metric) == {"ptc", "exact_match"}  # the suite's
+    assert list(df[df.subject == "user-average"].metric) == ["ptc", "ptc_rank", "exact_match", "failed"]  # none listed
+    assert math.isnan(_row(df, "user-average", "perrecbench", "ptc_rank").value)
 
     table = wide(df)
     assert list(table.subject) == ["gemma-a", "gemma-b", "user-average"]  # LLMs first, the baseline in the same table
@@ -97,7 +99,7 @@ def test_cli_writes_markdown_rounded_and_csv_full_precision_and_logs_to_mlflow(t
     assert "| user-average | baseline | 0.050 [—] | — |" in md
     csv = pd.read_csv(s / "leaderboard.csv")
     assert csv[(csv.subject == "gemma-a") & (csv.metric == "accuracy")].value.item() == 0.41666666666666663
-    assert len(csv) == 2 * (3 + 2) + 2  # every headline metric, LLMs and the baseline
+    assert len(csv) == 2 * (3 + 2) + 4  # every headline metric, LLMs and the baseline
 
     client = tracking.client(store)
     exp = client.get_experiment_by_name("demo_suite")
