@@ -216,12 +216,15 @@ def markdown(table: pd.DataFrame) -> str:
 
 def write(df: pd.DataFrame, out_dir: Path, primary_only: bool = False) -> dict[str, Path]:
     """``leaderboard.csv`` (the tidy frame, full precision) and ``leaderboard.md`` (``wide``) in ``out_dir``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
     files = {"csv": out_dir / "leaderboard.csv", "md": out_dir / "leaderboard.md"}
-    df.to_csv(files["csv"], index=False)
     note = ("value [95% CI]; — : not computed. Each benchmark's first headline metric; every headline metric: "
             "leaderboard.csv" if primary_only else "value [95% CI]; — : not computed.")
-    files["md"].write_text(f"# Leaderboard\n\n{markdown(wide(df, primary_only))}\n{note}\n")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        df.to_csv(files["csv"], index=False)
+        files["md"].write_text(f"# Leaderboard\n\n{markdown(wide(df, primary_only))}\n{note}\n")
+    except OSError as e:
+        raise ConfigError(f"--out {out_dir}: cannot write the leaderboard files ({e.strerror or e})") from e
     return files
 
 

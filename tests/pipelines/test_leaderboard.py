@@ -120,3 +120,6 @@ def test_cli_metric_option_and_an_unknown_metric(tmp_path):
     assert set(pd.read_csv(out / "leaderboard.csv").metric) == {"exact_match"}
     bad = _cli(["leaderboard", str(s), "--metric", "ndcg", "--no-tracking"])
     assert bad.exit_code == 2 and "no metric ndcg in" in bad.output
+    (tmp_path / "file").write_text("")
+    blocked = _cli(["leaderboard", str(s), "--out", str(tmp_path / "file" / "lb"), "--no-tracking"])
+    assert blocked.exit_code == 2 and "cannot write the leaderboard files" in blocked.output

@@ -103,6 +103,18 @@ def test_cli_writes_the_file_and_refuses_a_missing_comparison(suite, tmp_path):
         render([suite], [broken])
 
 
+def test_a_drilldown_that_raises_is_shown_in_its_row(tmp_path, monkeypatch):
+    bench = BENCHMARKS.get("prefeval")
+
+    def broken(self, row, assets):
+        raise KeyError("options")
+
+    monkeypatch.setattr(type(bench), "drilldown", broken)
+    run = write_run(tmp_path / "prefeval-x", "prefeval", "m", {"accuracy": 0.5}, prefeval_rows(2))
+    cells = _soup(render([run])).find(id="drill").tbody.tr.find_all("td")
+    assert cells[4].text == "(drilldown failed: KeyError: 'options')" and cells[3].text in ("ok", "failed")
+
+
 ROWS = {
     "prefeval": (prefeval_rows(2)[0], {"answer": "<choice>B</choice>", "gold": "B", "verdict": "right"}),
     "perrecbench": ({"mode": "pair", "level": "hard", "user_ids": ["a", "b"], "item_id": "i", "prediction": [2, 1],
