@@ -10,6 +10,7 @@ precision): ``leaderboard.csv``; ``wide`` pivots it to subject rows for ``leader
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from llmrec import tracking
 from llmrec.errors import ConfigError
 from llmrec.pipelines.registry import get_benchmark
+
+log = logging.getLogger(__name__)
 
 COLUMNS = ("subject", "kind", "benchmark", "entry", "metric", "value", "ci_low", "ci_high", "run_dir")
 MISSING = "—"
@@ -115,8 +118,10 @@ def _suite_entries(suite_dir: Path) -> list[Entry]:
         run_dir = Path(e.run_dir)
         if not run_dir.is_absolute() and (suite_dir / run_dir).exists():
             run_dir = suite_dir / run_dir
-        if not (run_dir / "metrics.json").is_file():
-            raise ConfigError(f"{path}: entries.{i} ({e.subject} / {e.entry}): no metrics.json in {run_dir}")
+        if not (run_dir / "metrics.json").is_file():  # a suite still running (or stopped) has no metrics there yet
+            log.warning("%s: entries.%d (%s / %s): no metrics.json in %s yet; left out", path, i, e.subject, e.entry,
+                        run_dir)
+            continue
         headline = tuple(e.headline) or get_benchmark(e.benchmark).headline_metrics  # none listed: the benchmark's
         out.append(Entry(e.subject, e.benchmark, e.entry, e.kind, run_dir, headline,
                          _read_json(run_dir / "metrics.json"), _read_config(run_dir), index.name))

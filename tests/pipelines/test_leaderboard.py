@@ -64,9 +64,6 @@ def test_plain_run_dirs_name_the_engine_model_and_keep_two_runs_of_one_model_apa
     (lambda d: (d.mkdir(), (d / "suite.json").write_text('{"name": "s", "entries": [{"subject": "a", "benchmark": '
                                                           '"prefeval", "entry": "e", "kind": "human", "run_dir": "x"}]}')),
      "suite.json: entries.0.kind: Input should be 'llm' or 'baseline'"),
-    (lambda d: (d.mkdir(), (d / "suite.json").write_text('{"name": "s", "entries": [{"subject": "a", "benchmark": '
-                                                          '"prefeval", "entry": "e", "kind": "llm", "run_dir": "x"}]}')),
-     "entries.0 (a / e): no metrics.json in"),
     (lambda d: (d.mkdir(), (d / "metrics.json").write_text("{}")), "no resolved.yaml with benchmark.name"),
     (lambda d: (d.mkdir(), (d / "resolved.yaml").write_text("benchmark: {name: prefeval}"),
                 (d / "metrics.json").write_text("[1")), "metrics.json: cannot read it as JSON"),
@@ -77,6 +74,14 @@ def test_bad_input_fails_in_one_line_naming_the_file(tmp_path, make, message):
     with pytest.raises(ConfigError) as e:
         load_entries([d])
     assert message in str(e.value) and "\n" not in str(e.value) and str(d) in str(e.value)
+
+
+def test_an_unfinished_suite_entry_is_left_out_with_a_warning(tmp_path, caplog):
+    s = suite_dir(tmp_path, comparison=False)
+    (s / "gemma-b" / "perrecbench" / "metrics.json").unlink()
+    df = leaderboard([s])
+    assert set(df[df.entry == "perrecbench"].subject) == {"gemma-a", "user-average"}
+    assert "entries.4 (gemma-b / perrecbench): no metrics.json in" in caplog.text and "left out" in caplog.text
 
 
 def _cli(args):
