@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import math
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Literal
 
@@ -129,8 +130,8 @@ def _suite_entries(suite_dir: Path) -> list[Entry]:
 
 
 def load_entries(paths: Iterable[str | Path]) -> list[Entry]:
-    """Every entry of the given run and suite directories, in order. Plain runs whose subject and benchmark
-    coincide are told apart by their run directory's name (``model (run-name)``)."""
+    """Every entry of the given run and suite directories, in order. Entries whose subject and benchmark entry
+    coincide are told apart by their suite's name or, for plain runs, their directory's (``model (run-name)``)."""
     out: list[Entry] = []
     for p in map(Path, paths):
         if (p / "suite.json").is_file():
@@ -139,12 +140,9 @@ def load_entries(paths: Iterable[str | Path]) -> list[Entry]:
             out.append(_run_entry(p))
         else:
             raise ConfigError(f"{p}: neither a run directory (metrics.json) nor a suite directory (suite.json)")
-    seen: dict[tuple[str, str], int] = {}
-    for e in out:
-        seen[(e.subject, e.entry)] = seen.get((e.subject, e.entry), 0) + 1
-    return [e if seen[(e.subject, e.entry)] == 1 or e.suite else
-            Entry(f"{e.subject} ({e.run_dir.name})", e.benchmark, e.entry, e.kind, e.run_dir, e.headline, e.metrics,
-                  e.config) for e in out]
+    seen = Counter((e.subject, e.entry) for e in out)
+    return [e if seen[(e.subject, e.entry)] == 1 else replace(e, subject=f"{e.subject} ({e.suite or e.run_dir.name})")
+            for e in out]
 
 
 def _number(v) -> float:

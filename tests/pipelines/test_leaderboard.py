@@ -55,6 +55,12 @@ def test_plain_run_dirs_name_the_engine_model_and_keep_two_runs_of_one_model_apa
     assert math.isnan(_row(df, "qwen", "lrworld", "base/missed_rate").value)  # declared, not in metrics.json
     assert _row(df, "gemma-3-270m (prefeval-aaa)", "prefeval", "failed").kind == "llm"
     assert wide(df).set_index("subject").loc["qwen", "lrworld: base/missed_rate"] == "—"
+    two = tmp_path / "again"
+    suite_dir(two, comparison=False)
+    (two / "demo_suite" / "suite.json").write_text((two / "demo_suite" / "suite.json").read_text().replace(
+        '"name": "demo_suite"', '"name": "rerun"'))
+    both = leaderboard([suite_dir(tmp_path, comparison=False), two / "demo_suite"])
+    assert {"gemma-a (demo_suite)", "gemma-a (rerun)"} <= set(both.subject)  # one subject in two suites
     only = leaderboard([a, c], metrics=["accuracy"])
     assert list(only.metric) == ["accuracy"] and list(only.subject) == ["gemma-3-270m"]
 
