@@ -134,3 +134,11 @@ def test_cli_metric_option_and_an_unknown_metric(tmp_path):
     (tmp_path / "file").write_text("")
     blocked = _cli(["leaderboard", str(s), "--out", str(tmp_path / "file" / "lb"), "--no-tracking"])
     assert blocked.exit_code == 2 and "cannot write the leaderboard files" in blocked.output
+
+
+@pytest.mark.parametrize("verb, teaches", [("leaderboard", ("value [CI low, CI high]", "llmrec leaderboard runs/")),
+                                           ("report", ("#status=failed", "llmrec report runs/"))])
+def test_help_teaches_with_an_example(verb, teaches):
+    res = _cli([verb, "--help"])
+    text = " ".join(res.output.replace("│", " ").split())
+    assert res.exit_code == 0 and all(t in text for t in teaches), res.output
