@@ -150,7 +150,8 @@ class Benchmark:
     score``; None: no file); ``assets`` (read-only data every sample's stages share, e.g. a corpus or
     prompt files, read once on the driver: the runner puts it in the Ray object store once, hands it to
     stages as ``sample[ASSETS_KEY]`` and to ``aggregate`` / ``predictions`` / ``plots``. Stages never read
-    files: on a cluster the data directory exists only where the driver runs); ``plots`` (none).
+    files: on a cluster the data directory exists only where the driver runs); ``plots`` (none);
+    ``drilldown`` (one stored sample as ``llmrec report`` shows it: the ``DRILLDOWN_FIELDS``).
     """
 
     name: str
@@ -181,10 +182,28 @@ class Benchmark:
     def plots(self, cfg: BenchmarkConfig, rows: list[Sample], out_dir: Path, assets: dict | None) -> list[Path]:
         return []
 
+    def drilldown(self, row: Sample, assets: dict | None) -> dict[str, Any]:
+        """One stored sample (a ``samples.parquet`` row, nested values decoded) for the report's per-sample table:
+        ``prompt`` (what the model was asked, or the inputs its prompt is built from), ``answer``, ``gold`` and
+        ``verdict`` (the score or the judge's verdict). Values: text, numbers, JSON-able lists/dicts, or None.
+        ``assets``: the benchmark's assets where the caller has them, else None (``llmrec report`` reads only
+        the run directory). Default: the sample's own ``prompt`` / ``gold`` / ``verdict`` (else ``correct``)
+        fields, and as answer its ``answer`` / ``output`` field, else the text of its last stage's output."""
+        answer = row.get("answer", row.get("output"))
+        if answer is None:
+            last = list((row.get("outputs") or {}).values())[-1:]
+            results = last[0] if last and isinstance(last[0], list) else last
+            answer = results[-1].get("text") if results and isinstance(results[-1], dict) else None
+        return {"prompt": row.get("prompt"), "answer": answer, "gold": row.get("gold"),
+                "verdict": row.get("verdict", row.get("correct"))}
+
 
 _REQUIRED = ("name", "config_cls", "group_keys", "score_tasks")
 _REQUIRED_METHODS = ("build_samples", "stages", "score", "aggregate")
-_ARITY = {"build_samples": 2, "stages": 1, "score": 2, "aggregate": 3, "assets": 2, "plots": 4, "predictions": 2}
+_ARITY = {"build_samples": 2, "stages": 1, "score": 2, "aggregate": 3, "assets": 2, "plots": 4, "predictions": 2,
+          "drilldown": 2}
+DRILLDOWN_FIELDS = ("prompt", "answer", "gold", "verdict")
+"""The keys ``Benchmark.drilldown`` returns."""
 
 
 def check_benchmark(bench: object, where: str) -> None:

@@ -70,6 +70,7 @@ def test_build_prints_no_setuptools_warnings(tmp_path):
     warned = [ln for ln in proc.stderr.splitlines() if "Warning" in ln]
     assert not warned, warned
     assert (tmp_path / "llmrec/pipelines/benchmarks/prefeval/templates/cot.txt").is_file()
+    assert (tmp_path / "llmrec/pipelines/runner/templates/report.html").is_file()  # `llmrec report`'s page
 
 
 @pytest.mark.slow

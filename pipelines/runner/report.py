@@ -14,6 +14,7 @@ from llmrec import tracking
 from llmrec.config import dump_yaml, fingerprint
 from llmrec.pipelines.protocol import protocol_record
 from llmrec.pipelines.runner.execution import RunPlan
+from llmrec.pipelines.runner.leaderboard import subject_name
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,11 @@ def group_rows(rows: list[dict], keys: tuple[str, ...]) -> dict[tuple, list[dict
     return dict(out)
 
 
+def setting_label(keys: tuple[str, ...], row: dict) -> str:
+    """A sample's setting as runs name it: ``form=explicit,turns=10`` (the benchmark's group keys)."""
+    return ",".join(f"{k}={row.get(k)}" for k in keys)
+
+
 def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Path], plots: list[Path],
                run_stats: dict) -> str | None:
     cfg = p.config
@@ -77,10 +83,10 @@ def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Pat
                             headline)
     run_id = p.run_dir.read_text("mlflow_run_id").strip() if p.run_dir.exists("mlflow_run_id") else None
     engine = cfg.engine
-    model = getattr(engine, "model", None) or getattr(engine, "model_path", None) or engine.type
+    model = subject_name(engine.model_dump(mode="json"))
     protocol = protocol_record(p.bench, cfg.benchmark)
     tags = tracking.run_tags("run", protocol, data_fingerprint(p), headline, benchmark=p.bench.name,
-                             engine=engine.type, model=str(model))
+                             engine=engine.type, model=model)
     try:
         active = mlflow.start_run(run_id=run_id, experiment_id=None if run_id else exp_id,
                                   run_name=p.run_dir.name)
@@ -112,7 +118,7 @@ def _log_children(p: RunPlan, rows: list[dict], exp_id: str, parent_id: str, tag
     existing = {r.data.tags.get(tracking.TAG_SETTING): r for r in client.search_runs(
         [exp_id], filter_string=f"tags.`{tracking.TAG_PARENT}` = '{parent_id}'")}
     for values, rs in sorted(groups.items(), key=lambda kv: str(kv[0])):
-        setting = ",".join(f"{k}={v}" for k, v in zip(keys, values))
+        setting = setting_label(keys, dict(zip(keys, values)))
         m = tracking.finite_metrics(p.bench.aggregate(p.config.benchmark, rs, p.assets))
         digest = fingerprint([[r.get("sample_id"), r.get("status"), r.get("error")] for r in rs], 16)
         run = existing.get(setting)

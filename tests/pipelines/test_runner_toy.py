@@ -113,6 +113,18 @@ def test_runner_end_to_end_with_failures_and_resume(tmp_path, local_ray):
     assert parent[0].data.tags["llmrec.headline"] == "accuracy,failed"
     assert parent[0].data.metrics["accuracy"] == 1.0
     assert parent[0].data.metrics["time_worker_s"] > 0  # the phase timings are logged with the run
+    assert parent[0].data.tags["model"] == "fake-model"
+    assert {c.data.tags["llmrec.setting"] for c in children} == {"kind=even", "kind=odd"}
+    # the run directory as `llmrec leaderboard` and `llmrec report` read it
+    from llmrec.pipelines.runner.html_report import drill_rows
+    from llmrec.pipelines.runner.leaderboard import leaderboard, load_entries
+
+    board = leaderboard([first.run_dir]).set_index("metric")
+    assert board.loc["accuracy", "subject"] == "fake-model" and board.loc["accuracy", "value"] == 1.0
+    assert board.loc["accuracy", "ci_low"] != board.loc["accuracy", "ci_low"] and board.loc["failed", "value"] == 2  # no CI: NaN
+    rows, total = drill_rows(load_entries([first.run_dir])[0], 3)
+    assert total == 8 and sorted(r["status"] for r in rows) == ["failed", "failed", "over_context"]  # not ok first
+    assert {r["setting"] for r in rows} <= {"kind=even", "kind=odd"}
 
 
 def test_resume_redoes_the_samples_of_a_truncated_shard(tmp_path, local_ray):

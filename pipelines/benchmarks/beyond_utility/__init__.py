@@ -74,6 +74,18 @@ class BeyondUtility(Benchmark):
                 out.append(dict(results.contract_line(r, assets), setting=results.setting_of(r)))
         return out
 
+    def drilldown(self, row: dict, assets: dict | None) -> dict:
+        """The user's shown history and the candidates, the titles answered (else the raw answer), the held-out
+        target item as gold, and whether the answer parsed into a list (and after how many asks)."""
+        prompt = (f"user {row.get('user_id')}: {row.get('history_shown')} of {row.get('history_len')} history "
+                  f"items shown ({row.get('template')} prompt); rank {len(row.get('candidates') or [])} "
+                  f"{row.get('order')} candidates: {row.get('candidates')}")
+        answer = row.get("titles")
+        if answer is None:
+            answer = super().drilldown(row, assets)["answer"]
+        verdict = {k: row[k] for k in ("compliant", "attempts") if row.get(k) is not None} or None
+        return {"prompt": prompt, "answer": answer, "gold": row.get("target"), "verdict": verdict}
+
     def plots(self, cfg: BeyondUtilityConfig, rows: list[dict], out_dir: Path, assets: dict | None) -> list[Path]:
         return plots.make(cfg, rows, out_dir, assets)
 

@@ -66,6 +66,17 @@ class GistBench(Benchmark):
     def plots(self, cfg: GistbenchConfig, rows: list[dict], out_dir: Path, assets: dict | None) -> list[Path]:
         return agg.plots(cfg, rows, out_dir)
 
+    def drilldown(self, row: dict, assets: dict | None) -> dict:
+        """The user's engagements as extraction input, the interests extracted (else the raw answer), no
+        per-user gold (the oracle is the run's union), and how many interests the judge verified."""
+        prompt = (f"{row.get('n_engagements')} engagements ({', '.join(row.get('signals') or [])}) of user "
+                  f"{row.get('user_id')} in {row.get('dataset')}, chunks of {row.get('chunk_size')}")
+        interests = [i.get("interest") for i in row.get("interests") or []]
+        answer = interests or super().drilldown(row, assets)["answer"]
+        verdict = (f"{row['n_verified']} of {row.get('n_interests')} interests verified"
+                   if row.get("n_verified") is not None else None)
+        return {"prompt": prompt, "answer": answer, "gold": None, "verdict": verdict}
+
     def predictions(self, rows: list[dict], assets: dict | None) -> list[dict]:
         return agg.predictions(rows)
 

@@ -70,6 +70,17 @@ class LRWorld(Benchmark):
         """Lines of the ``llmrec score lrworld`` contract (every row; a failed one has output null)."""
         return [{k: r.get(k) for k in LINE_KEYS} for r in rows]
 
+    def drilldown(self, row: dict, assets: dict | None) -> dict:
+        """The probe (measure, variant, its target or history) and its numbered options, the raw answer, the
+        gold option's label, and right / wrong / missed."""
+        about = row.get("target") or row.get("history")
+        labs = samples.labels(row.get("kind", "hit1"))
+        options = "".join(f"\n{label}. {text}" for label, text in zip(labs, row.get("options") or []))
+        prompt = f"{row.get('measure')} ({row.get('variant')}): {about}{options}"
+        verdict = None if row.get("correct") is None else (
+            "missed" if row.get("missed") else "right" if row["correct"] else "wrong")
+        return {"prompt": prompt, "answer": row.get("output"), "gold": row.get("gold"), "verdict": verdict}
+
     def plots(self, cfg: LRWorldConfig, rows: list[dict], out_dir: Path, assets: dict | None) -> list[Path]:
         from llmrec.pipelines.benchmarks.lrworld.plots import all_plots
 

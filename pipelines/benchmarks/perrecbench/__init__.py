@@ -65,6 +65,17 @@ class PerRecBench(Benchmark):
         keep = CONTRACT_KEYS + ("level", "item_id", "user_ids", "item_avg_ratings")
         return [{k: r.get(k) for k in keep} for r in rows if r.get("status", "ok") == "ok"]
 
+    def drilldown(self, row: dict, assets: dict | None) -> dict:
+        """The group (users, query item, mode), the predicted ordering (else the raw answer), the users'
+        relative ratings as gold, and the sample's PTC / exact match."""
+        prompt = (f"{row.get('mode')} ({row.get('level')}): rank users {row.get('user_ids')} by how much each "
+                  f"prefers item {row.get('item_id')} relative to their own average rating")
+        answer = row.get("prediction")
+        if answer is None:
+            answer = super().drilldown(row, assets)["answer"]
+        verdict = {k: row[k] for k in ("ptc", "exact_match", "missed") if row.get(k) is not None} or None
+        return {"prompt": prompt, "answer": answer, "gold": row.get("relative_ratings"), "verdict": verdict}
+
     def plots(self, cfg: PerRecBenchConfig, rows: list[dict], out_dir: Path, assets: dict | None) -> list[Path]:
         from llmrec.pipelines.benchmarks.perrecbench.report import results_table
 

@@ -92,6 +92,21 @@ class PrefEval(Benchmark):
                 out.append({**line, "response": r.get("output"), **{k: r.get(k) for k in groups}})
         return out
 
+    def drilldown(self, row: dict, assets: dict | None) -> dict:
+        """The preference, how many inter-turn exchanges follow it, the question and its lettered options (the
+        full conversation is rebuilt from the data at run time, not stored); MCQ: right / wrong / missed;
+        generation: the judge's flags (``correct``, the error types, ``judge_failed``)."""
+        options = "".join(f"\n{letter}. {text}" for letter, text in zip("ABCD", row.get("options") or []))
+        prompt = (f"preference ({row.get('form')}): {row.get('preference')}\n[{row.get('turns')} inter-turn "
+                  f"exchanges]\nquestion: {row.get('question')}{options}")
+        if row.get("task", "mcq") == "mcq":
+            verdict = None if row.get("correct") is None else (
+                "missed" if row.get("missed") else "right" if row["correct"] else "wrong")
+        else:
+            flags = ("correct", "acknowledged", "hallucinated", "violated", "unhelpful", "judge_failed")
+            verdict = {k: row[k] for k in flags if row.get(k) is not None} or None
+        return {"prompt": prompt, "answer": row.get("output"), "gold": row.get("gold"), "verdict": verdict}
+
     def plots(self, cfg: PrefEvalConfig, rows: list[dict], out_dir: Path, assets: dict | None) -> list[Path]:
         from llmrec.pipelines.benchmarks.prefeval.plots import run_plots
 

@@ -1,0 +1,96 @@
+"""`llmrec leaderboard` and `llmrec report`: read finished run and suite directories (no engine, no Ray)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from llmrec.errors import ConfigError
+
+console = Console(width=None if sys.stdout.isatty() else 160)
+
+SOURCES_HELP = ("Run directories (what `llmrec run` writes: metrics.json, resolved.yaml, …) and suite directories "
+                "(suite.json: every entry, LLMs and baselines).")
+
+
+def leaderboard(
+    paths: list[Path] = typer.Argument(..., help=SOURCES_HELP),
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="Folder for leaderboard.md and leaderboard.csv (default: the suite directory when one "
+                            "suite is given, else ./leaderboard)."),
+    metric: list[str] = typer.Option(
+        [], "--metric", help="Show this metric of every entry that has it (repeatable, e.g. --metric accuracy "
+                             "--metric ndcg). Default: each benchmark's first headline metric on screen and in "
+                             "leaderboard.md, every headline metric in leaderboard.csv."),
+    track: Optional[bool] = typer.Option(
+        None, "--tracking/--no-tracking", help="Log the leaderboard as an MLflow run (default: the runs' "
+                                               "tracking.enabled; store and artifacts from their resolved.yaml)."),
+) -> None:
+    """Subject × benchmark headline metrics with 95% CIs, LLMs and baselines in one table.
+
+    A subject is a suite's subject, or for a plain run directory the engine's model. Cells read
+    `value [CI low, CI high]`; `—` where the run computed none. Writes leaderboard.csv (one row per
+    subject, benchmark entry and metric, full precision) and leaderboard.md, e.g.
+    `llmrec leaderboard runs/suite_demo` or `llmrec leaderboard runs/prefeval-a runs/prefeval-b --metric accuracy`.
+    """
+    from llmrec.pipelines.runner import leaderboard as lb
+
+    entries = lb.load_entries(paths)
+    df = lb.leaderboard(entries, metric or None)
+    if df.empty:
+        raise ConfigError(f"no {'metric ' + ', '.join(metric) if metric else 'headline metric'} in "
+                          f"{', '.join(map(str, paths))}")
+    suites = {e.suite for e in entries}
+    one_suite = next(iter(suites)) if len(suites) == 1 and None not in suites else None
+    out = out or (paths[0] if one_suite and len(paths) == 1 else Path("leaderboard"))
+    primary = not metric
+    files = lb.write(df, out, primary_only=primary)
+    table = Table(title="leaderboard", caption_justify="left",
+                  caption="value [95% CI]; — : not computed" + ("; every headline metric: leaderboard.csv"
+                                                                 if primary else ""))
+    shown = lb.wide(df, primary_only=primary)
+    for c in shown.columns:
+        table.add_column(Text(c), justify="left" if c in ("subject", "kind") else "right")
+    for row in shown.itertuples(index=False):
+        table.add_row(*(Text(str(v)) for v in row), style="italic" if row[1] == "baseline" else None)
+    console.print(table)
+    console.print(f"wrote {files['md']} and {files['csv']}", markup=False, highlight=False)
+    cfg = lb.tracking_config(entries)
+    if cfg.enabled if track is None else track:
+        run_id = lb.log_mlflow(df, entries, files, one_suite or "llmrec-leaderboard")
+        console.print(f"MLflow run {run_id} (experiment {one_suite or 'llmrec-leaderboard'})", markup=False,
+                      highlight=False)
+
+
+def report(
+    paths: list[Path] = typer.Argument(..., help=SOURCES_HELP),
+    out: Path = typer.Option(..., "--out", help="The HTML file to write, e.g. report.html."),
+    compare: list[Path] = typer.Option(
+        [], "--compare", help="A folder `llmrec compare … --out DIR` wrote (its comparison.json), repeatable. A "
+                              "suite's comparisons/ folder is read without it."),
+    max_rows: int = typer.Option(500, "--max-rows", min=1, help="Per-sample rows included per run (samples that "
+                                 "failed or ran over the context first); the rest stay in samples.parquet."),
+) -> None:
+    """One self-contained HTML file: leaderboard, plots, comparisons and a per-sample drill-down.
+
+    It opens offline in any browser (CSS, JavaScript and plots are inside the file). The drill-down
+    shows each sample's prompt, answer, gold, verdict, status and error, filtered by run, setting and
+    status; a link can carry the filter: report.html#status=failed (also run=… and setting=…, as the
+    table shows them).
+    E.g. `llmrec report runs/suite_demo --out report.html`.
+    """
+    from llmrec.pipelines.runner.html_report import write_report
+
+    path = write_report(list(paths), out, list(compare), max_rows)
+    console.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)", markup=False, highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("leaderboard")(leaderboard)
+    app.command("report")(report)

@@ -1,0 +1,158 @@
+"""`llmrec report`: one self-contained, escaped HTML file; each benchmark's drill-down fields."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from bs4 import BeautifulSoup
+from typer.testing import CliRunner
+
+from llmrec.errors import ConfigError
+from llmrec.pipelines.protocol import DRILLDOWN_FIELDS
+from llmrec.pipelines.registry import BENCHMARKS
+from llmrec.pipelines.runner.html_report import MAX_CHARS, render
+from tests.pipelines.results_fixtures import INJECTION, LONG_PREFERENCE, prefeval_rows, suite_dir, write_run
+from tests.pipelines.toy.benchmark import NAME as TOY
+
+
+@pytest.fixture()
+def suite(tmp_path):
+    return suite_dir(tmp_path)
+
+
+def _soup(html: str) -> BeautifulSoup:
+    return BeautifulSoup(html, "html.parser")
+
+
+def test_report_holds_leaderboard_plots_comparison_and_drilldown_offline(suite):
+    soup = _soup(render([suite]))
+    board = soup.find(id="leaderboard-table")
+    rows = {tr.find_all("td")[0].text: [td.text for td in tr.find_all("td")] for tr in board.tbody.find_all("tr")}
+    assert rows["gemma-a"] == ["gemma-a", "llm", "0.123 [0.010, 0.200]", "0.417 [0.217, 0.617]"]
+    assert rows["user-average"][:3] == ["user-average", "baseline", "0.050 [—]"]
+    assert "baseline" in board.find("tr", class_="baseline").text
+    assert soup.find(id="leaderboard-all").find("th", string="prefeval_mcq: missed_rate")
+
+    imgs = soup.find_all("img")
+    assert len(imgs) == 4 and all(i["src"].startswith("data:image/png;base64,iVBOR") for i in imgs)  # 2 subjects × 2
+
+    comp = soup.find("table", class_="comparison")
+    cells = [td.text for td in comp.tbody.tr.find_all("td")]
+    assert cells == ["accuracy", "turns=10", "40", "10", "0.400", "0.550", "0.150", "0.020", "0.280", "1.23e-05",
+                     "2.46e-05", "mcnemar_exact"]
+
+    drill = soup.find(id="drill")
+    trs = drill.tbody.find_all("tr")
+    assert len(trs) == 2 * 6 + 2 * 1  # every PrefEval and PerRecBench sample of both subjects; the baseline has none
+    assert [th.text for th in drill.thead.find_all("th")] == ["run", "sample", "setting", "status", *DRILLDOWN_FIELDS,
+                                                              "error"]
+    failed = trs[0]  # samples not ok come first
+    assert failed["data-status"] == "failed" and failed["data-run"] == "gemma-a · prefeval_mcq"
+    assert failed["data-setting"] == ("task=mcq,form=explicit,turns=2,method=zero-shot,position=end,extra_prefs=0,"
+                                      "conflict=False")
+    assert "engine timed out" in failed.text
+    assert {s["id"]: [o["value"] for o in s.find_all("option")] for s in soup.find_all("select")}["f-status"] == \
+        ["", "failed", "ok"]
+
+    # no network: nothing is loaded from anywhere but the file itself
+    assert not soup.find_all("link") and not soup.find_all("script", src=True)
+    assert all(tag["src"].startswith("data:") for tag in soup.find_all(src=True))
+
+
+def test_user_text_is_escaped_never_markup(suite):
+    html = render([suite])
+    assert INJECTION not in html and "<img src=x" not in html
+    assert "&lt;script&gt;document.title=&#39;pwned&#39;&lt;/script&gt;" in html
+    soup = _soup(html)
+    assert INJECTION in [td.text for td in soup.find(id="drill").find_all("td")]  # shown as text
+    assert len(soup.find_all("script")) == 1 and soup.find_all("img", src="x") == []  # only the report's own script
+
+
+def test_long_prompts_are_cut_behind_an_expander_and_rows_are_capped(tmp_path):
+    rows = prefeval_rows(6)
+    run = write_run(tmp_path / "prefeval-x", "prefeval", "m", {"accuracy": 0.5}, rows)
+    soup = _soup(render([run], max_rows=4))
+    long_row = next(tr for tr in soup.find(id="drill").tbody.find_all("tr") if "/0003/" in tr.find_all("td")[1].text)
+    details = long_row.find_all("td")[4].find("details")
+    assert details is not None and len(details.summary.text) == 300 + 1  # the head and "…"
+    assert len(details.pre.text) == MAX_CHARS and details.pre.text.count("I never eat meat.") > 1000
+    full = BENCHMARKS.get("prefeval").drilldown(rows[3], None)["prompt"]
+    assert LONG_PREFERENCE in full
+    assert f"… {len(full) - MAX_CHARS} more characters not included here" in details.text
+    short = long_row.find_all("td")[5]  # the answer: short, shown whole without an expander
+    assert short.find("details") is None and short.text == "<choice>B</choice>"
+    assert len(soup.find(id="drill").tbody.find_all("tr")) == 4
+    assert "prefeval: 4 of 6 samples included (samples not ok first)" in soup.text
+
+
+def test_cli_writes_the_file_and_refuses_a_missing_comparison(suite, tmp_path):
+    from llmrec.cli import _mount_extra_verbs, app
+
+    _mount_extra_verbs()
+    out = tmp_path / "out" / "report.html"
+    res = CliRunner().invoke(app, ["report", str(suite), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert out.stat().st_size > 1000 and f"wrote {out}" in res.output
+    bad = CliRunner().invoke(app, ["report", str(suite), "--out", str(out), "--compare", str(tmp_path / "nope")])
+    assert bad.exit_code == 2 and "no comparison.json there" in bad.output
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "comparison.json").write_text(json.dumps({"runs": []}))
+    with pytest.raises(ConfigError, match="not a comparison file"):
+        render([suite], [broken])
+
+
+def test_a_drilldown_that_raises_is_shown_in_its_row(tmp_path, monkeypatch):
+    bench = BENCHMARKS.get("prefeval")
+
+    def broken(self, row, assets):
+        raise KeyError("options")
+
+    monkeypatch.setattr(type(bench), "drilldown", broken)
+    run = write_run(tmp_path / "prefeval-x", "prefeval", "m", {"accuracy": 0.5}, prefeval_rows(2))
+    cells = _soup(render([run])).find(id="drill").tbody.tr.find_all("td")
+    assert cells[4].text == "(drilldown failed: KeyError: 'options')" and cells[3].text in ("ok", "failed")
+
+
+ROWS = {
+    "prefeval": (prefeval_rows(2)[0], {"answer": "<choice>B</choice>", "gold": "B", "verdict": "right"}),
+    "perrecbench": ({"mode": "pair", "level": "hard", "user_ids": ["a", "b"], "item_id": "i", "prediction": [2, 1],
+                     "relative_ratings": [0.1, 0.3], "ptc": 1.0, "exact_match": 1.0, "missed": False},
+                    {"answer": [2, 1], "gold": [0.1, 0.3], "verdict": {"ptc": 1.0, "exact_match": 1.0, "missed": False}}),
+    "gistbench": ({"n_engagements": 6, "signals": ["explicit_positive"], "user_id": "7", "dataset": "ml-100k",
+                   "chunk_size": 6, "interests": [{"interest": "sci-fi", "item_ids": ["1"]}], "n_verified": 1,
+                   "n_interests": 1}, {"answer": ["sci-fi"], "gold": None, "verdict": "1 of 1 interests verified"}),
+    "beyond_utility": ({"user_id": "64", "history_shown": "10", "history_len": 199, "template": "history",
+                        "candidates": [1, 2, 3], "order": "shuffled", "titles": None, "target": 3, "compliant": False,
+                        "attempts": 2, "outputs": {"rank": {"text": "I cannot rank"}}},
+                       {"answer": "I cannot rank", "gold": 3, "verdict": {"compliant": False, "attempts": 2}}),
+    "lrworld": ({"measure": "memory_item_item/ml-100k/item", "variant": "base", "target": "Alien (1979)",
+                 "options": ["Aliens (1986)", "Heat (1995)"], "kind": "hit1", "output": "1", "gold": "1",
+                 "correct": True, "missed": False}, {"answer": "1", "gold": "1", "verdict": "right"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROWS))
+def test_each_benchmark_names_prompt_answer_gold_and_verdict(name):
+    row, want = ROWS[name]
+    view = BENCHMARKS.get(name).drilldown(row, None)
+    assert set(view) == set(DRILLDOWN_FIELDS)
+    assert {k: view[k] for k in want} == want
+    assert isinstance(view["prompt"], str) and view["prompt"]
+
+
+def test_prompts_show_the_inputs_they_are_built_from():
+    prompt = BENCHMARKS.get("prefeval").drilldown(prefeval_rows(2)[0], None)["prompt"]
+    assert "I avoid crowds (0)" in prompt and "[2 inter-turn exchanges]" in prompt and "B. Quiet inn" in prompt
+    lr = BENCHMARKS.get("lrworld").drilldown(ROWS["lrworld"][0], None)["prompt"]
+    assert "Alien (1979)" in lr and "2. Heat (1995)" in lr
+
+
+def test_the_default_drilldown_reads_the_last_stage_output():
+    toy = BENCHMARKS.get(TOY)
+    assert type(toy).drilldown is type(toy).__mro__[1].drilldown  # the toy declares none: the protocol's default
+    view = toy.drilldown({"sample_id": "t", "outputs": {"ask": {"text": "yes"}, "loop": [{"text": "a"}, {"text": "b"}]},
+                          "gold": "yes", "verdict": "fine"}, None)
+    assert view == {"prompt": None, "answer": "b", "gold": "yes", "verdict": "fine"}
+    assert toy.drilldown({"answer": "x", "correct": False}, None)["verdict"] is False
