@@ -84,7 +84,7 @@ def load_run(path: Path, label: str, group: str | None = None) -> Run:
 def expand(paths: list[Path]) -> list[Run]:
     """Run directories, and suite directories as their entries (baseline entries have no samples: skipped)."""
     runs = []
-    for p in paths:
+    for p in (Path(p).resolve() for p in paths):  # recorded (json, MLflow params) as absolute paths
         if (p / "suite.json").is_file():
             index = json.loads((p / "suite.json").read_text())
             for e in index.get("entries", []):
