@@ -90,8 +90,8 @@ def expand(paths: list[Path]) -> list[Run]:
             for e in index.get("entries", []):
                 if e.get("kind", "llm") != "llm":
                     continue
-                d = Path(e["run_dir"])
-                d = d if d.is_absolute() or d.exists() else p / d
+                d = Path(e["run_dir"])  # relative: to the suite directory
+                d = d if d.is_absolute() else p / d
                 runs.append(load_run(d, f"{e['subject']}/{e['entry']}", e["entry"]))
         elif p.is_dir():
             runs.append(load_run(p, p.name))
@@ -280,6 +280,17 @@ def _fmt(v, spec: str = ".4f") -> str:
     return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
 
 
+def short_settings(rows: list[dict]) -> dict[str, str]:
+    """Setting label → the ``key=value`` parts that vary among the labels (the table's column; the files
+    keep whole labels). Labels not of that form stay whole."""
+    labels = sorted({r["setting"] for r in rows} - {ALL})
+    parts = [lab.split(",") for lab in labels]
+    if len(labels) < 2 or any("=" not in x for p in parts for x in p) or len({len(p) for p in parts}) > 1:
+        return {lab: lab for lab in labels} | {ALL: ALL}
+    varying = [i for i in range(len(parts[0])) if len({p[i] for p in parts}) > 1]
+    return {lab: ",".join(p[i] for i in varying) for lab, p in zip(labels, parts)} | {ALL: ALL}
+
+
 def table(comp: Comparison):
     from rich.table import Table
     from rich.text import Text
@@ -290,9 +301,10 @@ def table(comp: Comparison):
                                             "95% CI", "p", "p_holm", "test"]
     for c in cols:
         t.add_column(c, justify="right" if c not in ("metric", "setting", "test") else "left")
+    short = short_settings(comp.rows)
     for r in comp.rows:
         cells = ([r["a"], r["b"]] if many else []) + [
-            r["metric"] + ("" if r["statistic"] == "mean" else f" ({r['statistic']})"), r["setting"],
+            r["metric"] + ("" if r["statistic"] == "mean" else f" ({r['statistic']})"), short[r["setting"]],
             str(r["n_pairs"]), str(r["n_clusters"]), _fmt(r["value_a"]), _fmt(r["value_b"]), _fmt(r["diff"], "+.4f"),
             f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]", _fmt(r["p"], ".3g"), _fmt(r["p_holm"], ".3g"), r["test"]]
         t.add_row(*[Text(c) for c in cells])
@@ -309,6 +321,8 @@ def _caption(comp: Comparison) -> str:
     if comp.protocol_diff:
         keys = sorted({d["key"] for d in comp.protocol_diff})
         lines.append(f"PROTOCOLS DIFFER (compared with --allow-protocol-diff): {', '.join(keys)}")
+    if any(k != v for k, v in short_settings(comp.rows).items()):
+        lines.append("setting: the keys that vary (whole labels in comparison.json)")
     lines.append("CI: cluster bootstrap; test: exact McNemar for binary outcomes with one pair per cluster, else a "
                  "paired permutation test swapping A/B within clusters; p_holm: Holm per metric")
     return "\n".join(lines)

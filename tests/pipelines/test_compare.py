@@ -222,3 +222,36 @@ def test_runs_with_no_shared_answered_sample_say_so(tmp_path):
     b = fake_run(tmp_path, "b", "yes", missing=tuple(range(12, N)))
     res = runner.invoke(app, ["compare", a, b])
     assert res.exit_code == 2 and "no unit has an outcome in both runs" in " ".join(res.output.split())
+
+
+@pytest.mark.slow
+def test_two_real_prefeval_runs_compare_from_their_store_and_from_samples_parquet(tmp_path, local_ray, data_root):
+    """`llmrec run`'s own run directories (PrefEval MCQ, fake engine answering A or B): paired on the same
+    samples; a copy without results/ compares the same from samples.parquet."""
+    import shutil
+
+    from llmrec.pipelines.runner.api import run_evaluation
+    from llmrec.pipelines.runner.run_config import load_run_config
+    from tests.pipelines.conftest import config
+
+    runs = []
+    for name, answer in (("a", "A"), ("b", "B")):
+        path = config(tmp_path, f"{name}.yaml", engine={"type": "fake", "default": f"<choice>{answer}</choice>"},
+                      forms=["explicit"], methods=["zero-shot"], per_topic=3)
+        cfg = load_run_config(path, [f"output.run_name={name}", f"data.dir={data_root}", "tracking.enabled=false"])
+        runs.append(str(run_evaluation(cfg).run_dir))
+    res = runner.invoke(app, ["compare", *runs, "--out", str(tmp_path / "store"), "--resamples", "200"])
+    assert res.exit_code == 0, res.output
+    flat = tmp_path / "runs" / "b-flat"
+    shutil.copytree(runs[1], flat, ignore=shutil.ignore_patterns("results"))
+    res = runner.invoke(app, ["compare", runs[0], str(flat), "--out", str(tmp_path / "flat"), "--resamples", "200"])
+    assert res.exit_code == 0, res.output
+    store, parquet = (json.loads((tmp_path / d / "comparison.json").read_text()) for d in ("store", "flat"))
+    assert [r["setting"] for r in store["rows"]] == [
+        "task=mcq,form=explicit,turns=0,method=zero-shot,position=start,extra_prefs=0,conflict=False",
+        "task=mcq,form=explicit,turns=2,method=zero-shot,position=start,extra_prefs=0,conflict=False", "all"] * 2
+    pooled = next(r for r in store["rows"] if r["metric"] == "accuracy" and r["setting"] == "all")
+    assert pooled["n_pairs"] == 12 and pooled["n_clusters"] == 6 and pooled["test"] == "permutation-cluster"
+    drop = ("b",)  # the label: "b" vs "b-flat"
+    assert [{k: v for k, v in r.items() if k not in drop} for r in store["rows"]] == \
+        [{k: v for k, v in r.items() if k not in drop} for r in parquet["rows"]]
