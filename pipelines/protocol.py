@@ -3,7 +3,8 @@
 (a) ``build_samples`` — data → samples (JSON-able dicts with a stable ``sample_id``);
 (b)+(c) ``stages`` — ordered LLM stages, each rendering a request from a sample and
 folding the engine's result back into it (multi-stage tasks chain them);
-(d) ``score`` — per-sample score fields; (e) ``aggregate`` — rows → metrics.
+(d) ``score`` — per-sample score fields; (e) ``aggregate`` — rows → metrics;
+(f) ``paired_outcomes`` (defaulted) — rows → per-unit metric values ``llmrec compare`` pairs across runs.
 ``score_tasks`` serve ``llmrec score``. All plain functions: they run without Ray.
 """
 

@@ -177,7 +177,8 @@ def test_default_paired_outcomes_read_the_headline_fields_score_wrote():
         headline_metrics = ("hit", "failed")
 
     rows = [{"sample_id": "s1", "status": "ok", "k": 1, "hit": True}, {"sample_id": "s2", "status": "failed", "k": 1},
-            {"sample_id": "s3", "status": "ok", "k": 2, "hit": None}, {"sample_id": "s4", "status": "ok", "k": 2, "hit": 0.5}]
+            {"sample_id": "s3", "status": "ok", "k": 2, "hit": None},
+            {"sample_id": "s4", "status": "ok", "k": 2, "hit": 0.5}]
     outs = Plain().paired_outcomes(None, rows, None)
     assert [(o.sample_id, o.setting, o.cluster, o.metric, o.value) for o in outs] == [
         ("s1", "k=1", "s1", "hit", 1.0), ("s4", "k=2", "s4", "hit", 0.5)]
@@ -255,3 +256,29 @@ def test_two_real_prefeval_runs_compare_from_their_store_and_from_samples_parque
     drop = ("b",)  # the label: "b" vs "b-flat"
     assert [{k: v for k, v in r.items() if k not in drop} for r in store["rows"]] == \
         [{k: v for k, v in r.items() if k not in drop} for r in parquet["rows"]]
+
+
+def test_a_paired_outcomes_of_the_wrong_arity_does_not_conform():
+    from llmrec.errors import ConfigError
+    from llmrec.pipelines.protocol import check_benchmark
+
+    class Wrong(Benchmark):
+        name, config_cls, group_keys, score_tasks = "wrong", BenchmarkConfig, (), ()
+
+        def build_samples(self, cfg, data_dir):
+            return []
+
+        def stages(self, cfg):
+            return []
+
+        def score(self, cfg, sample):
+            return {}
+
+        def aggregate(self, cfg, rows, assets):
+            return {}
+
+        def paired_outcomes(self, rows):
+            return []
+
+    with pytest.raises(ConfigError, match=r"paired_outcomes\(rows\) must take 3 positional argument"):
+        check_benchmark(Wrong(), "wrong")

@@ -139,5 +139,6 @@ def paired_outcomes(cfg: BeyondUtilityConfig, rows: list[dict], assets: dict | N
         values = {"hr": hit, "ndcg": ndcg, "serendipity": hit * (1 - mostpop_hits(users, ds.catalog, cfg.k)),
                   "hallucination": [float(np.mean(np.array(u.ranked) == 0)) for u in users]}
         for i, (r, u) in enumerate(zip(rs, users)):
-            out += [Outcome(str(r["sample_id"]), setting, str(u.user_id), m, float(values[m][i])) for m in PAIRED_METRICS]
+            out += [Outcome(str(r["sample_id"]), setting, str(u.user_id), m, float(values[m][i]))
+                    for m in PAIRED_METRICS]
     return out
