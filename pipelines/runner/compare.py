@@ -39,10 +39,14 @@ LETTERS = "abcdefghijklmnopqrstuvwxyz"
 class Run:
     label: str
     path: Path
-    group: str  # suite entry, else the benchmark name: runs are compared within a group
+    entry: str | None  # the suite entry it was read from (runs are compared within an entry); None: a run dir
     cfg: object  # RunConfig
     bench: Benchmark
     rows: list[dict]
+
+    @property
+    def group(self) -> str:
+        return self.entry or self.bench.name
 
     @property
     def protocol(self) -> dict:
@@ -57,6 +61,7 @@ class Comparison:
     dropped: list[dict] = field(default_factory=list)
     protocol_diff: list[dict] = field(default_factory=list)
     allowed_protocol_diff: bool = False
+    not_compared: list[str] = field(default_factory=list)  # runs alone in their suite entry
     settings: dict = field(default_factory=dict)
 
 
@@ -71,14 +76,14 @@ def _read_rows(path: Path) -> list[dict]:
                     "so it needs run directories written by `llmrec run`")
 
 
-def load_run(path: Path, label: str, group: str | None = None) -> Run:
+def load_run(path: Path, label: str, entry: str | None = None) -> Run:
     from llmrec.pipelines.runner.run_config import load_run_config
 
     if not (path / "resolved.yaml").is_file():
         raise DataError(f"{path}: not a run directory (no resolved.yaml)")
     cfg = load_run_config(path / "resolved.yaml")
     bench = get_benchmark(cfg.benchmark.name)
-    return Run(label, path, group or bench.name, cfg, bench, _read_rows(path))
+    return Run(label, path, entry, cfg, bench, _read_rows(path))
 
 
 def expand(paths: list[Path]) -> list[Run]:
@@ -166,18 +171,18 @@ def compare_runs(paths: list[Path], allow_protocol_diff: bool = False, resamples
                  data_dir: Path | None = None) -> Comparison:
     runs = expand(paths)
     groups: dict[str, list[Run]] = {}
-    for r in runs:
-        groups.setdefault(r.group, []).append(r)
-    if not any(len(g) > 1 for g in groups.values()):
-        raise ConfigError(f"nothing to compare: {len(runs)} run(s), no two of one benchmark"
-                          + (f" ({', '.join(f'{r.label}: {r.bench.name}' for r in runs)})" if runs else ""))
+    for r in runs:  # suite entries by entry; run directories given as such form one group
+        groups.setdefault(r.entry or "", []).append(r)
     for g in groups.values():
-        benches = {r.bench.name for r in g}
-        if len(benches) > 1:
+        if len({r.bench.name for r in g}) > 1:
             raise ConfigError("runs of different benchmarks cannot be compared: "
                               + ", ".join(f"{r.label} is {r.bench.name}" for r in g))
+    if not any(len(g) > 1 for g in groups.values()):
+        raise ConfigError(f"nothing to compare: {len(runs)} run(s), no two of one benchmark or suite entry")
     comp = Comparison(runs, allowed_protocol_diff=allow_protocol_diff,
-                      settings={"resamples": resamples, "seed": seed, "confidence": 0.95})
+                      settings={"resamples": resamples, "seed": seed, "confidence": 0.95},
+                      not_compared=[g[0].label for g in groups.values() if len(g) == 1])
+    groups = {k: g for k, g in groups.items() if len(g) > 1}
     for g in groups.values():
         for other in g[1:]:
             comp.protocol_diff += protocol_differences(g[0], other)
@@ -233,7 +238,7 @@ def write_files(comp: Comparison, out: Path) -> dict[str, Path]:
                      "model": str(getattr(r.cfg.engine, "model", None) or getattr(r.cfg.engine, "model_path", None)
                                   or r.cfg.engine.type)} for r in comp.runs],
            "protocol_diff": {"allowed": comp.allowed_protocol_diff, "differences": comp.protocol_diff},
-           "dropped": comp.dropped, "holm": "per metric, over its settings and comparisons",
+           "dropped": comp.dropped, "not_compared": comp.not_compared, "holm": "per metric, over its settings and comparisons",
            **comp.settings, "rows": comp.rows}
     files = {"comparison": out / "comparison.json", "per_sample": out / "per_sample.parquet"}
     files["comparison"].write_text(json.dumps(_json_safe(doc), indent=1, default=str) + "\n")
@@ -318,6 +323,8 @@ def _caption(comp: Comparison) -> str:
                                                              "failed_in_b", "failed_in_both") if d[k]]
         parts += [f"no outcome for {m} in one run {n}" for m, n in d["no_outcome"].items()]
         lines.append(f"dropped ({d['b']} vs {d['a']}): " + (", ".join(parts) if parts else "none"))
+    if comp.not_compared:
+        lines.append(f"not compared (alone in their suite entry): {', '.join(comp.not_compared)}")
     if comp.protocol_diff:
         keys = sorted({d["key"] for d in comp.protocol_diff})
         lines.append(f"PROTOCOLS DIFFER (compared with --allow-protocol-diff): {', '.join(keys)}")

@@ -119,7 +119,10 @@ def test_runs_of_different_benchmarks_or_not_runs_are_refused(tmp_path):
     (other / "resolved.yaml").write_text(dump_yaml(cfg))
     ResultStore(other / "results").write([{"sample_id": "x", "status": "ok"}])
     res = runner.invoke(app, ["compare", a, str(other)])
-    assert res.exit_code == 2 and "nothing to compare" in res.output  # one run of each benchmark
+    assert res.exit_code == 2 and "runs of different benchmarks cannot be compared: a is toy, other is lrworld" in \
+        " ".join(res.output.split())
+    res = runner.invoke(app, ["compare", a])
+    assert res.exit_code == 2 and "nothing to compare: 1 run(s)" in res.output
     res = runner.invoke(app, ["compare", a, str(tmp_path / "nope")])
     assert res.exit_code == 2 and "no such run or suite directory" in res.output
 
@@ -147,11 +150,14 @@ def test_suite_directory_compares_its_subjects_per_entry(tmp_path):
                 "mlflow_run_id": None} for s, d in (("m1", a), ("m2", b))]
     entries.append({"subject": "pop", "benchmark": NAME, "entry": "toy", "kind": "baseline", "run_dir": str(suite),
                     "headline": [], "mlflow_run_id": None})
+    entries.append(dict(entries[0], entry="toy-long"))  # an entry only one subject ran: not compared, said
     (suite / "suite.json").write_text(json.dumps({"name": "s", "subjects": ["m1", "m2"], "entries": entries}))
     res = runner.invoke(app, ["compare", str(suite), "--resamples", "200"])
     assert res.exit_code == 0, res.output
     doc = json.loads((suite / "compare" / "comparison.json").read_text())
     assert {(r["group"], r["a"], r["b"]) for r in doc["rows"]} == {("toy", "m1/toy", "m2/toy")}
+    assert doc["not_compared"] == ["m1/toy-long"] and "not compared (alone in their suite entry): m1/toy-long" in \
+        " ".join(res.output.split())
 
 
 def test_metric_option_and_mlflow_comparison_run(tmp_path):
