@@ -3,16 +3,18 @@
 (a) ``build_samples`` — data → samples (JSON-able dicts with a stable ``sample_id``);
 (b)+(c) ``stages`` — ordered LLM stages, each rendering a request from a sample and
 folding the engine's result back into it (multi-stage tasks chain them);
-(d) ``score`` — per-sample score fields; (e) ``aggregate`` — rows → metrics.
+(d) ``score`` — per-sample score fields; (e) ``aggregate`` — rows → metrics;
+(f) ``paired_outcomes`` (defaulted) — rows → per-unit metric values ``llmrec compare`` pairs across runs.
 ``score_tasks`` serve ``llmrec score``. All plain functions: they run without Ray.
 """
 
 from __future__ import annotations
 
 import inspect
+import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Iterable, Literal
 
 from pydantic import Field
 
@@ -103,6 +105,52 @@ Stage = LLMStage | LoopStage
 
 
 @dataclass(frozen=True)
+class Outcome:
+    """One per-unit result of a headline metric, the unit ``llmrec compare`` pairs across runs.
+
+    ``sample_id`` names the unit (a sample, or a user / group for metrics computed per group) and is
+    the join key between runs; ``setting`` is the unit's setting (``setting_label``: the benchmark's
+    ``group_keys`` as ``key=value,…``); ``cluster`` is the resampling unit of the paired bootstrap and
+    permutation test (units of one cluster, e.g. one user's samples, are resampled / swapped together);
+    ``statistic`` is how the metric summarizes the units: ``mean`` (the metric is the mean of the
+    values) or ``median``."""
+
+    sample_id: str
+    setting: str
+    cluster: str
+    metric: str
+    value: float
+    statistic: Literal["mean", "median"] = "mean"
+
+
+def setting_label(keys: Iterable[str], row: dict) -> str:
+    """``k1=v1,k2=v2`` over ``keys`` (the name of a setting's MLflow child run, after the run name)."""
+    return ",".join(f"{k}={row.get(k)}" for k in keys)
+
+
+def outcomes_from_fields(bench: "Benchmark", rows: list[Sample], fields: dict[str, str],
+                         cluster: Callable[[Sample], Any] | None = None,
+                         statistic: Literal["mean", "median"] = "mean") -> list[Outcome]:
+    """Outcomes read from per-sample fields that ``score`` wrote: ``fields`` maps a headline metric to
+    the field whose mean over answered samples (status ok) the metric is, e.g. ``{"accuracy": "correct"}``.
+    A missing, None or non-finite field gives no outcome for that sample (e.g. an unparsable answer a
+    metric leaves out). ``cluster(row)``: the resampling unit (default: the sample itself)."""
+    out = []
+    for r in rows:
+        if r.get("status", "ok") != "ok":
+            continue
+        for metric, field in fields.items():
+            v = r.get(field)
+            if v is None or isinstance(v, str):
+                continue
+            v = float(v)
+            if math.isfinite(v):
+                out.append(Outcome(str(r["sample_id"]), setting_label(bench.group_keys, r),
+                                   str(cluster(r) if cluster else r["sample_id"]), metric, v, statistic))
+    return out
+
+
+@dataclass(frozen=True)
 class ScoreTask:
     """``llmrec score NAME``: recompute metrics from a predictions file without a model.
 
@@ -151,7 +199,8 @@ class Benchmark:
     prompt files, read once on the driver: the runner puts it in the Ray object store once, hands it to
     stages as ``sample[ASSETS_KEY]`` and to ``aggregate`` / ``predictions`` / ``plots``. Stages never read
     files: on a cluster the data directory exists only where the driver runs); ``plots`` (none);
-    ``drilldown`` (one stored sample as ``llmrec report`` shows it: the ``DRILLDOWN_FIELDS``).
+    ``drilldown`` (one stored sample as ``llmrec report`` shows it: the ``DRILLDOWN_FIELDS``);
+    ``paired_outcomes`` (what ``llmrec compare`` pairs across runs: see the method).
     """
 
     name: str
@@ -197,11 +246,20 @@ class Benchmark:
         return {"prompt": row.get("prompt"), "answer": answer, "gold": row.get("gold"),
                 "verdict": row.get("verdict", row.get("correct"))}
 
+    def paired_outcomes(self, cfg: BenchmarkConfig, rows: list[Sample], assets: dict | None) -> list[Outcome]:
+        """Per-unit values of the headline metrics, for ``llmrec compare`` (one ``Outcome`` per unit,
+        setting and metric). Default: every headline metric that is also a per-sample field ``score``
+        wrote (its mean over answered samples is the metric), each sample its own cluster. Override it
+        to map a metric to its field (``outcomes_from_fields``), to cluster samples (e.g. by user), or to
+        give per-group units for metrics computed per group. Metrics with no outcome (counts such as
+        ``failed``, set-level metrics such as a coverage) are not compared."""
+        return outcomes_from_fields(self, rows, {m: m for m in self.headline_metrics})
+
 
 _REQUIRED = ("name", "config_cls", "group_keys", "score_tasks")
 _REQUIRED_METHODS = ("build_samples", "stages", "score", "aggregate")
 _ARITY = {"build_samples": 2, "stages": 1, "score": 2, "aggregate": 3, "assets": 2, "plots": 4, "predictions": 2,
-          "drilldown": 2}
+          "drilldown": 2, "paired_outcomes": 3}
 DRILLDOWN_FIELDS = ("prompt", "answer", "gold", "verdict")
 """The keys ``Benchmark.drilldown`` returns."""
 

@@ -23,10 +23,9 @@ import jinja2
 import pandas as pd
 
 from llmrec.errors import ConfigError
-from llmrec.pipelines.protocol import DRILLDOWN_FIELDS
+from llmrec.pipelines.protocol import DRILLDOWN_FIELDS, setting_label
 from llmrec.pipelines.registry import get_benchmark
 from llmrec.pipelines.runner.leaderboard import MISSING, Entry, fmt, leaderboard, load_entries, wide
-from llmrec.pipelines.runner.report import setting_label
 
 MAX_ROWS = 500
 HEAD_CHARS = 300  # a longer text shows this much, the rest behind an expander

@@ -12,7 +12,7 @@ import pandas as pd
 
 from llmrec import tracking
 from llmrec.config import dump_yaml, fingerprint
-from llmrec.pipelines.protocol import protocol_record
+from llmrec.pipelines.protocol import protocol_record, setting_label
 from llmrec.pipelines.runner.execution import RunPlan
 from llmrec.pipelines.runner.leaderboard import subject_name
 
@@ -64,11 +64,6 @@ def group_rows(rows: list[dict], keys: tuple[str, ...]) -> dict[tuple, list[dict
     for r in rows:
         out[tuple(r.get(k) for k in keys)].append(r)
     return dict(out)
-
-
-def setting_label(keys: tuple[str, ...], row: dict) -> str:
-    """A sample's setting as runs name it: ``form=explicit,turns=10`` (the benchmark's group keys)."""
-    return ",".join(f"{k}={row.get(k)}" for k in keys)
 
 
 def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Path], plots: list[Path],

@@ -18,7 +18,7 @@ from llmrec.pipelines.benchmarks.beyond_utility.contract import ContractLine, sc
 from llmrec.pipelines.benchmarks.beyond_utility.dataset import load_dataset
 from llmrec.pipelines.benchmarks.beyond_utility.metrics import METRIC_KEYS
 from llmrec.pipelines.benchmarks.beyond_utility.stages import build_stages
-from llmrec.pipelines.protocol import Benchmark, ScoreTask
+from llmrec.pipelines.protocol import Benchmark, Outcome, ScoreTask
 
 SCORE_TASK = ScoreTask(
     "beyond-utility", ContractLine, score_task,
@@ -65,6 +65,10 @@ class BeyondUtility(Benchmark):
 
     def aggregate(self, cfg: BeyondUtilityConfig, rows: list[dict], assets: dict | None) -> dict[str, float]:
         return results.aggregate(cfg, rows, assets)
+
+    def paired_outcomes(self, cfg: BeyondUtilityConfig, rows: list[dict], assets: dict | None) -> list[Outcome]:
+        """Per-user values of the per-user-mean metrics (``results.paired_outcomes``); cluster: the user."""
+        return results.paired_outcomes(cfg, rows, assets)
 
     def predictions(self, rows: list[dict], assets: dict | None) -> list[dict]:
         """Every answered row as a contract line plus its setting (per-setting files: predictions/)."""

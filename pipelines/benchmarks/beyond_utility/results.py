@@ -16,7 +16,8 @@ from llmrec.pipelines.benchmarks.beyond_utility import parsing
 from llmrec.pipelines.benchmarks.beyond_utility.config import BeyondUtilityConfig
 from llmrec.pipelines.benchmarks.beyond_utility.contract import check_predictions
 from llmrec.pipelines.benchmarks.beyond_utility.dataset import Dataset
-from llmrec.pipelines.benchmarks.beyond_utility.metrics import compute, hits_and_ndcg
+from llmrec.pipelines.benchmarks.beyond_utility.metrics import compute, hits_and_ndcg, mostpop_hits
+from llmrec.pipelines.protocol import Outcome, setting_label
 
 SETTING_KEYS = ("prompt", "history_shown", "order")
 CONTRACT_KEYS = ("user_id", "target", "candidates", "ranked", "history_len", "base_candidates")
@@ -39,7 +40,7 @@ def lookup(assets: dict | None, row: dict) -> tuple[Dataset, parsing.TitleIndex]
 
 
 def setting_of(row: dict) -> str:
-    return ",".join(f"{k}={row.get(k)}" for k in SETTING_KEYS)
+    return setting_label(SETTING_KEYS, row)
 
 
 def contract_line(row: dict, assets: dict | None) -> dict:
@@ -119,3 +120,25 @@ def accuracy_by_position(cfg: BeyondUtilityConfig, rows: list[dict], assets: dic
         if line.target in line.candidates:
             out.setdefault(line.candidates.index(line.target) + 1, []).append(float(h))
     return {p: (float(np.mean(v)), len(v)) for p, v in sorted(out.items())}
+
+
+PAIRED_METRICS = ("hr", "ndcg", "serendipity", "hallucination")
+
+
+def paired_outcomes(cfg: BeyondUtilityConfig, rows: list[dict], assets: dict | None) -> list[Outcome]:
+    """Per user and setting, the metrics that are means over users: ``hr`` and ``serendipity`` (binary),
+    ``ndcg``, ``hallucination`` (the user's share of hallucinated slots; every list has the same length,
+    so their mean is the pooled share). Answered rows only (``llmrec compare`` drops failed ones).
+    Set-level metrics (``item_coverage``, gini, …) and ``compliance`` (a ratio of call counts) have no
+    per-user value and are not compared. Cluster: the user, across prompt / history / order settings."""
+    out = []
+    for setting, rs in by_setting([r for r in rows if r.get("status", "ok") == "ok"]).items():
+        ds, _ = lookup(assets, rs[0])
+        users = check_predictions(enumerate((contract_line(r, assets) for r in rs), 1), cfg.k, "rows")
+        hit, ndcg = hits_and_ndcg(users, cfg.k)
+        values = {"hr": hit, "ndcg": ndcg, "serendipity": hit * (1 - mostpop_hits(users, ds.catalog, cfg.k)),
+                  "hallucination": [float(np.mean(np.array(u.ranked) == 0)) for u in users]}
+        for i, (r, u) in enumerate(zip(rs, users)):
+            out += [Outcome(str(r["sample_id"]), setting, str(u.user_id), m, float(values[m][i]))
+                    for m in PAIRED_METRICS]
+    return out

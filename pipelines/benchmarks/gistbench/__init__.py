@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llmrec.pipelines.protocol import Benchmark, DataFile, DataManifest, LoopStage, ScoreTask
+from llmrec.pipelines.protocol import Benchmark, DataFile, DataManifest, LoopStage, Outcome, ScoreTask
 from llmrec.pipelines.benchmarks.gistbench import aggregate as agg
 from llmrec.pipelines.benchmarks.gistbench.config import GistbenchConfig
 from llmrec.pipelines.benchmarks.gistbench.predictions import ContractLine, score_predictions
@@ -79,6 +79,10 @@ class GistBench(Benchmark):
 
     def predictions(self, rows: list[dict], assets: dict | None) -> list[dict]:
         return agg.predictions(rows)
+
+    def paired_outcomes(self, cfg: GistbenchConfig, rows: list[dict], assets: dict | None) -> list[Outcome]:
+        """Per-user IG_F1 / IS / HM (the headline metrics are their medians); cluster: the user."""
+        return agg.paired_outcomes(cfg, rows, self.group_keys)
 
 
 BENCHMARK = GistBench()

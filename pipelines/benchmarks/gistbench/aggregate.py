@@ -18,6 +18,7 @@ from llmrec.pipelines.benchmarks.gistbench.config import GistbenchConfig
 from llmrec.pipelines.benchmarks.gistbench.predictions import ContractLine, lines_from_rows, read_lines, supplied_oracle
 from llmrec.pipelines.benchmarks.gistbench.samples import resolve_path
 from llmrec.pipelines.common.jsonio import read_predictions
+from llmrec.pipelines.protocol import Outcome, setting_label
 
 log = logging.getLogger(__name__)
 
@@ -111,16 +112,46 @@ def _extras(rows: list[dict], recs: list[list[dict]]) -> dict[str, float]:
             "interests_per_user": len(flat) / len(ok) if ok else math.nan}
 
 
-def _metrics_of(cfg: GistbenchConfig, rows: list[dict]) -> tuple[dict[str, float], list[dict]]:
+def _scored(cfg: GistbenchConfig, rows: list[dict]):
+    """(interest records per row, per-user records, the oracle, whether it was supplied)."""
     recs = resolve_categories(rows)
     per_user = _per_user(rows, recs)
     data_dir = Path(rows[0]["data_dir"]) if rows and rows[0].get("data_dir") else None
     oracle, supplied = build_oracle(cfg, per_user, data_dir)
+    return recs, per_user, oracle, supplied
+
+
+def _metrics_of(cfg: GistbenchConfig, rows: list[dict]) -> tuple[dict[str, float], list[dict]]:
+    recs, per_user, oracle, supplied = _scored(cfg, rows)
     sc = cfg.scoring
     out = scoring.metrics(per_user, oracle, supplied, sc.category_specificity, sc.bootstrap, sc.confidence, sc.seed)
     out.update(_extras(rows, recs))
     scores, _ = scoring.score_users(per_user, oracle, supplied, sc.category_specificity)
     return out, scores
+
+
+PAIRED = {"ig_f1_median": "ig_f1", "is_median": "is", "hm_median": "hm"}
+
+
+def paired_outcomes(cfg: GistbenchConfig, rows: list[dict], group_keys: tuple[str, ...]) -> list[Outcome]:
+    """Per-user IG_F1, IS and HM, whose MEDIAN over users the headline metrics are (``statistic``
+    "median"), per chunk size; the user is the unit and the cluster. Each run's users are scored
+    against that run's oracle, as its metrics are (a union oracle of a single run holds only its own
+    verified categories: pass ``scoring.oracle_predictions`` / ``oracle_path`` for a shared one)."""
+    by_size: dict[int, list[dict]] = defaultdict(list)
+    for r in rows:
+        if _is_ok(r):
+            by_size[r.get("chunk_size")].append(r)
+    out = []
+    for rs in by_size.values():
+        _, per_user, oracle, supplied = _scored(cfg, rs)
+        scores, _ = scoring.score_users(per_user, oracle, supplied, cfg.scoring.category_specificity)
+        row_of = {(r["dataset"], r["user_id"]): r for r in rs}
+        for s in scores:
+            r = row_of[s["key"]]
+            out += [Outcome(str(r["sample_id"]), setting_label(group_keys, r), f"{r['dataset']}/{r['user_id']}",
+                            metric, float(s[field]), "median") for metric, field in PAIRED.items()]
+    return out
 
 
 def aggregate(cfg: GistbenchConfig, rows: list[dict]) -> dict[str, float]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from llmrec.pipelines.benchmarks.lrworld import metrics, samples
 from llmrec.pipelines.benchmarks.lrworld.config import LRWorldConfig
 from llmrec.pipelines.benchmarks.lrworld.stages import build_stages
-from llmrec.pipelines.protocol import Benchmark, ScoreTask
+from llmrec.pipelines.protocol import Benchmark, Outcome, ScoreTask, outcomes_from_fields
 
 LINE_KEYS = ("sample_id", "base_id", "measure", "factor", "scale", "dataset", "field", "variant", "run",
              "gold", "gold_pos", "gold_pop", "options", "output", "parsed", "status")
@@ -65,6 +65,17 @@ class LRWorld(Benchmark):
         out = metrics.aggregate_lines(lines)
         out["failed_rows"] = float(sum(r.get("status", "ok") != "ok" for r in rows))
         return out
+
+    def paired_outcomes(self, cfg: LRWorldConfig, rows: list[dict], assets: dict | None) -> list[Outcome]:
+        """Per-sample means per variant: ``<variant>/accuracy`` ← ``correct``, ``<variant>/missed_rate`` ←
+        ``missed`` (answered rows; ``llmrec compare`` drops failed ones). Cluster: the user where the probe
+        has one (per source), else the built sample (its position runs and variants together)."""
+        by_variant: dict[str, list[dict]] = {}
+        for r in rows:
+            by_variant.setdefault(r.get("variant") or "base", []).append(r)
+        return [o for v, rs in by_variant.items() for o in outcomes_from_fields(
+            self, rs, {f"{v}/accuracy": "correct", f"{v}/missed_rate": "missed"},
+            cluster=lambda r: f"{r.get('domain')}/user/{r['user_id']}" if r.get("user_id") else r["base_id"])]
 
     def predictions(self, rows: list[dict], assets: dict | None) -> list[dict]:
         """Lines of the ``llmrec score lrworld`` contract (every row; a failed one has output null)."""

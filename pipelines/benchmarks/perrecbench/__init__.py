@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llmrec.pipelines.protocol import Benchmark, ScoreTask
+from llmrec.pipelines.protocol import Benchmark, Outcome, ScoreTask, outcomes_from_fields
 from llmrec.pipelines.benchmarks.perrecbench import metrics, samples
 from llmrec.pipelines.benchmarks.perrecbench.config import PerRecBenchConfig
 from llmrec.pipelines.benchmarks.perrecbench.profiles import profile_stage
@@ -59,6 +59,15 @@ class PerRecBench(Benchmark):
 
     def aggregate(self, cfg: PerRecBenchConfig, rows: list[dict], assets: dict | None) -> dict[str, float]:
         return metrics.aggregate_rows(rows, cfg.levels)
+
+    def paired_outcomes(self, cfg: PerRecBenchConfig, rows: list[dict], assets: dict | None) -> list[Outcome]:
+        """Per-sample (one group in one mode) values whose mean over usable answers the headline metric
+        is: ``ptc`` and ``ptc_rank`` (a rank correlation per group: the group is the unit of pairing),
+        ``exact_match`` (binary). An unusable answer has no outcome. Cluster: the query item, whose users
+        recur across levels and modes (a sample holds several users, so clustering by user would not
+        partition the samples)."""
+        return outcomes_from_fields(self, rows, {m: m for m in ("ptc", "ptc_rank", "exact_match")},
+                                    cluster=lambda r: r["item_id"])
 
     def predictions(self, rows: list[dict], assets: dict | None) -> list[dict]:
         """Lines of the ``llmrec score perrecbench`` contract (answered samples)."""

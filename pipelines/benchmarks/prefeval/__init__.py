@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from llmrec.pipelines.protocol import Benchmark, DataFile, DataManifest, ScoreTask
+from llmrec.pipelines.protocol import Benchmark, DataFile, DataManifest, Outcome, ScoreTask, outcomes_from_fields
 from llmrec.pipelines.benchmarks.prefeval import gen_metrics, metrics
 from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
 from llmrec.pipelines.benchmarks.prefeval.judge import CHECKS, derive
@@ -76,6 +76,18 @@ class PrefEval(Benchmark):
         if cfg.task == "mcq":
             return metrics.mcq_metrics(rows)
         return gen_metrics.gen_metrics(rows, cfg.judge_mode)
+
+    def paired_outcomes(self, cfg: PrefEvalConfig, rows: list[dict], assets: dict | None) -> list[Outcome]:
+        """Per-sample means: ``accuracy`` ← ``correct`` (MCQ: answered samples; generation: the scored
+        ones, i.e. judged, and in strict mode not ``judge_failed``), ``missed_rate`` ← ``missed`` (MCQ).
+        Cluster: the preference (topic + pair index; its forms are index-aligned), so a preference's
+        settings are resampled together when settings are pooled."""
+        if cfg.task == "mcq":
+            fields = {"accuracy": "correct", "missed_rate": "missed"}
+        else:
+            fields = {"accuracy": "correct"}
+            rows = [r for r in rows if "judge_failed" in r and not (cfg.judge_mode == "strict" and r["judge_failed"])]
+        return outcomes_from_fields(self, rows, fields, cluster=lambda r: f"{r['topic']}/{int(r['task_id']):04d}")
 
     def predictions(self, rows: list[dict], assets: dict | None) -> list[dict]:
         """Lines for `llmrec score prefeval-mcq` / `prefeval-gen` (answered samples)."""

@@ -169,3 +169,16 @@ def test_rows_of_another_catalog_are_refused(run):
     cfg, rows, _, assets = run
     with pytest.raises(DataError, match="built from catalog 'other'"):
         BENCHMARK.aggregate(cfg, [dict(rows[0], catalog_key="other")], assets)
+
+
+def test_paired_outcomes_are_per_user_values_whose_means_are_the_metrics(run):
+    cfg, rows, _, assets = run
+    m = BENCHMARK.aggregate(cfg, rows, assets)
+    outs = BENCHMARK.paired_outcomes(cfg, rows, assets)
+    assert {o.metric for o in outs} == {"hr", "ndcg", "serendipity", "hallucination"}
+    for o in outs:
+        assert o.cluster == next(r["user_id"] for r in rows if r["sample_id"] == o.sample_id)
+    for setting in {o.setting for o in outs}:
+        for metric in ("hr", "ndcg", "serendipity", "hallucination"):
+            values = [o.value for o in outs if o.setting == setting and o.metric == metric]
+            assert len(values) == 6 and sum(values) / 6 == pytest.approx(m[f"{setting}/{metric}"])

@@ -205,3 +205,16 @@ def test_plots_written(setup, tmp_path):
     cfg, rows, _, _, _ = setup
     paths = get_benchmark("gistbench").plots(cfg, rows["A"], tmp_path / "plots", None)
     assert paths and all(p.exists() and p.stat().st_size > 0 for p in paths)
+
+
+def test_paired_outcomes_are_per_user_scores_whose_medians_are_the_metrics(setup):
+    cfg, rows, _, _, _ = setup
+    bench = get_benchmark("gistbench")
+    agg = bench.aggregate(cfg, rows["A"], None)
+    outs = bench.paired_outcomes(cfg, rows["A"], None)
+    users = {r["sample_id"]: f"{r['dataset']}/{r['user_id']}" for r in rows["A"] if r["status"] == "ok"}
+    assert {o.sample_id: o.cluster for o in outs} == users
+    for metric in ("ig_f1_median", "is_median", "hm_median"):
+        values = sorted(o.value for o in outs if o.metric == metric)
+        assert all(o.statistic == "median" for o in outs)
+        assert values[len(values) // 2] == pytest.approx(agg[metric]), metric  # 3 users: the middle one

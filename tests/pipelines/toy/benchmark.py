@@ -15,7 +15,8 @@ from pathlib import Path
 from pydantic import Field
 
 from llmrec.pipelines.common.jsonio import PredictionLine
-from llmrec.pipelines.protocol import Benchmark, BenchmarkConfig, LLMStage, LoopStage, Sample, ScoreTask
+from llmrec.pipelines.protocol import (Benchmark, BenchmarkConfig, LLMStage, LoopStage, Outcome, Sample, ScoreTask,
+                                      outcomes_from_fields)
 from llmrec.types import Message, Request, Result, SamplingParams
 
 NAME = "tests.pipelines.toy.benchmark:BENCHMARK"
@@ -102,6 +103,10 @@ class Toy(Benchmark):
 
     def predictions(self, rows: list[dict], assets: dict | None) -> list[dict]:
         return [{"sample_id": r["sample_id"], "answer": r.get("answer")} for r in rows]
+
+    def paired_outcomes(self, cfg: ToyConfig, rows: list[dict], assets: dict | None) -> list[Outcome]:
+        """accuracy ← correct; cluster: consecutive index pairs (one even, one odd sample)."""
+        return outcomes_from_fields(self, rows, {"accuracy": "correct"}, cluster=lambda r: f"c{r['index'] // 2}")
 
 
 BENCHMARK = Toy()

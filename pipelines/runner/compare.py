@@ -1,0 +1,374 @@
+"""``llmrec compare RUN_A RUN_B [RUN_C …]``: paired comparison of runs of one benchmark.
+
+Each run's per-unit outcomes come from its benchmark (``Benchmark.paired_outcomes``: sample, setting,
+cluster, metric, value, statistic), computed from the run's result store (``results/``; else
+``samples.parquet``). Runs are joined on (``sample_id``, setting, metric): only units answered in
+both runs are paired; the others are counted in ``dropped`` (missing in one run, failed in one or
+both, or without an outcome in one run, e.g. an unparsable answer a metric leaves out). Every run
+after the first is compared with the first (the baseline). For each metric and setting, and for the
+settings pooled (``all``) when a metric has several: B − A with a cluster bootstrap CI and a p-value
+(``llmrec.pipelines.common.paired``), Holm-adjusted over every row of that metric (its settings ×
+the comparisons). A suite directory stands for its entries: they are compared per benchmark entry.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+import typer
+
+from llmrec import tracking
+from llmrec.config import flatten
+from llmrec.errors import ConfigError, DataError, LlmrecError
+from llmrec.pipelines.common import paired
+from llmrec.pipelines.common.store import ResultStore
+from llmrec.pipelines.protocol import Benchmark, protocol_record
+from llmrec.pipelines.registry import get_benchmark
+
+ALL = "all"  # the setting label of a metric's settings pooled
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+@dataclass
+class Run:
+    label: str
+    path: Path
+    entry: str | None  # the suite entry it was read from (runs are compared within an entry); None: a run dir
+    cfg: object  # RunConfig
+    bench: Benchmark
+    rows: list[dict]
+
+    @property
+    def group(self) -> str:
+        return self.entry or self.bench.name
+
+    @property
+    def protocol(self) -> dict:
+        return flatten({"benchmark": protocol_record(self.bench, self.cfg.benchmark)})
+
+
+@dataclass
+class Comparison:
+    runs: list[Run]
+    rows: list[dict] = field(default_factory=list)
+    per_sample: list[pd.DataFrame] = field(default_factory=list)
+    dropped: list[dict] = field(default_factory=list)
+    protocol_diff: list[dict] = field(default_factory=list)
+    allowed_protocol_diff: bool = False
+    not_compared: list[str] = field(default_factory=list)  # runs alone in their suite entry
+    settings: dict = field(default_factory=dict)
+
+
+def _read_rows(path: Path) -> list[dict]:
+    if (path / "results").is_dir():
+        return list(ResultStore(path / "results").load().values())
+    if (path / "samples.parquet").is_file():
+        df = pd.read_parquet(path / "samples.parquet")
+        return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+                for r in df.to_dict("records")]
+    raise DataError(f"{path}: no per-sample results (results/ or samples.parquet); `llmrec compare` pairs samples, "
+                    "so it needs run directories written by `llmrec run`")
+
+
+def load_run(path: Path, label: str, entry: str | None = None) -> Run:
+    from llmrec.pipelines.runner.run_config import load_run_config
+
+    if not (path / "resolved.yaml").is_file():
+        raise DataError(f"{path}: not a run directory (no resolved.yaml)")
+    cfg = load_run_config(path / "resolved.yaml")
+    bench = get_benchmark(cfg.benchmark.name)
+    return Run(label, path, entry, cfg, bench, _read_rows(path))
+
+
+def expand(paths: list[Path]) -> list[Run]:
+    """Run directories, and suite directories as their entries (baseline entries have no samples: skipped)."""
+    runs = []
+    for p in (Path(p).resolve() for p in paths):  # recorded (json, MLflow params) as absolute paths
+        if (p / "suite.json").is_file():
+            index = json.loads((p / "suite.json").read_text())
+            for e in index.get("entries", []):
+                if e.get("kind", "llm") != "llm":
+                    continue
+                d = Path(e["run_dir"])  # relative: to the suite directory
+                d = d if d.is_absolute() else p / d
+                runs.append(load_run(d, f"{e['subject']}/{e['entry']}", e["entry"]))
+        elif p.is_dir():
+            runs.append(load_run(p, p.name))
+        else:
+            raise DataError(f"{p}: no such run or suite directory")
+    labels = [r.label for r in runs]
+    for r in runs:  # two runs of one name (e.g. from two output dirs): their paths tell them apart
+        if labels.count(r.label) > 1:
+            r.label = str(r.path)
+    return runs
+
+
+def protocol_differences(a: Run, b: Run) -> list[dict]:
+    pa, pb = a.protocol, b.protocol
+    return [{"a": a.label, "b": b.label, "key": k, "value_a": pa.get(k), "value_b": pb.get(k)}
+            for k in sorted(pa.keys() | pb.keys()) if pa.get(k) != pb.get(k)]
+
+
+def _outcomes(run: Run, data_dir: Path | None, assets_cache: dict) -> pd.DataFrame:
+    from llmrec.pipelines.common.datasets import resolve_data_dir
+
+    where = data_dir or run.cfg.data.dir
+    key = (run.bench.name, json.dumps(run.cfg.benchmark.model_dump(mode="json"), sort_keys=True), str(where))
+    if key not in assets_cache:
+        try:
+            root = resolve_data_dir(Path(where) if where is not None else None, run.bench.data)
+            assets_cache[key] = run.bench.assets(run.cfg.benchmark, root)
+        except LlmrecError:  # no data here: benchmarks whose outcomes need none still compare
+            assets_cache[key] = None
+    try:
+        outs = run.bench.paired_outcomes(run.cfg.benchmark, run.rows, assets_cache[key])
+    except LlmrecError as e:
+        raise DataError(f"{run.path}: per-sample outcomes: {e} (the benchmark's data: --data-dir)") from e
+    cols = ["sample_id", "setting", "cluster", "metric", "value", "statistic"]
+    return pd.DataFrame([asdict(o) for o in outs], columns=cols)
+
+
+def _dropped(a: Run, b: Run, merged: pd.DataFrame, oa: pd.DataFrame, ob: pd.DataFrame) -> dict:
+    sa = {str(r["sample_id"]): r.get("status", "ok") for r in a.rows}
+    sb = {str(r["sample_id"]): r.get("status", "ok") for r in b.rows}
+    both = sa.keys() & sb.keys()
+    ok_both = {s for s in both if sa[s] == "ok" and sb[s] == "ok"}
+    keys = ["sample_id", "setting", "metric"]
+    units = pd.concat([oa[keys], ob[keys]]).drop_duplicates()
+    units = units[units["sample_id"].isin(ok_both)]
+    paired_n = merged.groupby("metric").size()
+    no_outcome = {m: int(len(g) - paired_n.get(m, 0)) for m, g in units.groupby("metric")}
+    return {"a": a.label, "b": b.label, "group": b.group, "samples_a": len(sa), "samples_b": len(sb),
+            "missing_in_a": len(sb.keys() - sa.keys()), "missing_in_b": len(sa.keys() - sb.keys()),
+            "failed_in_a": sum(sa[s] != "ok" and sb[s] == "ok" for s in both),
+            "failed_in_b": sum(sa[s] == "ok" and sb[s] != "ok" for s in both),
+            "failed_in_both": sum(sa[s] != "ok" and sb[s] != "ok" for s in both),
+            "no_outcome": {m: n for m, n in sorted(no_outcome.items()) if n}}
+
+
+def _rows_of(a: Run, b: Run, merged: pd.DataFrame, resamples: int, seed: int) -> list[dict]:
+    out = []
+    for metric, m in merged.groupby("metric", sort=True):
+        parts = [(s, g) for s, g in m.groupby("setting", sort=True)]
+        if len(parts) > 1:
+            parts.append((ALL, m))
+        for setting, g in parts:
+            statistic = g["statistic"].iloc[0]
+            r = paired.paired_compare(g["value_a"].to_numpy(), g["value_b"].to_numpy(), g["cluster"].to_numpy(),
+                                      statistic, n_resamples=resamples, seed=seed)
+            out.append({"group": b.group, "a": a.label, "b": b.label, "metric": metric, "setting": setting,
+                        "statistic": statistic, **asdict(r)})
+    return out
+
+
+def compare_runs(paths: list[Path], allow_protocol_diff: bool = False, resamples: int = 2000, seed: int = 0,
+                 data_dir: Path | None = None) -> Comparison:
+    runs = expand(paths)
+    groups: dict[str, list[Run]] = {}
+    for r in runs:  # suite entries by entry; run directories given as such form one group
+        groups.setdefault(r.entry or "", []).append(r)
+    for g in groups.values():
+        if len({r.bench.name for r in g}) > 1:
+            raise ConfigError("runs of different benchmarks cannot be compared: "
+                              + ", ".join(f"{r.label} is {r.bench.name}" for r in g))
+    if not any(len(g) > 1 for g in groups.values()):
+        raise ConfigError(f"nothing to compare: {len(runs)} run(s), no two of one benchmark or suite entry")
+    comp = Comparison(runs, allowed_protocol_diff=allow_protocol_diff,
+                      settings={"resamples": resamples, "seed": seed, "confidence": 0.95},
+                      not_compared=[g[0].label for g in groups.values() if len(g) == 1])
+    groups = {k: g for k, g in groups.items() if len(g) > 1}
+    for g in groups.values():
+        for other in g[1:]:
+            comp.protocol_diff += protocol_differences(g[0], other)
+    if comp.protocol_diff and not allow_protocol_diff:
+        diffs = "; ".join(f"{d['b']} vs {d['a']}: {d['key']} {d['value_a']!r} → {d['value_b']!r}"
+                          for d in comp.protocol_diff)
+        raise ConfigError(f"the runs' protocols differ ({diffs}); compare anyway with --allow-protocol-diff")
+    cache: dict = {}
+    for g in groups.values():
+        base = _outcomes(g[0], data_dir, cache)
+        for other in g[1:]:
+            ob = _outcomes(other, data_dir, cache)
+            merged = base.merge(ob.drop(columns=["cluster", "statistic"]), on=["sample_id", "setting", "metric"],
+                                suffixes=("_a", "_b"))
+            comp.dropped.append(_dropped(g[0], other, merged, base, ob))
+            comp.rows += _rows_of(g[0], other, merged, resamples, seed)
+            comp.per_sample.append(merged.assign(group=other.group, a=g[0].label, b=other.label,
+                                                 diff=merged["value_b"] - merged["value_a"]))
+    if not comp.rows:
+        raise DataError("no unit has an outcome in both runs, nothing to compare ("
+                        + "; ".join(f"{d['b']} vs {d['a']}: {d['samples_a']} and {d['samples_b']} samples" for d in
+                                    comp.dropped) + "); `llmrec compare` pairs answered samples of the same ids")
+    for metric in {r["metric"] for r in comp.rows}:  # Holm per metric: its settings × comparisons
+        family = [r for r in comp.rows if r["metric"] == metric]
+        for r, p in zip(family, paired.holm([r["p"] for r in family])):
+            r["p_holm"] = p
+    return comp
+
+
+def default_out(paths: list[Path], runs: list[Run]) -> Path:
+    """One suite directory: ``<suite>/compare``; else beside the last run:
+    ``<parent of the last run>/compare-<first>-vs-<last>``."""
+    if len(paths) == 1 and (paths[0] / "suite.json").is_file():
+        return paths[0] / "compare"
+    name = re.sub(r"[^\w.-]+", "_", f"compare-{runs[0].path.name}-vs-{runs[-1].path.name}")
+    return runs[-1].path.parent / name
+
+
+def _json_safe(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _json_safe(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_json_safe(x) for x in v]
+    return v
+
+
+def write_files(comp: Comparison, out: Path) -> dict[str, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    doc = {"runs": [{"label": r.label, "run_dir": str(r.path), "group": r.group, "benchmark": r.bench.name,
+                     "engine": r.cfg.engine.type,
+                     "model": str(getattr(r.cfg.engine, "model", None) or getattr(r.cfg.engine, "model_path", None)
+                                  or r.cfg.engine.type)} for r in comp.runs],
+           "protocol_diff": {"allowed": comp.allowed_protocol_diff, "differences": comp.protocol_diff},
+           "dropped": comp.dropped, "not_compared": comp.not_compared, "holm": "per metric, over its settings and comparisons",
+           **comp.settings, "rows": comp.rows}
+    files = {"comparison": out / "comparison.json", "per_sample": out / "per_sample.parquet"}
+    files["comparison"].write_text(json.dumps(_json_safe(doc), indent=1, default=str) + "\n")
+    cols = ["group", "a", "b", "sample_id", "setting", "cluster", "metric", "statistic", "value_a", "value_b", "diff"]
+    per = pd.concat(comp.per_sample, ignore_index=True) if comp.per_sample else pd.DataFrame(columns=cols)
+    per[cols].to_parquet(files["per_sample"], index=False)
+    return files
+
+
+def metric_prefix(comp: Comparison, row: dict) -> str:
+    """MLflow key prefix of a row: its group and B run when there are several of them."""
+    parts = [row["group"]] if len({r["group"] for r in comp.rows}) > 1 else []
+    parts += [row["b"]] if len({(r["group"], r["b"]) for r in comp.rows}) > 1 else []
+    return "".join(f"{p}/" for p in parts)
+
+
+def log_mlflow(comp: Comparison, files: dict[str, Path]) -> str | None:
+    """One MLflow run (kind ``compare``) in the experiment of the last run: params = the run directories,
+    metrics = each row's diff, CI and p-values, artifacts = the two files."""
+    last = comp.runs[-1]
+    tr = last.cfg.tracking
+    if not tr.enabled:
+        return None
+    exp_id = tracking.setup(tr.uri, tr.experiment or last.bench.name, tr.artifact_root)
+    client = tracking.client(tr.uri)
+    tags = tracking.run_tags("compare", protocol_record(last.bench, last.cfg.benchmark), benchmark=last.bench.name,
+                             **{"llmrec.protocol_diff": "allowed" if comp.protocol_diff else "none"})
+    params = {f"run_{LETTERS[i] if i < len(LETTERS) else i}": str(r.path) for i, r in enumerate(comp.runs)}
+    params.update(allow_protocol_diff=comp.allowed_protocol_diff, **comp.settings)
+    name = f"compare {comp.runs[0].label} vs " + ", ".join(r.label for r in comp.runs[1:])
+    run_id = tracking.start_run(client, exp_id, name[:240], params, tags)
+    metrics = {}
+    for row in comp.rows:
+        key = f"{metric_prefix(comp, row)}{row['metric']}/{row['setting']}"
+        metrics.update({f"{key}/{k}": row[k] for k in ("diff", "ci_low", "ci_high", "p", "p_holm")})
+    tracking.log_metrics(client, run_id, metrics)
+    for f in files.values():
+        client.log_artifact(run_id, str(f))
+    client.set_terminated(run_id, "FINISHED")
+    return run_id
+
+
+def _fmt(v, spec: str = ".4f") -> str:
+    return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
+
+
+def short_settings(rows: list[dict]) -> dict[str, str]:
+    """Setting label → the ``key=value`` parts that vary among the labels (the table's column; the files
+    keep whole labels). Labels not of that form stay whole."""
+    labels = sorted({r["setting"] for r in rows} - {ALL})
+    parts = [lab.split(",") for lab in labels]
+    if len(labels) < 2 or any("=" not in x for p in parts for x in p) or len({len(p) for p in parts}) > 1:
+        return {lab: lab for lab in labels} | {ALL: ALL}
+    varying = [i for i in range(len(parts[0])) if len({p[i] for p in parts}) > 1]
+    return {lab: ",".join(p[i] for i in varying) for lab, p in zip(labels, parts)} | {ALL: ALL}
+
+
+def table(comp: Comparison):
+    from rich.table import Table
+    from rich.text import Text
+
+    many = len({(r["group"], r["b"]) for r in comp.rows}) > 1
+    t = Table(title="paired comparison (B − A)", caption_justify="left", caption=_caption(comp))
+    cols = (["A", "B"] if many else []) + ["metric", "setting", "n pairs", "n clusters", "A", "B", "diff",
+                                            "95% CI", "p", "p_holm", "test"]
+    for c in cols:
+        t.add_column(c, justify="right" if c not in ("metric", "setting", "test") else "left")
+    short = short_settings(comp.rows)
+    for r in comp.rows:
+        cells = ([r["a"], r["b"]] if many else []) + [
+            r["metric"] + ("" if r["statistic"] == "mean" else f" ({r['statistic']})"), short[r["setting"]],
+            str(r["n_pairs"]), str(r["n_clusters"]), _fmt(r["value_a"]), _fmt(r["value_b"]), _fmt(r["diff"], "+.4f"),
+            f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]", _fmt(r["p"], ".3g"), _fmt(r["p_holm"], ".3g"), r["test"]]
+        t.add_row(*[Text(c) for c in cells])
+    return t
+
+
+def _caption(comp: Comparison) -> str:
+    lines = [f"A = {comp.runs[0].label}" + "".join(f"; B = {r.label}" for r in comp.runs[1:])]
+    for d in comp.dropped:
+        parts = [f"{k.replace('_', ' ')} {d[k]}" for k in ("missing_in_a", "missing_in_b", "failed_in_a",
+                                                             "failed_in_b", "failed_in_both") if d[k]]
+        parts += [f"no outcome for {m} in one run {n}" for m, n in d["no_outcome"].items()]
+        lines.append(f"dropped ({d['b']} vs {d['a']}): " + (", ".join(parts) if parts else "none"))
+    if comp.not_compared:
+        lines.append(f"not compared (alone in their suite entry): {', '.join(comp.not_compared)}")
+    if comp.protocol_diff:
+        keys = sorted({d["key"] for d in comp.protocol_diff})
+        lines.append(f"PROTOCOLS DIFFER (compared with --allow-protocol-diff): {', '.join(keys)}")
+    if any(k != v for k, v in short_settings(comp.rows).items()):
+        lines.append("setting: the keys that vary (whole labels in comparison.json)")
+    lines.append("CI: cluster bootstrap; test: exact McNemar for binary outcomes with one pair per cluster, else a "
+                 "paired permutation test swapping A/B within clusters; p_holm: Holm per metric")
+    return "\n".join(lines)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("compare")
+    def compare_cmd(
+        runs: list[Path] = typer.Argument(..., help="run directories (or suite directories); the first is the "
+                                                    "baseline A, each other one is compared with it"),
+        metric: list[str] = typer.Option([], "--metric", help="compare only these metrics (repeatable; default: "
+                                                              "every headline metric with per-sample outcomes)"),
+        allow_protocol_diff: bool = typer.Option(False, "--allow-protocol-diff",
+                                                 help="compare runs whose protocol tags differ (said in the output)"),
+        out: Optional[Path] = typer.Option(None, "--out", help="output folder (default: beside the last run, "
+                                                               "compare-<first>-vs-<last>; a suite: <suite>/compare)"),
+        resamples: int = typer.Option(2000, "--resamples", min=100, help="bootstrap resamples"),
+        seed: int = typer.Option(0, "--seed", help="seed of the bootstrap and permutation draws"),
+        data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="benchmark data (benchmarks whose "
+                                                                         "outcomes need their assets)"),
+    ) -> None:
+        """Paired comparison of runs of one benchmark on the samples they share: per headline metric and
+        setting, B − A with a cluster bootstrap 95% CI, an exact McNemar or paired permutation p-value and
+        Holm's correction. Writes comparison.json and per_sample.parquet and logs an MLflow run."""
+        from rich.console import Console
+
+        comp = compare_runs(runs, allow_protocol_diff, resamples, seed, data_dir)
+        if metric:
+            unknown = sorted(set(metric) - {r["metric"] for r in comp.rows})
+            if unknown:
+                raise ConfigError(f"--metric {', '.join(unknown)}: not compared; compared metrics: "
+                                  + ", ".join(sorted({r["metric"] for r in comp.rows})))
+            comp.rows = [r for r in comp.rows if r["metric"] in metric]
+            comp.per_sample = [p[p["metric"].isin(metric)] for p in comp.per_sample]
+        folder = out or default_out(runs, comp.runs)
+        files = write_files(comp, folder)
+        console = Console(width=None if typer.get_text_stream("stdout").isatty() else 200)
+        console.print(table(comp))
+        console.print(f"wrote {files['comparison']} and {files['per_sample']}", markup=False)
+        run_id = log_mlflow(comp, files)
+        if run_id:
+            console.print(f"MLflow run {run_id} (kind compare)", markup=False)
