@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from llmrec import tracking
 from llmrec.errors import ConfigError, LlmrecError, RunFailed
 from llmrec.exits import EXIT_CODES_HELP, ErrorsToExitCodes, exit_on_error
 
@@ -95,13 +96,12 @@ def _print_metrics(metrics: dict, stats: dict) -> None:
     console.print(table)
 
 
-COUNT_KEYS = ("failed", "over_context", "truncated")  # besides n_*: metrics that count samples
 RUN_COUNTS = ("samples_new", "samples_resumed")
 
 
 def _summary_value(key: str, metrics: dict) -> str:
     v = metrics[key]
-    if isinstance(v, float) and v.is_integer() and (key.startswith("n_") or key in COUNT_KEYS):
+    if isinstance(v, float) and v.is_integer() and tracking.is_count(key):
         return str(int(v))
     text = f"{v:.4f}" if isinstance(v, float) else str(v)
     lo, hi = metrics.get(f"{key}_ci_low"), metrics.get(f"{key}_ci_high")
@@ -112,7 +112,7 @@ def summary_rows(metrics: dict, stats: dict, headline: tuple[str, ...]) -> list[
     """The compact result: headline metrics (95% CI where computed), sample counts and failures.
     Without headline metrics: every metric but the CI bounds. Timings and the rest: ``--verbose``."""
     heads = [k for k in headline if k in metrics] or [k for k in sorted(metrics) if "_ci_" not in k]
-    counts = [k for k in sorted(metrics) if (k.startswith("n_") or k in COUNT_KEYS) and k not in heads]
+    counts = [k for k in sorted(metrics) if tracking.is_count(k) and k not in heads]
     rows = [(k, _summary_value(k, metrics)) for k in heads + counts]
     return rows + [(k, str(int(stats[k]))) for k in RUN_COUNTS if k in stats]
 

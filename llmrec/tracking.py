@@ -103,6 +103,16 @@ def metric_key(name: str) -> str:
     return _BAD_KEY_CHARS.sub("_", str(name).replace("@", "_at_"))
 
 
+COUNT_METRICS = ("failed", "failed_rows", "over_context", "truncated")  # besides n_*: metrics that count samples
+
+
+def is_count(metric: str) -> bool:
+    """Metrics that count samples (``failed``, ``n_answered``, also as ``<entry>/failed``): whole
+    numbers, shown without a CI by every table (run summary, leaderboard)."""
+    name = metric.rsplit("/", 1)[-1]
+    return name.startswith("n_") or name in COUNT_METRICS
+
+
 def safe_params(config: dict) -> dict[str, str]:
     """Flattened config without secret-looking keys (api_key, hf_token; not max_tokens; their *names* of env
     vars, ``*_env``, are fine) and with the credentials of URLs in values redacted."""

@@ -29,7 +29,6 @@ log = logging.getLogger(__name__)
 
 COLUMNS = ("subject", "kind", "benchmark", "entry", "metric", "value", "ci_low", "ci_high", "run_dir")
 MISSING = "—"
-COUNT_METRICS = ("failed", "failed_rows", "over_context", "truncated")
 
 
 class SuiteEntry(BaseModel):
@@ -179,16 +178,11 @@ def fmt(v: float | None) -> str:
     return "0.000" if text == "-0.000" else text
 
 
-def is_count(metric: str) -> bool:
-    """Metrics that count samples (``failed``, ``n_answered``): whole numbers without a CI."""
-    return metric.rsplit("/", 1)[-1].startswith("n_") or metric.rsplit("/", 1)[-1] in COUNT_METRICS
-
-
 def cell(metric: str, value: float, lo: float, hi: float) -> str:
     """``0.412 [0.301, 0.520]``; ``[—]`` where the run computed no CI for the metric; a count as ``3``."""
     if not math.isfinite(value):
         return MISSING
-    if is_count(metric):
+    if tracking.is_count(metric):
         return f"{value:.0f}"
     return f"{fmt(value)} [{fmt(lo)}, {fmt(hi)}]" if math.isfinite(lo) and math.isfinite(hi) else \
         f"{fmt(value)} [{MISSING}]"
