@@ -100,7 +100,9 @@ class SubjectRun:
         tr = self.cfg.tracking
         if not tr.enabled:
             return None
-        self.exp_id = tracking.setup(tr.uri, tr.experiment or self.cfg.name, tr.artifact_root)
+        # the runs table opens on the subject × benchmark view: each entry's first headline metric as a
+        # column (before the runs add their own), sorted by the first entry's
+        self.exp_id = tracking.setup(tr.uri, tr.experiment or self.cfg.name, tr.artifact_root, view_columns(self.cfg))
         client = tracking.client(tr.uri)
         stored = self.folder.read_text("mlflow_run_id").strip() if self.folder.exists("mlflow_run_id") else None
         try:
@@ -119,14 +121,11 @@ class SubjectRun:
         return self.run_id
 
     def log_entry(self, entry: str, metrics: dict, headline: list[str]) -> None:
-        """The entry's headline metrics on the parent as ``<entry>.<metric>`` (one runs-table column each)."""
+        """The entry's headline metrics on the parent as ``<entry>.<metric>``."""
         if self.run_id is None:
             return
-        tr = self.cfg.tracking
-        keys = [f"{entry}.{h}" for h in headline]
-        tracking.ensure_experiment(tracking.client(tr.uri), tr.experiment or self.cfg.name, tr.artifact_root,
-                                   keys[:1])  # the first headline metric of each entry: a column of the view
-        tracking.log_metrics(tracking.client(tr.uri), self.run_id, dict(zip(keys, (metrics[h] for h in headline))))
+        tracking.log_metrics(tracking.client(self.cfg.tracking.uri), self.run_id,
+                             {f"{entry}.{h}": metrics[h] for h in headline})
 
     def close(self, failed: bool = False, stats: dict | None = None) -> None:
         if self.run_id is None:
@@ -135,6 +134,14 @@ class SubjectRun:
         if stats:
             tracking.log_metrics(client, self.run_id, stats)
         client.set_terminated(self.run_id, "FAILED" if failed else "FINISHED", end_time=int(time.time() * 1000))
+
+
+def view_columns(cfg: SuiteConfig) -> list[str]:
+    """``<entry>.<first headline metric>`` of every entry whose benchmark declares one."""
+    from llmrec.pipelines.registry import get_benchmark
+
+    heads = [(e.name, get_benchmark(str(e.benchmark["name"])).headline_metrics) for e in cfg.benchmarks]
+    return [f"{name}.{h[0]}" for name, h in heads if h]
 
 
 def headline_of(outcome_headline: tuple[str, ...], metrics: dict) -> list[str]:

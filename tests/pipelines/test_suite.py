@@ -57,8 +57,12 @@ def test_suite_starts_each_subject_once_and_resumes(tmp_path, local_ray):
     index = json.loads((tmp_path / "runs" / "s1" / "suite.json").read_text())
     assert index["name"] == "s1" and index["subjects"] == ["a", "b"]
     assert [(e["subject"], e["entry"], e["kind"]) for e in index["entries"]] == [
-        (s, e, "llm") for s in "ab" for e in ("t1", "t2", "t3")]
-    for e in index["entries"]:
+        (s, e, "llm") for s in "ab" for e in ("t1", "t2", "t3")] + [("even_yes", e, "baseline") for e in ("t1", "t2", "t3")]
+    # the benchmark's baseline, scored on the same samples without an engine, in a run directory of its own
+    base = tmp_path / "runs" / "s1" / "even_yes" / "t2"
+    assert json.loads((base / "metrics.json").read_text())["accuracy"] == 0.5
+    assert (base / "samples.parquet").is_file() and (base / "predictions.jsonl").is_file()
+    for e in index["entries"][:6]:
         assert e["run_dir"] == str(tmp_path / "runs" / "s1" / e["subject"] / e["entry"])
         assert e["headline"] == ["accuracy", "failed"] and e["benchmark"] == NAME and e["mlflow_run_id"]
         metrics = json.loads((tmp_path / "runs" / "s1" / e["subject"] / e["entry"] / "metrics.json").read_text())
@@ -71,7 +75,9 @@ def test_suite_starts_each_subject_once_and_resumes(tmp_path, local_ray):
     runs = {r.info.run_name: r for r in client.search_runs([exp.experiment_id])}
     parent = runs["s1 · a"]
     assert parent.data.metrics["t1.accuracy"] == 1.0 and parent.data.metrics["t2.failed"] == 0.0
-    assert "metrics.`t1.accuracy`" in exp.tags["mlflow.sharedViewState.llmrec-headline"]
+    assert runs["s1 · even_yes"].data.metrics["t2.accuracy"] == 0.5  # the baseline is a row of the same view
+    view = json.loads(exp.tags["mlflow.sharedViewState.llmrec-headline"])
+    assert view["orderByKey"] == "metrics.`t1.accuracy`" and "metrics.`t3.accuracy`" in view["selectedColumns"]
     child = runs["a · t2"]
     assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
     assert child.data.tags["llmrec.config_hash"] and "t2" == child.data.tags["llmrec.run_dir"]
@@ -88,7 +94,7 @@ def test_suite_starts_each_subject_once_and_resumes(tmp_path, local_ray):
     assert starts(tmp_path, "a") == 2  # started again, once, for the half-done entry
     assert starts(tmp_path, "b") == 1  # every entry of b was finished: its engine was not started
     assert again.metrics == out.metrics
-    assert len(json.loads((tmp_path / "runs" / "s1" / "suite.json").read_text())["entries"]) == 6
+    assert len(json.loads((tmp_path / "runs" / "s1" / "suite.json").read_text())["entries"]) == 9
     assert len(client.search_runs([exp.experiment_id], "attributes.run_name = 's1 · a'")) == 1  # same parent
 
 
@@ -99,7 +105,8 @@ def test_only_one_subject_keeps_the_others_in_suite_json(tmp_path, local_ray):
     run_suite(cfg, only=["b"])
     run_suite(cfg, only=["a"])
     index = json.loads((tmp_path / "runs" / "s1" / "suite.json").read_text())
-    assert index["subjects"] == ["b", "a"] and [e["subject"] for e in index["entries"]] == ["b", "a"]
+    assert index["subjects"] == ["b", "a"]
+    assert [e["subject"] for e in index["entries"]] == ["b", "even_yes", "a"]
     with pytest.raises(ConfigError, match="--subject c: not a subject of suite 's1'"):
         run_suite(cfg, only=["c"])
 

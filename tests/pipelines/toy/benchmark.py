@@ -103,5 +103,10 @@ class Toy(Benchmark):
     def predictions(self, rows: list[dict], assets: dict | None) -> list[dict]:
         return [{"sample_id": r["sample_id"], "answer": r.get("answer")} for r in rows]
 
+    def baselines(self, cfg: ToyConfig, samples: list[Sample], assets: dict | None) -> dict[str, list[Sample]]:
+        """A model-free baseline (what a suite lists beside its subjects): answers "yes" to every even sample."""
+        rows = [dict(s, status="ok", answer="yes" if s["index"] % 2 == 0 else "no") for s in samples]
+        return {"even_yes": [dict(r, **self.score(cfg, r)) for r in rows]}
+
 
 BENCHMARK = Toy()
