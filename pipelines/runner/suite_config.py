@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from llmrec import storage
 from llmrec.config import PathName, StrictModel, apply_overrides, read_yaml, validate
 from llmrec.errors import ConfigError
 from llmrec.pipelines.registry import benchmark_config
@@ -40,13 +41,12 @@ RUN_SECTIONS = ("benchmark", "judge", "data", "execution")  # what an entry take
 
 
 class SuiteEntry(StrictModel):
-    """One benchmark of the suite (a run config fragment)."""
+    """One benchmark of the suite (a run config fragment). Given as a path (``- configs/x.yaml``) or with a
+    ``config: PATH`` key, it starts from that run config's benchmark/judge/data/execution sections (its
+    engine, output, tracking and ray are the suite's), the entry's own keys merged over them."""
 
     entry: PathName | None = Field(None, description="the entry's name (its run folder, MLflow child run and "
                                                      "metric prefix); default: the benchmark's name")
-    config: str | None = Field(None, description="a run config file whose benchmark/judge/data/execution sections "
-                                                 "this entry starts from (its engine, output, tracking, ray: the "
-                                                 "suite's)")
     benchmark: dict[str, Any] = Field(description="benchmark section, as in a run config")
     judge: dict[str, Any] | None = Field(None, description="judge engine section, for judged benchmarks")
     data: dict[str, Any] = Field(default_factory=dict, description="data section, as in a run config")
@@ -98,6 +98,9 @@ class SuiteConfig(StrictModel):
         ex = ExecutionConfig.model_validate({**self.execution.model_dump(), **entry.execution})
         out = self.output.model_copy(update={"dir": f"{self.output.dir.rstrip('/')}/{self.name}/{subject}",
                                              "run_name": entry.name})
+        if self.output.cache_path is None and not storage.is_uri(self.output.dir):
+            # one request cache for the suite, beside it (keyed by engine identity: subjects never mix)
+            out = out.model_copy(update={"cache_path": Path(self.output.dir) / "request_cache.sqlite"})
         tracking = self.tracking.model_copy(update={"experiment": self.tracking.experiment or self.name})
         return RunConfig.model_validate({
             "benchmark": benchmark_config(entry.benchmark), "engine": engine_config(self.subjects[subject]),
@@ -121,6 +124,8 @@ def _inline(raw: dict, path: Path) -> dict:
                 raise ConfigError(f"{path}: benchmarks[{i}].config: {err}") from err
             merged = {k: base[k] for k in RUN_SECTIONS if base.get(k) is not None}
             for k, v in e.items():
+                if k == "config":
+                    continue
                 both = isinstance(v, dict) and isinstance(merged.get(k), dict)
                 merged[k] = {**merged[k], **v} if both else v
             e = merged
@@ -153,7 +158,11 @@ def load_suite_config(path: str | Path, overrides: list[str] | None = None) -> S
     """Read, override (``--set subjects.a.n_ctx=4096``), inline path entries and validate every
     (subject, entry) run config; any error names the file and the key."""
     path = Path(path)
-    raw = _inline(apply_overrides(read_yaml(path), overrides), path)
+    return suite_from_raw(_inline(apply_overrides(read_yaml(path), overrides), path), str(path))
+
+
+def suite_from_raw(raw: dict, path: str) -> SuiteConfig:
+    """A suite mapping whose entries are inline (see :func:`load_suite_config`), validated; errors name ``path``."""
     try:
         cfg = validate(SuiteConfig, raw)
         for name, section in cfg.subjects.items():
