@@ -9,7 +9,8 @@ One module, one set of rules:
   metrics as columns (``ui_url`` opens it);
 - run tags: ``git_commit``, ``data_fingerprint``, ``protocol`` (JSON of the settings that
   define the numbers), ``llmrec.kind`` (run | train | tune | trial | sft), ``llmrec.headline``
-  (the metric keys ``llmrec runs`` shows), ``llmrec.setting`` on child runs;
+  (the metric keys ``llmrec runs`` shows), ``llmrec.setting`` on child runs, ``llmrec.config_hash`` (run
+  names stay readable: ``<benchmark> · <model>``; a suite's ``<suite> · <subject>`` / ``<subject> · <entry>``);
 - metric keys: ``metric_key`` (``ndcg@10`` → ``ndcg_at_10``; other characters MLflow refuses
   become ``_``); params: the flattened config minus secret-looking keys.
 """
