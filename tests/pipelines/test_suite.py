@@ -153,3 +153,18 @@ def test_cli_suite_prints_the_table(tmp_path, local_ray):
     assert "suite s1" in res.output and "1.0000" in res.output and "engine starts: a" in res.output
     bad = CliRunner().invoke(app, ["suite", path, "--subject", "zz"])
     assert bad.exit_code == 2 and "not a subject" in bad.output
+
+
+@pytest.mark.slow
+def test_serve_mode_deploys_one_app_per_subject(tmp_path, local_ray):
+    """mode: serve: the subject's Serve app is deployed once for its three entries (one replica = one engine start)
+    and deleted after the subject's last entry."""
+    from llmrec.serving.serve_app import running_apps
+
+    cfg = load_suite_config(suite_file(tmp_path, subjects=("a",)), [
+        "execution.mode=serve", "execution.num_cpus_per_worker=0.25", "execution.serve_backoff_s=0.5",
+        "tracking.enabled=false", "baselines=false"])
+    out = run_suite(cfg)
+    assert not out.errors and starts(tmp_path, "a") == 1
+    assert [out.metrics[("a", e)]["accuracy"] for e in ("t1", "t2", "t3")] == [1.0, 1.0, 1.0]
+    assert not [a for a in running_apps() if a.startswith("llmrec-")]
