@@ -96,12 +96,19 @@ def suite(
     fresh: bool = typer.Option(False, "--fresh", help="Discard every entry's stored results and start over."),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Debug logging."),
 ) -> None:
-    """Run every benchmark entry for every subject, starting each subject's engine once.
+    """Run every benchmark entry for every subject, starting each subject's engine once (an engine-actor
+    pool in execution.mode actors, one Serve app in mode serve) for all its benchmarks.
 
     Each (subject, entry) is an ordinary run directory <output.dir>/<suite>/<subject>/<entry>/ with its own
-    result store, indexed by <output.dir>/<suite>/suite.json; re-running resumes (finished entries send nothing).
-    MLflow: a parent run per subject with each entry's headline metrics as <entry>.<metric>, a child per entry.
-    Example: llmrec suite configs/suite_demo.yaml --set subjects.gemma.n_threads=2
+    result store, indexed by <output.dir>/<suite>/suite.json. Re-running resumes, also after kill -9: finished
+    entries send nothing, a half-done one sends its missing samples.
+
+    Benchmarks with traditional baselines (PerRecBench: user_avg, item_avg) add rows of kind "baseline".
+
+    MLflow: a parent run per subject carrying each entry's headline metrics as <entry>.<metric>, a child run
+    per entry, the per-setting runs below it.
+
+    Example: llmrec suite configs/suite_demo.yaml --set subjects.gemma.n_threads=2 (README: "Suites")
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
@@ -127,6 +134,9 @@ def suite(
     starts = ", ".join(f"{s} {v:.1f}s" for s, v in out.engine_start_s.items()) or "none (all entries finished)"
     console.print(f"engine starts: {starts}; {out.seconds:.0f}s in all", markup=False)
     console.print(f"results: {out.suite_dir}/suite.json", markup=False)
+    if cfg.tracking.enabled:
+        console.print(f"MLflow experiment {cfg.tracking.experiment or cfg.name}: a run per subject, a child per "
+                      "benchmark — open the UI with: [bold]llmrec ui[/]")
     if out.errors:
         raise RunFailed("; ".join(f"{s} × {e}: {why}" for (s, e), why in out.errors.items()))
 

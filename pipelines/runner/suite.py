@@ -187,15 +187,16 @@ def _record(cfg: SuiteConfig, subject: str, entry: SuiteEntry, outcome: RunOutco
 
 def _run_baselines(cfg: SuiteConfig, data_dir: Path | None, index: SuiteIndex, out: SuiteOutcome) -> None:
     """Each benchmark's traditional baselines on the same samples (no engine), under ``<suite>/<label>/<entry>``."""
+    from llmrec.pipelines.registry import get_benchmark
     from llmrec.pipelines.runner.run_config import absolute_locations
 
     runs: dict[str, SubjectRun] = {}
     subject = next(iter(cfg.subjects))
     for entry in cfg.benchmarks:
         rc = absolute_locations(cfg.run_config(subject, entry))
-        bench, samples, assets = build_samples(rc, data_dir)
-        if bench.baselines is None:
+        if get_benchmark(rc.benchmark.name).baselines is None:
             continue
+        bench, samples, assets = build_samples(rc, data_dir)
         for label, rows in bench.baselines(rc.benchmark, samples, assets).items():
             if label in cfg.subjects:
                 raise ConfigError(f"suite {cfg.name}: subject '{label}' has the name of a {bench.name} baseline; "
