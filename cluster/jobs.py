@@ -1,4 +1,5 @@
-"""Turn a run config (or a suite config, run as ``llmrec suite``) into a Ray Job: the staged files, the ``runtime_env`` and the entrypoint.
+"""Turn a run config (or a suite config, run as ``llmrec suite``) into a Ray Job: the staged files, the
+``runtime_env`` and the entrypoint.
 
 What a submitted job carries (built in a staging folder on the submitting machine):
 

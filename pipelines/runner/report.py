@@ -78,7 +78,8 @@ def run_title(p: RunPlan) -> str:
     return f"{p.bench.name} · {model_label(p.config.engine)}"
 
 
-def _existing_run(client, run_id: str | None) -> str | None:
+def existing_run(client, run_id: str | None) -> str | None:
+    """``run_id`` when the store still has that run, else None."""
     import mlflow
 
     if run_id is None:
@@ -111,7 +112,7 @@ def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Pat
     if parent:
         tags[tracking.TAG_PARENT] = parent
     stored = p.run_dir.read_text("mlflow_run_id").strip() if p.run_dir.exists("mlflow_run_id") else None
-    run_id = _existing_run(client, stored)
+    run_id = existing_run(client, stored)
     if run_id is None:
         run_id = client.create_run(exp_id, start_time=int(started * 1000), tags=tags, run_name=name).info.run_id
         p.run_dir.write_text("mlflow_run_id", run_id)

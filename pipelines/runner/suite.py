@@ -38,7 +38,7 @@ from llmrec.errors import ConfigError, LlmrecError
 from llmrec.pipelines.runner.api import RunOutcome, run_evaluation
 from llmrec.pipelines.runner.execution import Progress, RunPlan, build_samples
 from llmrec.pipelines.runner.ray_env import SharedSubject
-from llmrec.pipelines.runner.report import model_label, publish, staging_dir, write_outputs
+from llmrec.pipelines.runner.report import existing_run, model_label, publish, staging_dir, write_outputs
 from llmrec.pipelines.runner.suite_config import SuiteConfig, SuiteEntry
 
 log = logging.getLogger(__name__)
@@ -95,8 +95,6 @@ class SubjectRun:
         self.exp_id: str | None = None
 
     def open(self, started: float) -> str | None:
-        import mlflow
-
         tr = self.cfg.tracking
         if not tr.enabled:
             return None
@@ -105,10 +103,7 @@ class SubjectRun:
         self.exp_id = tracking.setup(tr.uri, tr.experiment or self.cfg.name, tr.artifact_root, view_columns(self.cfg))
         client = tracking.client(tr.uri)
         stored = self.folder.read_text("mlflow_run_id").strip() if self.folder.exists("mlflow_run_id") else None
-        try:
-            self.run_id = client.get_run(stored).info.run_id if stored else None
-        except mlflow.exceptions.MlflowException:
-            self.run_id = None
+        self.run_id = existing_run(client, stored)
         if self.run_id is None:
             tags = tracking.run_tags("suite" if self.kind == "llm" else "baseline", model=self.model, **{
                 tracking.TAG_SUITE: self.cfg.name, tracking.TAG_SUBJECT: self.subject})
@@ -144,8 +139,9 @@ def view_columns(cfg: SuiteConfig) -> list[str]:
     return [f"{name}.{h[0]}" for name, h in heads if h]
 
 
-def headline_of(outcome_headline: tuple[str, ...], metrics: dict) -> list[str]:
-    return [h for h in outcome_headline if h in metrics]
+def headline_of(headline: tuple[str, ...], metrics: dict) -> list[str]:
+    """The declared headline metric keys that the metrics hold."""
+    return [h for h in headline if h in metrics]
 
 
 def _run_subject(cfg: SuiteConfig, subject: str, data_dir: Path | None, progress: ProgressFor | None,
@@ -211,9 +207,10 @@ def _run_baselines(cfg: SuiteConfig, data_dir: Path | None, index: SuiteIndex, o
             if label not in runs:
                 runs[label] = SubjectRun(cfg, label, "baseline", label)
                 runs[label].open(time.time())
-            heads = [h for h in bench.headline_metrics if h in metrics]
+            heads = headline_of(bench.headline_metrics, metrics)
             runs[label].log_entry(entry.name, metrics, heads)
-            index.add(label, str(entry.benchmark["name"]), entry.name, "baseline", str(run_dir), heads, runs[label].run_id)
+            index.add(label, str(entry.benchmark["name"]), entry.name, "baseline", str(run_dir), heads,
+                      runs[label].run_id)
             out.metrics[(label, entry.name)] = metrics
     for run in runs.values():
         run.close()

@@ -57,7 +57,8 @@ def test_suite_starts_each_subject_once_and_resumes(tmp_path, local_ray):
     index = json.loads((tmp_path / "runs" / "s1" / "suite.json").read_text())
     assert index["name"] == "s1" and index["subjects"] == ["a", "b"]
     assert [(e["subject"], e["entry"], e["kind"]) for e in index["entries"]] == [
-        (s, e, "llm") for s in "ab" for e in ("t1", "t2", "t3")] + [("even_yes", e, "baseline") for e in ("t1", "t2", "t3")]
+        (s, e, "llm") for s in "ab" for e in ("t1", "t2", "t3")] + [
+        ("even_yes", e, "baseline") for e in ("t1", "t2", "t3")]
     # the benchmark's baseline, scored on the same samples without an engine, in a run directory of its own
     base = tmp_path / "runs" / "s1" / "even_yes" / "t2"
     assert json.loads((base / "metrics.json").read_text())["accuracy"] == 0.5
