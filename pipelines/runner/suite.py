@@ -146,8 +146,8 @@ def headline_of(headline: tuple[str, ...], metrics: dict) -> list[str]:
 
 def _run_subject(cfg: SuiteConfig, subject: str, data_dir: Path | None, progress: ProgressFor | None,
                  index: SuiteIndex, out: SuiteOutcome) -> None:
-    shared = SharedSubject(cfg.subjects[subject], cfg.execution, cfg.ray, f"{cfg.name}-{subject}")
-    first = cfg.run_config(subject, cfg.benchmarks[0])
+    first = cfg.run_config(subject, cfg.benchmarks[0])  # the subject's engine section, validated and completed
+    shared = SharedSubject(first.engine.model_dump(mode="json"), cfg.execution, cfg.ray, f"{cfg.name}-{subject}")
     parent = SubjectRun(cfg, subject, "llm", model_label(first.engine))
     parent_id = parent.open(time.time())
     failed = False
