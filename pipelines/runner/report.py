@@ -14,6 +14,7 @@ import pandas as pd
 from llmrec import tracking
 from llmrec.config import dump_yaml, fingerprint
 from llmrec.pipelines.protocol import protocol_record
+from llmrec.redact import redact_text
 from llmrec.pipelines.runner.execution import RunPlan
 
 log = logging.getLogger(__name__)
@@ -102,7 +103,7 @@ def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Pat
     exp_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment or p.bench.name, cfg.tracking.artifact_root,
                             headline)
     client = tracking.client(cfg.tracking.uri)
-    name = title or run_title(p)
+    name = redact_text(title or run_title(p))  # names are shown everywhere: no credentials in them
     engine = cfg.engine
     protocol = protocol_record(p.bench, cfg.benchmark)
     tags = tracking.run_tags("run", protocol, data_fingerprint(p), headline, benchmark=p.bench.name,
