@@ -49,7 +49,6 @@ TAG_CONFIG_HASH = "llmrec.config_hash"  # hash of the settings that determine th
 TAG_RUN_DIR = "llmrec.run_dir"  # the run directory's name
 TAG_SUITE = "llmrec.suite"
 TAG_SUBJECT = "llmrec.subject"
-TAG_ENTRY = "llmrec.entry"
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 VIEW_KEY = "llmrec-headline"
