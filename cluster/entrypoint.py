@@ -1,4 +1,5 @@
-"""The command a submitted job runs on the cluster: check the environment, then ``llmrec run``.
+"""The command a submitted job runs on the cluster: check the environment, then ``llmrec run`` (``--verb suite``:
+``llmrec suite``).
 
 ``python -m llmrec.cluster.entrypoint resolved.yaml --requirements requirements.txt --require-env NAME ...``.
 
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("config", help="resolved run config (written by `llmrec submit`)")
     parser.add_argument("--requirements", help="llmrec's pinned dependencies, one a line (written by `llmrec submit`)")
     parser.add_argument("--require-env", action="append", default=[], help="variable that must be set")
+    parser.add_argument("--verb", choices=("run", "suite"), default="run", help="llmrec verb the config is for")
     args = parser.parse_args(argv)
     if args.requirements:
         missing = missing_packages(Path(args.requirements).read_text(encoding="utf-8").splitlines())
@@ -58,8 +60,8 @@ def main(argv: list[str] | None = None) -> int:
 
     sys.stderr.write(f"llmrec package: {os.path.dirname(llmrec.__file__)}\n")  # which code the job runs
     sys.stderr.flush()
-    # exec, not import: the run is exactly `llmrec run`, with its exit code and progress output
-    os.execv(sys.executable, [sys.executable, "-m", "llmrec.cli", "run", args.config])
+    # exec, not import: the run is exactly `llmrec run` (or `llmrec suite`), with its exit code and progress output
+    os.execv(sys.executable, [sys.executable, "-m", "llmrec.cli", args.verb, args.config])
     return 0  # not reached
 
 

@@ -1,4 +1,5 @@
-"""Turn a run config into a Ray Job: the staged files, the ``runtime_env`` and the entrypoint.
+"""Turn a run config (or a suite config, run as ``llmrec suite``) into a Ray Job: the staged files, the
+``runtime_env`` and the entrypoint.
 
 What a submitted job carries (built in a staging folder on the submitting machine):
 
@@ -30,7 +31,7 @@ from pathlib import Path
 
 from llmrec import settings, tracking
 from llmrec.errors import ConfigError
-from llmrec.cluster.resolve import dump, env_names_in, resolve_for_cluster
+from llmrec.cluster.resolve import dump, env_names_in, resolve_for_cluster, resolve_suite_for_cluster
 
 RESOLVED = "resolved.yaml"
 REQUIREMENTS = "requirements.txt"
@@ -87,7 +88,7 @@ def git_commit() -> str:
 
 
 def submission_id(raw: dict) -> str:
-    name = raw["output"].get("run_name") or raw["benchmark"]["name"]
+    name = raw["name"] if "subjects" in raw else raw["output"].get("run_name") or raw["benchmark"]["name"]
     slug = re.sub(r"[^a-z0-9-]+", "-", str(name).lower()).strip("-")[:40]
     return f"llmrec-{slug}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
@@ -105,7 +106,11 @@ def build_job(config: str | Path, stage_dir: Path, overrides: list[str] | None =
     """Resolve ``config``, write the staged files into ``stage_dir`` and describe the Ray Job."""
     if code not in CODE_MODES or deps not in DEPS_MODES:
         raise ConfigError(f"code must be one of {CODE_MODES} (got {code!r}); deps one of {DEPS_MODES} (got {deps!r})")
-    raw = resolve_for_cluster(config, overrides)
+    from llmrec.config import read_yaml
+    from llmrec.pipelines.runner.suite_config import is_suite_file
+
+    suite = is_suite_file(read_yaml(config))  # a suite runs as `llmrec suite`, a run config as `llmrec run`
+    raw = resolve_suite_for_cluster(config, overrides) if suite else resolve_for_cluster(config, overrides)
     names = check_env_names(list(env or []) + env_names_in(raw))
     work = stage_dir / "job"
     work.mkdir(parents=True, exist_ok=True)
@@ -117,9 +122,10 @@ def build_job(config: str | Path, stage_dir: Path, overrides: list[str] | None =
         runtime_env["env_vars"][settings.GIT_COMMIT_ENV] = git_commit()  # the shipped copy has no .git
     if deps == "pip":
         runtime_env["pip"] = pinned_requirements()
-    entry = f"python -m {ENTRY_MODULE} {RESOLVED} --requirements {REQUIREMENTS}"
+    entry = f"python -m {ENTRY_MODULE} {RESOLVED} --requirements {REQUIREMENTS}" + (" --verb suite" if suite else "")
     entry += "".join(f" --require-env {n}" for n in names)
-    meta = {"llmrec.config": str(config), "llmrec.benchmark": str(raw["benchmark"]["name"]),
+    what = f"suite {raw['name']}" if suite else str(raw["benchmark"]["name"])
+    meta = {"llmrec.config": str(config), "llmrec.benchmark": what,
             "llmrec.output_dir": str(raw["output"]["dir"]), "llmrec.tracking_uri": str(raw["tracking"]["uri"]),
             "llmrec.git_commit": git_commit(), "llmrec.code": code, "llmrec.require_env": ",".join(names)}
     return JobSpec(submission_id(raw), entry, runtime_env, meta)

@@ -109,7 +109,8 @@ def _exit_for(status: str, c=None, job_id: str | None = None) -> None:
 
 
 def submit(
-    config: Path = typer.Argument(..., help="Run config YAML, as for `llmrec run` (see configs/)."),
+    config: Path = typer.Argument(..., help="Run config YAML, as for `llmrec run`, or a suite config (it has "
+                                            "`subjects:`), run as `llmrec suite` (see configs/)."),
     set_: list[str] = typer.Option([], "--set", help=SET_HELP),
     address: Optional[str] = typer.Option(None, "--address", help=ADDRESS_HELP),
     env: list[str] = typer.Option([], "--env", help=ENV_HELP),

@@ -115,15 +115,19 @@ def env_names_in(raw: dict) -> list[str]:
 
 def resolve_for_cluster(config: str | Path, overrides: list[str] | None = None, base: Path | None = None) -> dict:
     """Load + override + validate like ``llmrec run``, then make the result machine-independent."""
-    from llmrec.pipelines.runner.run_config import RunConfig, load_run_config
+    from llmrec.pipelines.runner.run_config import load_run_config
 
-    base = (base or Path.cwd()).resolve()
     given = apply_overrides(read_yaml(config), overrides)  # locations as written (a Path field mangles s3://)
-    cfg = load_run_config(config, overrides)
+    return _resolve_run(given, load_run_config(config, overrides), str(config), (base or Path.cwd()).resolve())
+
+
+def _resolve_run(given: dict, cfg, where: str, base: Path) -> dict:
+    from llmrec.pipelines.runner.run_config import RunConfig
+
     raw = cfg.model_dump(mode="json")
     leaked = secret_values(raw)
     if leaked:
-        raise ConfigError(f"{config}: {', '.join(leaked)} hold secret values; a submitted config must not. "
+        raise ConfigError(f"{where}: {', '.join(leaked)} hold secret values; a submitted config must not. "
                           "Set the secret as an environment variable on the cluster nodes and put its NAME "
                           "in the config (e.g. engine.api_key_env) or pass --env NAME")
     for key in sorted(set(path_keys(cfg)) | set(LOCATION_KEYS)):
@@ -140,6 +144,40 @@ def resolve_for_cluster(config: str | Path, overrides: list[str] | None = None, 
     raw["ray"] = {"address": "auto", "num_cpus": None}
     validate(RunConfig, _reload(raw))  # what we ship still validates
     return raw
+
+
+def resolve_suite_for_cluster(config: str | Path, overrides: list[str] | None = None,
+                              base: Path | None = None) -> dict:
+    """A suite resolved as each of its runs is: entries given as run config paths inlined, every
+    (subject, entry) run config resolved (locations absolute, tracking fixed, secrets refused) and
+    its sections put back into the suite."""
+    from llmrec.pipelines.runner.suite_config import load_suite_config
+
+    base = (base or Path.cwd()).resolve()
+    cfg = load_suite_config(config, overrides)
+    suite = cfg.model_dump(mode="json", exclude_none=True)
+    for i, entry in enumerate(cfg.benchmarks):
+        for subject in cfg.subjects:
+            rc = cfg.run_config(subject, entry)
+            given = {"benchmark": entry.benchmark, "engine": cfg.subjects[subject], "judge": entry.judge,
+                     "data": entry.data, "output": suite.get("output", {}), "tracking": suite.get("tracking", {})}
+            run = _resolve_run(given, rc, f"{config}: benchmarks[{i}] with subject '{subject}'", base)
+            suite["subjects"][subject] = run["engine"]
+            suite["benchmarks"][i].update({k: run[k] for k in ("benchmark", "judge", "data") if run[k] is not None})
+    suite["output"]["dir"] = absolute_location(cfg.output.dir, base)
+    if cfg.output.cache_path is not None:
+        suite["output"]["cache_path"] = absolute_location(str(cfg.output.cache_path), base)
+    suite["tracking"] = {k: v for k, v in run["tracking"].items() if k != "experiment"}
+    suite["tracking"]["experiment"] = cfg.tracking.experiment
+    suite["ray"] = run["ray"]
+    load_suite_config_from(suite, f"{config} (resolved)")  # what we ship still validates
+    return suite
+
+
+def load_suite_config_from(raw: dict, where: str):
+    from llmrec.pipelines.runner.suite_config import suite_from_raw
+
+    return suite_from_raw(_reload(raw), where)
 
 
 def _reload(raw: dict) -> dict:

@@ -84,6 +84,64 @@ def run(
         raise RunFailed(outcome.failures.describe(cfg.execution.max_failed_share))
 
 
+@app.command()
+def suite(
+    config: Path = typer.Argument(..., help="Suite config YAML (see configs/suite_demo.yaml): name, subjects "
+                                            "(name → engine section), benchmarks (run config paths or inline "
+                                            "fragments), shared execution/ray/tracking/output."),
+    set_: list[str] = typer.Option([], "--set", help="Override a suite key, e.g. --set subjects.gemma.n_ctx=4096 "
+                                                     "--set output.dir=runs2. Repeatable."),
+    subject: list[str] = typer.Option([], "--subject", help="Run only this subject (repeatable); the others' "
+                                                            "entries already in suite.json are kept."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Data folder (else $LLMREC_DATA_DIR, else the per-user cache)."),
+    fresh: bool = typer.Option(False, "--fresh", help="Discard every entry's stored results and start over."),
+    verbose: bool = typer.Option(False, "-v", "--verbose", help="Debug logging."),
+) -> None:
+    """Run every benchmark entry for every subject, starting each subject's engine once (an engine-actor
+    pool in execution.mode actors, one Serve app in mode serve) for all its benchmarks.
+
+    Each (subject, entry) is an ordinary run directory <output.dir>/<suite>/<subject>/<entry>/ with its own
+    result store, indexed by <output.dir>/<suite>/suite.json. Re-running resumes, also after kill -9: finished
+    entries send nothing, a half-done one sends its missing samples.
+
+    Benchmarks with traditional baselines (PerRecBench: user_avg, item_avg) add rows of kind "baseline".
+
+    MLflow: a parent run per subject carrying each entry's headline metrics as <entry>.<metric>, a child run
+    per entry, the per-setting runs below it.
+
+    Example: llmrec suite configs/suite_demo.yaml --set subjects.gemma.n_threads=2 (README: "Suites")
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from llmrec.pipelines.runner.suite import run_suite, summary_table
+    from llmrec.pipelines.runner.suite_config import load_suite_config
+
+    _setup_logging(verbose)
+    cfg = load_suite_config(config, list(set_) + (["output.resume=false"] if fresh else []))
+    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, transient=False) as bar:
+        def progress_for(subj: str, entry: str):
+            task = bar.add_task(f"{subj} · {entry}", total=None)
+            return lambda done, total: bar.update(task, completed=done, total=total)
+
+        out = run_suite(cfg, data_dir, list(subject), progress_for)
+    header, rows = summary_table(cfg, out)
+    table = Table(title=f"suite {cfg.name}: first headline metric per benchmark [95% CI]")
+    for h in header:
+        table.add_column(escape(h))
+    for r in rows:
+        table.add_row(*map(escape, r))
+    console.print(table)
+    starts = ", ".join(f"{s} {v:.1f}s" for s, v in out.engine_start_s.items()) or "none (all entries finished)"
+    console.print(f"engine starts: {starts}; {out.seconds:.0f}s in all", markup=False)
+    console.print(f"results: {out.suite_dir}/suite.json", markup=False)
+    if cfg.tracking.enabled:
+        console.print(f"MLflow experiment {cfg.tracking.experiment or cfg.name}: a run per subject, a child per "
+                      "benchmark — open the UI with: [bold]llmrec ui[/]")
+    if out.errors:
+        raise RunFailed("; ".join(f"{s} × {e}: {why}" for (s, e), why in out.errors.items()))
+
+
 def _print_metrics(metrics: dict, stats: dict) -> None:
     table = Table(title="metrics", show_lines=False)
     table.add_column("metric")

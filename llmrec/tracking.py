@@ -9,7 +9,8 @@ One module, one set of rules:
   metrics as columns (``ui_url`` opens it);
 - run tags: ``git_commit``, ``data_fingerprint``, ``protocol`` (JSON of the settings that
   define the numbers), ``llmrec.kind`` (run | train | tune | trial | sft), ``llmrec.headline``
-  (the metric keys ``llmrec runs`` shows), ``llmrec.setting`` on child runs;
+  (the metric keys ``llmrec runs`` shows), ``llmrec.setting`` on child runs, ``llmrec.config_hash`` (run
+  names stay readable: ``<benchmark> · <model>``; a suite's ``<suite> · <subject>`` / ``<subject> · <entry>``);
 - metric keys: ``metric_key`` (``ndcg@10`` → ``ndcg_at_10``; other characters MLflow refuses
   become ``_``); params: the flattened config minus secret-looking keys.
 """
@@ -44,6 +45,10 @@ TAG_KIND = "llmrec.kind"
 TAG_HEADLINE = "llmrec.headline"
 TAG_SETTING = "llmrec.setting"
 TAG_PARENT = "mlflow.parentRunId"
+TAG_CONFIG_HASH = "llmrec.config_hash"  # hash of the settings that determine the results (run names stay readable)
+TAG_RUN_DIR = "llmrec.run_dir"  # the run directory's name
+TAG_SUITE = "llmrec.suite"
+TAG_SUBJECT = "llmrec.subject"
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 VIEW_KEY = "llmrec-headline"
@@ -111,6 +116,14 @@ def is_count(metric: str) -> bool:
     numbers, shown without a CI by every table (run summary, leaderboard)."""
     name = metric.rsplit("/", 1)[-1]
     return name.startswith("n_") or name in COUNT_METRICS
+
+
+def model_label(engine) -> str:
+    """What run names and tables call a subject: its engine's model (a file's name without folders),
+    else its model file, else the engine type. ``engine``: an engine section, as a model or a dict."""
+    get = engine.get if isinstance(engine, dict) else (lambda k: getattr(engine, k, None))
+    model = get("model") or get("model_path") or get("type") or "?"
+    return str(model).replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
 
 
 def safe_params(config: dict) -> dict[str, str]:

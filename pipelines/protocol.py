@@ -195,7 +195,9 @@ class Benchmark:
     typer.Typer mounted as ``llmrec <name> ...``); ``protocol_keys`` (config keys recorded in the MLflow
     ``protocol`` tag: every option that changes what is measured); ``headline_metrics`` (shown by ``llmrec
     runs`` and pinned in the MLflow UI); ``predictions`` (the lines of ``predictions.jsonl`` for ``llmrec
-    score``; None: no file); ``assets`` (read-only data every sample's stages share, e.g. a corpus or
+    score``; None: no file); ``baselines`` (traditional baselines scored on the same samples without a
+    model, e.g. a user's average rating: ``baselines(cfg, samples, assets)`` returns label → rows that
+    ``aggregate`` takes; None: none; a suite lists them beside its subjects); ``assets`` (read-only data every sample's stages share, e.g. a corpus or
     prompt files, read once on the driver: the runner puts it in the Ray object store once, hands it to
     stages as ``sample[ASSETS_KEY]`` and to ``aggregate`` / ``predictions`` / ``plots``. Stages never read
     files: on a cluster the data directory exists only where the driver runs); ``plots`` (none);
@@ -212,6 +214,7 @@ class Benchmark:
     protocol_keys: tuple[str, ...] = ()
     headline_metrics: tuple[str, ...] = ()
     predictions: Callable[[list[Sample], dict | None], list[dict]] | None = None
+    baselines: Callable[[BenchmarkConfig, list[Sample], dict | None], dict[str, list[Sample]]] | None = None
 
     def build_samples(self, cfg: BenchmarkConfig, data_dir: Path) -> list[Sample]:
         raise NotImplementedError
@@ -259,7 +262,8 @@ class Benchmark:
 _REQUIRED = ("name", "config_cls", "group_keys", "score_tasks")
 _REQUIRED_METHODS = ("build_samples", "stages", "score", "aggregate")
 _ARITY = {"build_samples": 2, "stages": 1, "score": 2, "aggregate": 3, "assets": 2, "plots": 4, "predictions": 2,
-          "drilldown": 2, "paired_outcomes": 3}
+          "drilldown": 2, "paired_outcomes": 3,
+          "baselines": 3}
 DRILLDOWN_FIELDS = ("prompt", "answer", "gold", "verdict")
 """The keys ``Benchmark.drilldown`` returns."""
 
@@ -295,7 +299,7 @@ def _member_problems(bench, missing: list[str]) -> list[str]:
             out.append(f"{attr} must be {want}")
     for meth, n in _ARITY.items():  # each is called with n positional arguments
         fn = getattr(bench, meth, None)
-        if meth in missing or (fn is None and meth == "predictions"):  # predictions: None = no file
+        if meth in missing or (fn is None and meth in ("predictions", "baselines")):  # None: no file / none
             continue
         if not callable(fn):
             out.append(f"{meth} must be callable")

@@ -11,6 +11,7 @@ from llmrec.pipelines.runner.failures import FailureSummary, summarize_failures
 from llmrec.pipelines.runner.report import log_mlflow, publish, staging_dir, write_outputs
 from llmrec.pipelines.runner.run_config import RunConfig
 from llmrec.pipelines.runner.execution import Progress, collect, invocation_stats, plan, stream
+from llmrec.pipelines.runner.ray_env import SharedSubject
 
 log = logging.getLogger(__name__)
 
@@ -26,11 +27,16 @@ class RunOutcome:
     headline: tuple[str, ...] = ()  # the benchmark's headline metric keys (what a summary shows first)
 
 
-def run_evaluation(cfg: RunConfig, data_dir: Path | None = None, progress: Progress | None = None) -> RunOutcome:
+def run_evaluation(cfg: RunConfig, data_dir: Path | None = None, progress: Progress | None = None, *,
+                   subject: SharedSubject | None = None, title: str | None = None,
+                   parent_run_id: str | None = None) -> RunOutcome:
+    """One run. A suite passes ``subject`` (its subject engine, started once and shared by its runs),
+    ``title`` (the MLflow run name) and ``parent_run_id`` (the subject's MLflow run)."""
+    started = time.time()
     p = plan(cfg, data_dir)
     log.info("%s: %d samples, %d already in the store, %d to run", p.run_dir, len(p.samples),
              len(p.samples) - len(p.pending), len(p.pending))
-    fresh = stream(p, progress)
+    fresh = stream(p, progress, subject)
     t0 = time.perf_counter()
     rows = collect(p)
     metrics = p.bench.aggregate(cfg.benchmark, rows, p.assets)
@@ -46,6 +52,6 @@ def run_evaluation(cfg: RunConfig, data_dir: Path | None = None, progress: Progr
     p.timings.update(time_aggregate_s=t1 - t0, time_outputs_s=time.perf_counter() - t3 + t2 - t1,
                      time_plots_s=t3 - t2)
     stats.update(p.timings)  # seconds per phase, logged with the run (the MLflow phase itself is not in them)
-    run_id = log_mlflow(p, rows, metrics, files, plots, stats)
+    run_id = log_mlflow(p, rows, metrics, files, plots, stats, started, title, parent_run_id)
     return RunOutcome(p.run_dir.local_path or p.run_dir.uri, metrics, stats, run_id, summarize_failures(rows), files,
                       p.bench.headline_metrics)

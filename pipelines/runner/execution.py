@@ -16,7 +16,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from llmrec import settings, storage
 from llmrec.config import dump_yaml, fingerprint
@@ -29,6 +29,9 @@ from llmrec.pipelines.common.store import ResultStore
 from llmrec.pipelines.runner.placement import actor_options_accepted, actor_resources, check_gpu_placement
 from llmrec.pipelines.runner.worker import batch_timings, decode, encode, group_by_prefix, process_samples
 
+if TYPE_CHECKING:
+    from llmrec.pipelines.runner.ray_env import SharedSubject
+
 log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]  # (done, total)
@@ -39,7 +42,7 @@ class StageWorker:
 
     def __init__(self, bench_cfg: dict, engines: dict, mode: str, cache, retries: int, backoff_s: float,
                  assets: tuple = (), run: str = "", timeout_s: float | None = None, pools: dict | None = None,
-                 kv_budget: int | None = None):
+                 kv_budget: int | None = None, apps: dict | None = None):
         import ray
 
         self.bench = get_benchmark(bench_cfg["name"])
@@ -50,6 +53,7 @@ class StageWorker:
         self._engines: dict = {}
         self._load_s = 0.0  # engine start-up time not yet reported to the driver
         self._pools = pools or {}  # role → client of that role's own engine actors (the judge pool)
+        self._apps = apps or {}  # serve mode: role → Serve app, when not this run's own (a suite's subject)
         # the benchmark's shared read-only assets: one object in the object store, fetched once per actor
         self._assets = ray.get(assets[0]) if assets else None
 
@@ -59,7 +63,8 @@ class StageWorker:
             if cfg is None:
                 raise ConfigError(f"benchmark stage needs a '{role}' engine; add a '{role}:' section to the config")
             t0 = time.perf_counter()
-            self._engines[role] = open_engine(cfg, self._mode, role, self._cache, self._run, self._timeout,
+            self._engines[role] = open_engine(cfg, self._mode, role, self._cache,
+                                              self._apps.get(role) or app_name(self._run, role), self._timeout,
                                               self._pools.get(role), self._kv_budget if role == "subject" else None)
             self._load_s += time.perf_counter() - t0
         return self._engines[role]
@@ -81,10 +86,11 @@ class StageWorker:
         return encode(groups, {"engine_start_s": load, "worker_s": time.perf_counter() - t0 - load})
 
 
-def open_engine(cfg: dict, mode: str, role: str, cache, run: str = "", timeout_s: float | None = None,
+def open_engine(cfg: dict, mode: str, role: str, cache, app: str = "", timeout_s: float | None = None,
                 pool=None, kv_budget: int | None = None):
     """An engine (actors mode), a client of the role's own engine actors (``pool``, e.g. the judge
-    pool), or a Serve client (serve mode), wrapped by the run's request cache (``cache``: the
+    pool or a suite's subject pool), or a client of the Serve app ``app`` (serve mode), wrapped by
+    the run's request cache (``cache``: the
     cache service actor handle, or None). A started engine that holds fewer KV tokens than the
     ``kv_budget`` the rows were packed to is logged (its batches may be preempted)."""
     from llmrec.serving.engine import build_engine
@@ -94,7 +100,7 @@ def open_engine(cfg: dict, mode: str, role: str, cache, run: str = "", timeout_s
         from llmrec.serving.serve_app import ServeEngine
 
         client = ENGINES.get(cfg["type"]).engine_cls.serve_client  # an engine's own serving stack, if it has one
-        engine = client(cfg) if client else ServeEngine(app_name(run, role), cfg, timeout_s=timeout_s)
+        engine = client(cfg) if client else ServeEngine(app, cfg, timeout_s=timeout_s)
     elif pool is not None:
         engine = pool
     else:
@@ -136,9 +142,8 @@ def run_dir_for(cfg: RunConfig) -> storage.Storage:
     return storage.Storage(cfg.output.dir) / name
 
 
-def plan(cfg: RunConfig, data_dir: Path | None = None) -> RunPlan:
-    t0 = time.perf_counter()
-    cfg = absolute_locations(cfg)
+def build_samples(cfg: RunConfig, data_dir: Path | None = None) -> tuple[Benchmark, list[Sample], dict | None]:
+    """The benchmark, its samples (unique ``sample_id``) and its shared assets, read on the driver."""
     bench = get_benchmark(cfg.benchmark.name)
     where = data_dir or cfg.data.dir
     if where is not None and storage.is_uri(where):
@@ -150,6 +155,13 @@ def plan(cfg: RunConfig, data_dir: Path | None = None) -> RunPlan:
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
         raise DataError(f"benchmark '{bench.name}' built duplicate sample_id {dup!r}")
+    return bench, samples, assets
+
+
+def plan(cfg: RunConfig, data_dir: Path | None = None) -> RunPlan:
+    t0 = time.perf_counter()
+    cfg = absolute_locations(cfg)
+    bench, samples, assets = build_samples(cfg, data_dir)
     run_dir = run_dir_for(cfg)
     run_dir.mkdir()
     store = ResultStore(run_dir / "results")
@@ -188,8 +200,10 @@ def cache_path_for(cfg: RunConfig) -> str | None:
     return str(Path(storage.resolve(cfg.output.dir)) / "request_cache.sqlite")
 
 
-def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
-    """Send pending samples through Ray Data; write each finished batch; return them."""
+def stream(p: RunPlan, progress: Progress | None = None, subject: "SharedSubject | None" = None) -> list[Sample]:
+    """Send pending samples through Ray Data; write each finished batch; return them. ``subject``:
+    a subject engine shared with other runs (a suite's), started here if it is not yet, never
+    stopped here."""
     import ray
 
     from llmrec.pipelines.runner.ray_env import ensure_ray, start_judge_pool, start_serve_apps, stop_serve_apps
@@ -204,9 +218,21 @@ def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
     t_ray = time.perf_counter()
     engines = _engine_cfgs(cfg)
     check_gpu_placement(engines, ex)
+    own = dict(engines)  # the roles whose engines this run starts and stops
+    pools, apps = {}, {}
+    if subject is not None:
+        del own["subject"]
+        subject.acquire()
+        if subject.pool is not None:
+            pools["subject"] = subject.pool.client(ex.backoff_s)
+        if subject.served is not None:
+            engines["subject"], apps["subject"] = subject.served, subject.app
     if ex.mode == "serve":
-        engines = start_serve_apps(engines, ex, run)  # an engine's own deployment may add e.g. its base_url
+        engines.update(start_serve_apps(own, ex, run))  # an engine's own deployment may add e.g. its base_url
     judge_pool = start_judge_pool(cfg, engines, run)  # actors mode: the judge's own engine actors, or None
+    if judge_pool is not None:
+        pools["judge"] = judge_pool.client(ex.backoff_s)
+    thin = "subject" in pools and ("judge" not in engines or "judge" in pools)  # the actors hold no engine
     cache_path = cache_path_for(cfg)
     cache = start_cache_service(cache_path, f"llmrec-cache-{run}") if cache_path else None
     assets = (ray.put(p.assets),) if p.assets is not None else ()  # once, shared by every actor
@@ -233,13 +259,13 @@ def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
                                        mode=ex.mode, cache=cache, retries=ex.retries,
                                        backoff_s=ex.serve_backoff_s if ex.mode == "serve" else ex.backoff_s,
                                        assets=assets, run=run, timeout_s=ex.request_timeout_s,
-                                       pools={"judge": judge_pool.client(ex.backoff_s)} if judge_pool else None,
+                                       pools=pools, apps=apps,
                                        kv_budget=ex.kv_budget_tokens if ex.order_by_prefix else None),
             batch_size=batch_size, udf_modifying_row_count=False,
             # one batch in flight per actor: a batch queued behind another on a busy replica would wait while an
             # idle replica has none (seen: both KV-packed batches of a 2-replica run on one replica)
             compute=ray.data.ActorPoolStrategy(size=ex.concurrency, max_tasks_in_flight_per_actor=1),
-            batch_format="numpy", **actor_resources(cfg.engine, ex))
+            batch_format="numpy", **actor_resources(cfg.engine, ex, thin))
     # Fault tolerance: the actor pool restarts a dead actor (one on a lost node, or one that ended
     # itself because its engine died) up to execution.max_restarts times and runs its in-flight
     # batches again; lost blocks are rebuilt from lineage. A batch is written once it reaches this loop.
@@ -264,7 +290,7 @@ def stream(p: RunPlan, progress: Progress | None = None) -> list[Sample]:
     finally:
         t_stop = time.perf_counter()
         if ex.mode == "serve":
-            stop_serve_apps(engines, run)
+            stop_serve_apps(own, run)
         if cache is not None:
             stop_cache_service(cache)
         if judge_pool is not None:

@@ -89,11 +89,6 @@ def _read_config(run_dir: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def subject_name(engine: dict) -> str:
-    """What a run evaluated: the engine's model (else its model file, else its type)."""
-    return str(engine.get("model") or engine.get("model_path") or engine.get("type") or "?")
-
-
 def _run_entry(run_dir: Path) -> Entry:
     cfg = _read_config(run_dir)
     name = (cfg.get("benchmark") or {}).get("name")
@@ -101,7 +96,7 @@ def _run_entry(run_dir: Path) -> Entry:
         raise ConfigError(f"{run_dir}: no resolved.yaml with benchmark.name, so not a `llmrec run` directory "
                           "(a baseline result is read through its suite's suite.json)")
     bench = get_benchmark(str(name))
-    return Entry(subject_name(cfg.get("engine") or {}), str(name), bench.name, "llm", run_dir,
+    return Entry(tracking.model_label(cfg.get("engine") or {}), str(name), bench.name, "llm", run_dir,
                  tuple(bench.headline_metrics), _read_json(run_dir / "metrics.json"), cfg)
 
 

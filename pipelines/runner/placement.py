@@ -124,10 +124,11 @@ def actor_options_accepted():
         yield
 
 
-def actor_resources(engine_cfg, ex) -> dict:
-    """``map_batches`` resource arguments for the engine actors of a run."""
+def actor_resources(engine_cfg, ex, thin: bool = False) -> dict:
+    """``map_batches`` resource arguments for the engine actors of a run (``thin``: they hold no
+    engine, only clients of engines elsewhere, e.g. a suite's shared subject pool)."""
     restart = {"max_restarts": ex.max_restarts, "max_task_retries": -1}
-    if ex.mode == "serve":  # the actors are thin clients; the deployments hold the engines
+    if ex.mode == "serve" or thin:  # the actors are thin clients; deployments or engine pools hold the engines
         return {"num_cpus": 0.1, "num_gpus": 0, **restart}
     need = gpus_needed(engine_cfg)
     if need is not None and need > 1 and ex.num_gpus_per_worker > 0:
@@ -137,14 +138,24 @@ def actor_resources(engine_cfg, ex) -> dict:
     return {"num_cpus": ex.num_cpus_per_worker, "num_gpus": ex.num_gpus_per_worker, **restart}
 
 
-def judge_pool_resources(judge_cfg, ex) -> dict:
-    """``serving.engine_pool.start_engine_pool`` resource arguments for the judge's own actors:
-    the judge's GPUs (one placement group of TP x PP bundles per actor when it spans several)."""
-    cpus, gpus, need = judge_cpus(ex), judge_gpus(ex), gpus_needed(judge_cfg)
+def pool_resources(engine_cfg, cpus: float, gpus: float, max_restarts: int) -> dict:
+    """``serving.engine_pool.start_engine_pool`` resource arguments for a pool of one engine's
+    actors (one placement group of TP x PP bundles per actor when a replica spans several GPUs)."""
+    need = gpus_needed(engine_cfg)
     if need is not None and need > 1 and gpus > 0:
         bundles = replica_bundles(need, cpus)
-        return {"num_cpus": bundles[0]["CPU"], "num_gpus": 0, "bundles": bundles, "max_restarts": ex.max_restarts}
-    return {"num_cpus": cpus, "num_gpus": gpus, "bundles": None, "max_restarts": ex.max_restarts}
+        return {"num_cpus": bundles[0]["CPU"], "num_gpus": 0, "bundles": bundles, "max_restarts": max_restarts}
+    return {"num_cpus": cpus, "num_gpus": gpus, "bundles": None, "max_restarts": max_restarts}
+
+
+def judge_pool_resources(judge_cfg, ex) -> dict:
+    """The judge's own actors: the judge's CPUs and GPUs."""
+    return pool_resources(judge_cfg, judge_cpus(ex), judge_gpus(ex), ex.max_restarts)
+
+
+def subject_pool_resources(engine_cfg, ex) -> dict:
+    """A subject pool shared by a suite's runs: what one subject actor of a run would reserve."""
+    return pool_resources(engine_cfg, ex.num_cpus_per_worker, ex.num_gpus_per_worker, ex.max_restarts)
 
 
 def replica_placement(engine, ex, gpus_per_node: int) -> str:

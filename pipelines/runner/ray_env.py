@@ -68,3 +68,54 @@ def start_judge_pool(cfg: RunConfig, engines: dict, run: str):
         log.warning("%s", line)
     return start_engine_pool(engines["judge"], ex.judge_replicas, f"llmrec-{run}-judge",
                              **judge_pool_resources(cfg.judge, ex))
+
+
+class SharedSubject:
+    """A subject engine started once and used by several runs (the benchmarks of a suite): in
+    actors mode a pool of engine actors (``serving.engine_pool``) whose client every run's
+    StageWorkers get as their subject engine; in serve mode one Serve app, kept across the runs.
+    It starts on the first run that has samples to send (a suite whose runs are all finished
+    starts no engine) and stops with :meth:`stop` after the subject's last run."""
+
+    def __init__(self, engine: dict, ex: ExecutionConfig, ray_cfg: RayConfig, name: str):
+        self.engine, self.ex, self.ray_cfg, self.name = engine, ex, ray_cfg, name
+        self.pool = None  # actors mode, once started
+        self.served: dict | None = None  # serve mode, once deployed: the config its clients use
+        self.start_s: float | None = None  # seconds the engine took to start (None: never started)
+
+    @property
+    def app(self) -> str:
+        from llmrec.pipelines.runner.execution import app_name
+
+        return app_name(self.name, "subject")
+
+    def acquire(self) -> None:
+        """Start the engine unless it runs already."""
+        import time
+
+        if self.start_s is not None:
+            return
+        from llmrec.pipelines.runner.placement import subject_pool_resources
+        from llmrec.serving.engine import engine_config
+        from llmrec.serving.engine_pool import runs_in_process, start_engine_pool
+
+        ensure_ray(self.ray_cfg)
+        t0 = time.perf_counter()
+        if self.ex.mode == "actors" and not runs_in_process(self.engine):
+            pass  # a client of a server elsewhere (e.g. openai): nothing to start, each run's actors connect
+        elif self.ex.mode == "serve":
+            self.served = start_serve_apps({"subject": self.engine}, self.ex, self.name)["subject"]
+        else:
+            self.pool = start_engine_pool(self.engine, self.ex.concurrency, self.app,
+                                          **subject_pool_resources(engine_config(self.engine), self.ex))
+        self.start_s = time.perf_counter() - t0
+        log.info("subject %s: engine started once in %.1fs, shared by the suite's runs", self.name, self.start_s)
+
+    def stop(self) -> None:
+        from llmrec.serving.engine_pool import stop_engine_pool
+
+        if self.pool is not None:
+            stop_engine_pool(self.pool)
+        if self.served is not None:
+            stop_serve_apps({"subject": self.engine}, self.name)
+        self.pool = self.served = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import tempfile
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -13,8 +14,8 @@ import pandas as pd
 from llmrec import tracking
 from llmrec.config import dump_yaml, fingerprint
 from llmrec.pipelines.protocol import protocol_record, setting_label
+from llmrec.redact import redact_text
 from llmrec.pipelines.runner.execution import RunPlan
-from llmrec.pipelines.runner.leaderboard import subject_name
 
 log = logging.getLogger(__name__)
 
@@ -66,40 +67,65 @@ def group_rows(rows: list[dict], keys: tuple[str, ...]) -> dict[tuple, list[dict
     return dict(out)
 
 
+def run_title(p: RunPlan) -> str:
+    """The MLflow name of a single run: ``<benchmark> · <model>`` (the config hash is the tag
+    ``llmrec.config_hash``)."""
+    return f"{p.bench.name} · {tracking.model_label(p.config.engine)}"
+
+
+def existing_run(client, run_id: str | None) -> str | None:
+    """``run_id`` when the store still has that run, else None."""
+    import mlflow
+
+    if run_id is None:
+        return None
+    try:
+        return client.get_run(run_id).info.run_id
+    except mlflow.exceptions.MlflowException:  # deleted, or logged to another store
+        return None
+
+
 def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Path], plots: list[Path],
-               run_stats: dict) -> str | None:
+               run_stats: dict, started: float, title: str | None = None, parent: str | None = None) -> str | None:
+    """Log the run (and a child per setting) with its real wall-clock start (``started``, epoch
+    seconds; a resumed run keeps its first start) and end; named ``title`` (default
+    :func:`run_title`), under the MLflow run ``parent`` when given (a suite's subject run)."""
     cfg = p.config
     if not cfg.tracking.enabled:
         return None
-    import mlflow
-
     headline = p.bench.headline_metrics
     exp_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment or p.bench.name, cfg.tracking.artifact_root,
                             headline)
-    run_id = p.run_dir.read_text("mlflow_run_id").strip() if p.run_dir.exists("mlflow_run_id") else None
+    client = tracking.client(cfg.tracking.uri)
+    name = redact_text(title or run_title(p))  # names are shown everywhere: no credentials in them
     engine = cfg.engine
-    model = subject_name(engine.model_dump(mode="json"))
     protocol = protocol_record(p.bench, cfg.benchmark)
     tags = tracking.run_tags("run", protocol, data_fingerprint(p), headline, benchmark=p.bench.name,
-                             engine=engine.type, model=model)
-    try:
-        active = mlflow.start_run(run_id=run_id, experiment_id=None if run_id else exp_id,
-                                  run_name=p.run_dir.name)
-    except mlflow.exceptions.MlflowException:
-        active = mlflow.start_run(experiment_id=exp_id, run_name=p.run_dir.name)
-    with active as run:
-        p.run_dir.write_text("mlflow_run_id", run.info.run_id)
-        client = tracking.client(cfg.tracking.uri)
-        mlflow.set_tags(tags)
-        tracking.log_params(client, run.info.run_id, cfg.model_dump(mode="json"))
-        tracking.log_metrics(client, run.info.run_id, {**metrics, **run_stats})
-        for f in list(files.values()) + plots:
-            mlflow.log_artifact(str(f))
-        _log_children(p, rows, exp_id, run.info.run_id, tags)
-        return run.info.run_id
+                             engine=engine.type, model=tracking.model_label(engine), **{
+                                 tracking.TAG_CONFIG_HASH: fingerprint(cfg.semantic()),
+                                 tracking.TAG_RUN_DIR: p.run_dir.name})
+    if parent:
+        tags[tracking.TAG_PARENT] = parent
+    stored = p.run_dir.read_text("mlflow_run_id").strip() if p.run_dir.exists("mlflow_run_id") else None
+    run_id = existing_run(client, stored)
+    if run_id is None:
+        run_id = client.create_run(exp_id, start_time=int(started * 1000), tags=tags, run_name=name).info.run_id
+        p.run_dir.write_text("mlflow_run_id", run_id)
+    else:
+        client.update_run(run_id, status="RUNNING", name=name)
+        for k, v in tags.items():
+            client.set_tag(run_id, k, v)
+    tracking.log_params(client, run_id, cfg.model_dump(mode="json"))
+    tracking.log_metrics(client, run_id, {**metrics, **run_stats})
+    for f in list(files.values()) + plots:
+        client.log_artifact(run_id, str(f))
+    _log_children(p, rows, exp_id, run_id, tags, name, started)
+    client.set_terminated(run_id, "FINISHED", end_time=int(time.time() * 1000))
+    return run_id
 
 
-def _log_children(p: RunPlan, rows: list[dict], exp_id: str, parent_id: str, tags: dict) -> None:
+def _log_children(p: RunPlan, rows: list[dict], exp_id: str, parent_id: str, tags: dict, name: str,
+                  started: float) -> None:
     """One child run per setting (the benchmark's group keys), for side-by-side comparison.
 
     On resume the children already logged are found by their setting tag and their metrics
@@ -118,7 +144,7 @@ def _log_children(p: RunPlan, rows: list[dict], exp_id: str, parent_id: str, tag
         digest = fingerprint([[r.get("sample_id"), r.get("status"), r.get("error")] for r in rs], 16)
         run = existing.get(setting)
         if run is None:
-            child = client.create_run(exp_id, run_name=f"{p.run_dir.name}[{setting}]",
+            child = client.create_run(exp_id, run_name=f"{name} · {setting}", start_time=int(started * 1000),
                                       tags={**tags, tracking.TAG_SETTING: setting, tracking.TAG_PARENT: parent_id})
             child_id, step = child.info.run_id, 0
             tracking.log_params(client, child_id, {k: str(v) for k, v in zip(keys, values)})
@@ -129,4 +155,4 @@ def _log_children(p: RunPlan, rows: list[dict], exp_id: str, parent_id: str, tag
         client.set_tag(child_id, "llmrec.samples_digest", digest)
         client.set_tag(child_id, "llmrec.samples_step", str(step))
         tracking.log_metrics(client, child_id, m, step)
-        client.set_terminated(child_id, "FINISHED")
+        client.set_terminated(child_id, "FINISHED", end_time=int(time.time() * 1000))

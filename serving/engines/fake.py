@@ -34,6 +34,8 @@ class FakeEngineConfig(EngineConfig):
     delay_s: float = Field(0.0, ge=0.0, description="sleep per request")
     report_pid: bool = Field(False, description="append ' pid=<process id>' to every reply (tests check which "
                                                 "process answered)")
+    start_log: str | None = Field(None, description="append a line to this file at every start (tests count "
+                                                    "engine starts)")
 
 
 @register_engine("fake", FakeEngineConfig)
@@ -43,7 +45,9 @@ class FakeEngine(EngineBase):
         self.calls = 0
 
     def start(self) -> None:
-        pass
+        if self.config.start_log:
+            with open(self.config.start_log, "a", encoding="utf-8") as fh:
+                fh.write(f"{os.getpid()}\n")
 
     def identity(self) -> dict:
         return {"type": "fake", "model": self.config.model, "default": self.config.default,

@@ -155,3 +155,29 @@ def test_cli_dry_run_and_missing_address(tmp_path, monkeypatch):
     assert "llmrec.cluster.entrypoint resolved.yaml" in out.output and "address: auto" in out.output
     listed = runner.invoke(app, ["jobs", "list"])
     assert listed.exit_code == 2 and "RAY_ADDRESS" in listed.output
+
+
+def test_a_suite_is_submitted_as_llmrec_suite(tmp_path, monkeypatch):
+    """A suite config (it has `subjects:`) is resolved as each of its runs is, its path entries inlined (the
+    cluster has no copy of the submitter's files), and the job runs `llmrec suite` on it."""
+    from llmrec.pipelines.runner.suite_config import suite_from_raw
+    from tests.pipelines.test_suite import suite_file
+
+    monkeypatch.chdir(tmp_path)
+    path = suite_file(tmp_path)
+    spec = build_job(path, tmp_path / "stage", ["output.dir=runs", "tracking.uri=sqlite:///m.db"], code="installed")
+    assert spec.entrypoint.endswith("--verb suite") and spec.metadata["llmrec.benchmark"] == "suite s1"
+    assert spec.submission_id.startswith("llmrec-s1-")
+    raw = yaml.safe_load((tmp_path / "stage" / "job" / RESOLVED).read_text())
+    assert raw["output"]["dir"] == str(tmp_path / "runs") and raw["tracking"]["uri"] == f"sqlite:///{tmp_path}/m.db"
+    assert raw["ray"] == {"address": "auto", "num_cpus": None}
+    third = raw["benchmarks"][2]
+    assert "config" not in third and third["benchmark"]["n"] == 3 and third["execution"] == {"batch_size": 1}
+    assert suite_from_raw(raw, "resolved").entry_names() == ["t1", "t2", "t3"]
+
+
+def test_entrypoint_runs_the_verb_it_is_given(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(os, "execv", lambda exe, argv: calls.append(argv))
+    assert entrypoint_main([str(tmp_path / "resolved.yaml"), "--verb", "suite"]) == 0
+    assert calls[0][-2:] == ["suite", str(tmp_path / "resolved.yaml")]

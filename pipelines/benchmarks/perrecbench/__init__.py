@@ -85,6 +85,21 @@ class PerRecBench(Benchmark):
         verdict = {k: row[k] for k in ("ptc", "exact_match", "missed") if row.get(k) is not None} or None
         return {"prompt": prompt, "answer": answer, "gold": row.get("relative_ratings"), "verdict": verdict}
 
+    def baselines(self, cfg: PerRecBenchConfig, samples: list[dict], assets: dict | None) -> dict[str, list[dict]]:
+        """The paper's naive baselines, one point line per group (``<group>/point``, the id of the
+        LLM's point sample): ``user_avg`` predicts each user's average rating (every point score 0),
+        ``item_avg`` the query item's average rating among the group's other raters."""
+        groups = {s["group_id"]: s for s in samples}.values()
+        out = {}
+        for label, key in (("user_avg", "avg_ratings"), ("item_avg", "item_avg_ratings")):
+            rows = []
+            for g in groups:
+                row = {k: v for k, v in g.items() if not k.startswith("_")}
+                row.update(sample_id=f"{g['group_id']}/point", mode="point", status="ok", prediction=list(g[key]))
+                rows.append(dict(row, **self.score(cfg, row)))
+            out[label] = rows
+        return out
+
     def plots(self, cfg: PerRecBenchConfig, rows: list[dict], out_dir: Path, assets: dict | None) -> list[Path]:
         from llmrec.pipelines.benchmarks.perrecbench.report import results_table
 

@@ -124,3 +124,24 @@ def test_aggregate_cells_average_and_baselines():
     # baselines on the same four users: user averages 3, 4, 4, 2 vs ratings 4, 3, 4, 1
     assert m["mae_user_avg"] == pytest.approx((1 + 1 + 0 + 1) / 4)
     assert m["mae_item_avg"] == pytest.approx((0.5 + 0.5 + 0.5 + 2.5) / 4)
+
+
+def test_user_and_item_average_baselines_score_one_point_line_per_group():
+    """The suite's baselines: one point line per group (every mode's sample of a group is the same group), predicting
+    the user's average rating (all point scores 0) or the item's average among the other raters."""
+    from llmrec.pipelines.benchmarks.perrecbench import BENCHMARK
+    from llmrec.pipelines.registry import benchmark_config
+
+    cfg = benchmark_config({"name": "perrecbench", "levels": ["easy"]})
+    group = {"group_id": "g1", "level": "easy", "relative_ratings": [1.0, -1.0], "avg_ratings": [3.0, 4.0],
+             "ratings": [4.0, 3.0], "item_avg_ratings": [3.5, 3.0], "prediction": None, "_users": ["transient"]}
+    samples = [dict(group, sample_id=f"g1/{m}", mode=m) for m in ("point", "pair", "list")]
+    out = BENCHMARK.baselines(cfg, samples, None)
+    assert set(out) == {"user_avg", "item_avg"}
+    [user], [item] = out["user_avg"], out["item_avg"]
+    assert user["sample_id"] == item["sample_id"] == "g1/point" and "_users" not in user
+    assert user["prediction"] == [3.0, 4.0] and item["prediction"] == [3.5, 3.0]
+    # item_avg: scores 3.5-3 = 0.5 and 3-4 = -1 order user 1 first, as the labels do; user_avg: all ties
+    assert item["exact_match"] == 1.0 and user["exact_match"] == 0.0
+    metrics = BENCHMARK.aggregate(cfg, out["user_avg"], None)
+    assert metrics["mae"] == pytest.approx(1.0) == metrics["mae_user_avg"]

@@ -108,5 +108,10 @@ class Toy(Benchmark):
         """accuracy ← correct; cluster: consecutive index pairs (one even, one odd sample)."""
         return outcomes_from_fields(self, rows, {"accuracy": "correct"}, cluster=lambda r: f"c{r['index'] // 2}")
 
+    def baselines(self, cfg: ToyConfig, samples: list[Sample], assets: dict | None) -> dict[str, list[Sample]]:
+        """A model-free baseline (what a suite lists beside its subjects): answers "yes" to every even sample."""
+        rows = [dict(s, status="ok", answer="yes" if s["index"] % 2 == 0 else "no") for s in samples]
+        return {"even_yes": [dict(r, **self.score(cfg, r)) for r in rows]}
+
 
 BENCHMARK = Toy()

@@ -1,0 +1,267 @@
+"""`llmrec suite`: every benchmark entry for every subject, one engine start per subject.
+
+For each subject the engine is started once (``ray_env.SharedSubject``: an engine-actor pool in
+actors mode, one Serve app in serve mode) when its first run has samples to send, handed to
+every run of that subject, and stopped after its last. Each (subject, entry) is an ordinary run
+(``run_evaluation``) with its own run directory ``<output.dir>/<suite>/<subject>/<entry>/`` and
+result store, so a killed suite resumes like a run: finished entries send nothing (their engine
+is not even started), a half-done entry sends its missing samples.
+
+Benchmarks with traditional baselines (``Benchmark.baselines``) get entries of kind
+``baseline`` at ``<suite>/<label>/<entry>/`` (metrics.json, samples.parquet, predictions.jsonl).
+
+``<output.dir>/<suite>/suite.json`` indexes every entry written so far (merged across
+invocations, e.g. ``--subject``)::
+
+    {"name": str, "subjects": [str],
+     "entries": [{"subject", "benchmark", "entry", "kind": "llm"|"baseline", "run_dir",
+                  "headline": [metric keys], "mlflow_run_id"}]}
+
+``run_dir`` is the run directory as an absolute path (or storage URI).
+
+MLflow (experiment ``tracking.experiment``, default the suite's name): one parent run per subject
+(``<suite> · <subject>``) carrying each entry's headline metrics as ``<entry>.<metric>``, a child
+per entry (``<subject> · <entry>``), and the per-setting runs below that.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from llmrec import storage, tracking
+from llmrec.errors import ConfigError, LlmrecError
+from llmrec.pipelines.runner.api import RunOutcome, run_evaluation
+from llmrec.pipelines.runner.execution import Progress, RunPlan, build_samples
+from llmrec.pipelines.runner.ray_env import SharedSubject
+from llmrec.pipelines.runner.report import existing_run, publish, staging_dir, write_outputs
+from llmrec.pipelines.runner.suite_config import SuiteConfig, SuiteEntry
+
+log = logging.getLogger(__name__)
+
+INDEX = "suite.json"
+ProgressFor = Callable[[str, str], Progress]  # (subject, entry) → the progress callback of that run
+
+
+@dataclass
+class SuiteOutcome:
+    suite_dir: str
+    index: dict  # the suite.json written
+    metrics: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)  # (subject, entry) → metrics
+    engine_start_s: dict[str, float] = field(default_factory=dict)  # subject → seconds (absent: not started)
+    errors: dict[tuple[str, str], str] = field(default_factory=dict)  # (subject, entry) → what went wrong
+    seconds: float = 0.0
+
+
+def suite_dir(cfg: SuiteConfig) -> storage.Storage:
+    return storage.Storage(storage.resolve(cfg.output.dir)) / cfg.name
+
+
+class SuiteIndex:
+    """``suite.json``: read at start (entries of earlier invocations are kept), rewritten after every entry."""
+
+    def __init__(self, where: storage.Storage, name: str):
+        self.where = where
+        old = json.loads(where.read_text(INDEX)) if where.exists(INDEX) else {}
+        self.data = {"name": name, "subjects": list(old.get("subjects", [])), "entries": list(old.get("entries", []))}
+
+    def add(self, subject: str, benchmark: str, entry: str, kind: str, run_dir: str, headline: list[str],
+            run_id: str | None) -> None:
+        if kind == "llm" and subject not in self.data["subjects"]:
+            self.data["subjects"].append(subject)
+        rec = {"subject": subject, "benchmark": benchmark, "entry": entry, "kind": kind, "run_dir": run_dir,
+               "headline": headline, "mlflow_run_id": run_id}
+        rows = self.data["entries"]
+        at = next((i for i, e in enumerate(rows) if (e["subject"], e["entry"]) == (subject, entry)), None)
+        if at is None:
+            rows.append(rec)
+        else:
+            rows[at] = rec
+        self.where.write_text(INDEX, json.dumps(self.data, indent=1) + "\n")
+
+
+class SubjectRun:
+    """The MLflow parent run of one subject (or baseline label): created on first use, its id kept in
+    ``<suite>/<subject>/mlflow_run_id`` so a resumed suite logs to the same run."""
+
+    def __init__(self, cfg: SuiteConfig, subject: str, kind: str, model: str):
+        self.cfg, self.subject, self.kind, self.model = cfg, subject, kind, model
+        self.folder = suite_dir(cfg) / subject
+        self.run_id: str | None = None
+        self.exp_id: str | None = None
+
+    def open(self, started: float) -> str | None:
+        tr = self.cfg.tracking
+        if not tr.enabled:
+            return None
+        # the runs table opens on the subject × benchmark view: each entry's first headline metric as a
+        # column (before the runs add their own), sorted by the first entry's
+        self.exp_id = tracking.setup(tr.uri, tr.experiment or self.cfg.name, tr.artifact_root, view_columns(self.cfg))
+        client = tracking.client(tr.uri)
+        stored = self.folder.read_text("mlflow_run_id").strip() if self.folder.exists("mlflow_run_id") else None
+        self.run_id = existing_run(client, stored)
+        if self.run_id is None:
+            tags = tracking.run_tags("suite" if self.kind == "llm" else "baseline", model=self.model, **{
+                tracking.TAG_SUITE: self.cfg.name, tracking.TAG_SUBJECT: self.subject})
+            self.run_id = client.create_run(self.exp_id, start_time=int(started * 1000), tags=tags,
+                                            run_name=f"{self.cfg.name} · {self.subject}").info.run_id
+            self.folder.mkdir()
+            self.folder.write_text("mlflow_run_id", self.run_id)
+        else:
+            client.update_run(self.run_id, status="RUNNING")
+        return self.run_id
+
+    def log_entry(self, entry: str, metrics: dict, headline: list[str]) -> None:
+        """The entry's headline metrics on the parent as ``<entry>.<metric>``."""
+        if self.run_id is None:
+            return
+        tracking.log_metrics(tracking.client(self.cfg.tracking.uri), self.run_id,
+                             {f"{entry}.{h}": metrics[h] for h in headline})
+
+    def close(self, failed: bool = False, stats: dict | None = None) -> None:
+        if self.run_id is None:
+            return
+        client = tracking.client(self.cfg.tracking.uri)
+        if stats:
+            tracking.log_metrics(client, self.run_id, stats)
+        client.set_terminated(self.run_id, "FAILED" if failed else "FINISHED", end_time=int(time.time() * 1000))
+
+
+def view_columns(cfg: SuiteConfig) -> list[str]:
+    """``<entry>.<first headline metric>`` of every entry whose benchmark declares one."""
+    from llmrec.pipelines.registry import get_benchmark
+
+    heads = [(e.name, get_benchmark(str(e.benchmark["name"])).headline_metrics) for e in cfg.benchmarks]
+    return [f"{name}.{h[0]}" for name, h in heads if h]
+
+
+def headline_of(headline: tuple[str, ...], metrics: dict) -> list[str]:
+    """The declared headline metric keys that the metrics hold."""
+    return [h for h in headline if h in metrics]
+
+
+def _run_subject(cfg: SuiteConfig, subject: str, data_dir: Path | None, progress: ProgressFor | None,
+                 index: SuiteIndex, out: SuiteOutcome) -> None:
+    first = cfg.run_config(subject, cfg.benchmarks[0])  # the subject's engine section, validated and completed
+    shared = SharedSubject(first.engine.model_dump(mode="json"), cfg.execution, cfg.ray, f"{cfg.name}-{subject}")
+    parent = SubjectRun(cfg, subject, "llm", tracking.model_label(first.engine))
+    parent_id = parent.open(time.time())
+    failed = False
+    try:
+        for entry in cfg.benchmarks:
+            try:
+                outcome = run_evaluation(cfg.run_config(subject, entry), data_dir,
+                                         progress(subject, entry.name) if progress else None, subject=shared,
+                                         title=f"{subject} · {entry.name}", parent_run_id=parent_id)
+            except LlmrecError as e:  # this entry's config or data: the other entries go on
+                log.error("suite %s: %s × %s failed: %s", cfg.name, subject, entry.name, e)
+                out.errors[(subject, entry.name)] = str(e)
+                failed = True
+                continue
+            _record(cfg, subject, entry, outcome, index, parent, out)
+    finally:
+        shared.stop()
+        if shared.start_s is not None:
+            out.engine_start_s[subject] = shared.start_s
+        parent.close(failed, {"time_engine_start_s": shared.start_s} if shared.start_s is not None else None)
+
+
+def _record(cfg: SuiteConfig, subject: str, entry: SuiteEntry, outcome: RunOutcome, index: SuiteIndex,
+            parent: SubjectRun, out: SuiteOutcome) -> None:
+    heads = headline_of(outcome.headline, outcome.metrics)
+    index.add(subject, str(entry.benchmark["name"]), entry.name, "llm", str(outcome.run_dir), heads,
+              outcome.mlflow_run_id)
+    parent.log_entry(entry.name, outcome.metrics, heads)
+    out.metrics[(subject, entry.name)] = outcome.metrics
+    if outcome.failures.exceeds(cfg.execution.max_failed_share):
+        out.errors[(subject, entry.name)] = outcome.failures.describe(cfg.execution.max_failed_share)
+
+
+def _run_baselines(cfg: SuiteConfig, data_dir: Path | None, index: SuiteIndex, out: SuiteOutcome) -> None:
+    """Each benchmark's traditional baselines on the same samples (no engine), under ``<suite>/<label>/<entry>``."""
+    from llmrec.pipelines.registry import get_benchmark
+    from llmrec.pipelines.runner.run_config import absolute_locations
+
+    runs: dict[str, SubjectRun] = {}
+    subject = next(iter(cfg.subjects))
+    for entry in cfg.benchmarks:
+        rc = absolute_locations(cfg.run_config(subject, entry))
+        if get_benchmark(rc.benchmark.name).baselines is None:
+            continue
+        bench, samples, assets = build_samples(rc, data_dir)
+        for label, rows in bench.baselines(rc.benchmark, samples, assets).items():
+            if label in cfg.subjects:
+                raise ConfigError(f"suite {cfg.name}: subject '{label}' has the name of a {bench.name} baseline; "
+                                  "rename the subject")
+            run_dir = suite_dir(cfg) / label / entry.name
+            run_dir.mkdir()
+            p = RunPlan(rc, bench, rows, run_dir, None, [], assets)
+            metrics = bench.aggregate(rc.benchmark, rows, assets)
+            staged = staging_dir(p)
+            files = write_outputs(p, rows, metrics, staged)
+            publish(p, staged, list(files.values()))
+            if label not in runs:
+                runs[label] = SubjectRun(cfg, label, "baseline", label)
+                runs[label].open(time.time())
+            heads = headline_of(bench.headline_metrics, metrics)
+            runs[label].log_entry(entry.name, metrics, heads)
+            index.add(label, str(entry.benchmark["name"]), entry.name, "baseline", str(run_dir), heads,
+                      runs[label].run_id)
+            out.metrics[(label, entry.name)] = metrics
+    for run in runs.values():
+        run.close()
+
+
+def run_suite(cfg: SuiteConfig, data_dir: Path | None = None, only: list[str] | None = None,
+              progress: ProgressFor | None = None) -> SuiteOutcome:
+    """Run every entry for every subject (``only``: these subjects), then the baselines; write suite.json."""
+    unknown = [s for s in only or [] if s not in cfg.subjects]
+    if unknown:
+        raise ConfigError(f"--subject {', '.join(unknown)}: not a subject of suite '{cfg.name}' "
+                          f"(its subjects: {', '.join(cfg.subjects)})")
+    t0 = time.perf_counter()
+    where = suite_dir(cfg)
+    where.mkdir()
+    index = SuiteIndex(where, cfg.name)
+    out = SuiteOutcome(str(where), index.data)
+    for subject in only or list(cfg.subjects):
+        _run_subject(cfg, subject, data_dir, progress, index, out)
+    if cfg.baselines:
+        _run_baselines(cfg, data_dir, index, out)
+    out.seconds = time.perf_counter() - t0
+    return out
+
+
+def summary_table(cfg: SuiteConfig, out: SuiteOutcome) -> tuple[list[str], list[list[str]]]:
+    """Subject × entry: each entry's first headline metric (95% CI where computed), from suite.json's
+    entries of this suite's benchmarks and the metrics of this invocation (else the run's metrics.json)."""
+    names = cfg.entry_names()
+    entries = [e for e in out.index["entries"] if e["entry"] in names]
+    subjects = list(dict.fromkeys(e["subject"] for e in sorted(entries, key=lambda e: e["kind"] != "llm")))
+    heads = {e["entry"]: e["headline"][0] for e in entries if e["headline"]}
+    header = ["subject", "kind"] + [f"{n}\n{heads.get(n, '')}" for n in names]
+    rows = []
+    for s in subjects:
+        mine = {e["entry"]: e for e in entries if e["subject"] == s}
+        cells = []
+        for n in names:
+            m = out.metrics.get((s, n)) or (_stored_metrics(mine[n]["run_dir"]) if n in mine else {})
+            key = heads.get(n)
+            cells.append(_cell(m, key) if key in m else "-")
+        kind = next(iter(mine.values()))["kind"]
+        rows.append([s, kind] + cells)
+    return header, rows
+
+
+def _stored_metrics(run_dir: str) -> dict:
+    d = storage.Storage(run_dir)
+    return json.loads(d.read_text("metrics.json")) if d.exists("metrics.json") else {}
+
+
+def _cell(m: dict, key: str) -> str:
+    lo, hi = m.get(f"{key}_ci_low"), m.get(f"{key}_ci_high")
+    return f"{m[key]:.4f}" + (f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else "")

@@ -1,0 +1,179 @@
+"""SuiteConfig: several subjects (engine sections) × several benchmark entries, run by `llmrec suite`.
+
+A suite file::
+
+    name: demo                      # the suite's folder under output.dir, and its MLflow experiment
+    subjects:                       # name → an engine section (the schema of a run config's `engine:`)
+      gemma: {type: llamacpp, n_ctx: 8192}
+    benchmarks:                     # each: a run config path, or an inline fragment
+      - configs/prefeval_mcq_demo.yaml                  # its benchmark/judge/data/execution sections are used
+      - {config: configs/lrworld_demo.yaml, entry: lrw, benchmark: {variants: [base]}}   # a path, amended
+      - entry: pr                                        # inline: benchmark (required), judge, data, execution
+        benchmark: {name: perrecbench, ...}
+    execution: {...}   ray: {...}   tracking: {...}   output: {...}     # shared by every run
+
+Every (subject, entry) becomes an ordinary :class:`RunConfig` whose ``engine`` is the subject
+and whose run directory is ``<output.dir>/<suite>/<subject>/<entry>/``. An entry's
+``execution`` may change per-benchmark keys (batch_size, retries, judge_replicas, ...) but not
+those that place the subject's engine, which is started once per subject for the whole suite.
+Everything is validated when the file is read; an error names the file and the key.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from llmrec import storage
+from llmrec.config import PathName, StrictModel, apply_overrides, read_yaml, validate
+from llmrec.errors import ConfigError
+from llmrec.pipelines.registry import benchmark_config
+from llmrec.pipelines.runner.run_config import (DataConfig, ExecutionConfig, OutputConfig, RayConfig, RunConfig)
+from llmrec.serving.engine import engine_config
+from llmrec.tracking import TrackingConfig
+
+# execution keys that place the subject's engine: one value for the whole suite
+ENGINE_PLACEMENT = ("mode", "concurrency", "num_cpus_per_worker", "num_gpus_per_worker", "max_restarts")
+RUN_SECTIONS = ("benchmark", "judge", "data", "execution")  # what an entry takes from a run config file
+
+
+class SuiteEntry(StrictModel):
+    """One benchmark of the suite (a run config fragment). Given as a path (``- configs/x.yaml``) or with a
+    ``config: PATH`` key, it starts from that run config's benchmark/judge/data/execution sections (its
+    engine, output, tracking and ray are the suite's), the entry's own keys merged over them."""
+
+    entry: PathName | None = Field(None, description="the entry's name (its run folder, MLflow child run and "
+                                                     "metric prefix); default: the benchmark's name")
+    benchmark: dict[str, Any] = Field(description="benchmark section, as in a run config")
+    judge: dict[str, Any] | None = Field(None, description="judge engine section, for judged benchmarks")
+    data: dict[str, Any] = Field(default_factory=dict, description="data section, as in a run config")
+    execution: dict[str, Any] = Field(default_factory=dict,
+                                      description="per-benchmark execution keys over the suite's (batch_size, "
+                                                  "retries, judge_replicas, ...)")
+
+    @property
+    def name(self) -> str:
+        return self.entry or re.sub(r"[^\w.-]+", "_", str(self.benchmark["name"]))
+
+
+class SuiteOutput(OutputConfig):
+    @model_validator(mode="after")
+    def _no_run_name(self) -> "SuiteOutput":
+        if self.run_name is not None:
+            raise ValueError("a suite names its runs <suite>/<subject>/<entry>; remove output.run_name")
+        return self
+
+
+class SuiteConfig(StrictModel):
+    """Subjects × benchmark entries, with the sections every run of the suite shares."""
+
+    name: PathName = Field(description="suite name: its folder under output.dir and its MLflow experiment")
+    subjects: dict[PathName, dict[str, Any]] = Field(min_length=1, description="subject name → engine section")
+    benchmarks: list[SuiteEntry] = Field(min_length=1, description="benchmark entries")
+    baselines: bool = Field(True, description="also score each benchmark's traditional baselines (when it has any) "
+                                              "on the same samples, as entries of kind 'baseline'")
+    execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
+    ray: RayConfig = Field(default_factory=RayConfig)
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+    output: SuiteOutput = Field(default_factory=SuiteOutput)
+
+    @model_validator(mode="after")
+    def _unique_entries(self) -> "SuiteConfig":
+        seen: dict[str, int] = {}
+        for i, e in enumerate(self.benchmarks):
+            if e.name in seen:
+                raise ValueError(f"benchmarks[{seen[e.name]}] and benchmarks[{i}] are both entry '{e.name}'; "
+                                 "give one an `entry:` name")
+            seen[e.name] = i
+        return self
+
+    def entry_names(self) -> list[str]:
+        return [e.name for e in self.benchmarks]
+
+    def run_config(self, subject: str, entry: SuiteEntry) -> RunConfig:
+        """The ordinary run config of one (subject, entry): run directory <output.dir>/<suite>/<subject>/<entry>."""
+        ex = ExecutionConfig.model_validate({**self.execution.model_dump(), **entry.execution})
+        out = self.output.model_copy(update={"dir": f"{self.output.dir.rstrip('/')}/{self.name}/{subject}",
+                                             "run_name": entry.name})
+        if self.output.cache_path is None and not storage.is_uri(self.output.dir):
+            # one request cache for the suite, beside it (keyed by engine identity: subjects never mix)
+            out = out.model_copy(update={"cache_path": Path(self.output.dir) / "request_cache.sqlite"})
+        tracking = self.tracking.model_copy(update={"experiment": self.tracking.experiment or self.name})
+        return RunConfig.model_validate({
+            "benchmark": benchmark_config(entry.benchmark), "engine": engine_config(self.subjects[subject]),
+            "judge": engine_config(entry.judge, "judge") if entry.judge is not None else None,
+            "data": DataConfig.model_validate(entry.data), "execution": ex, "ray": self.ray,
+            "tracking": tracking, "output": OutputConfig.model_validate(out.model_dump())})
+
+
+def _inline(raw: dict, path: Path) -> dict:
+    """Entries given as a run config path (a string, or ``config:``) become inline fragments."""
+    entries = raw.get("benchmarks")
+    if not isinstance(entries, list):
+        return raw
+    out = []
+    for i, e in enumerate(entries):
+        e = {"config": e} if isinstance(e, str) else e
+        if isinstance(e, dict) and e.get("config") is not None:
+            try:
+                base = read_yaml(e["config"])
+            except ConfigError as err:
+                raise ConfigError(f"{path}: benchmarks[{i}].config: {err}") from err
+            merged = {k: base[k] for k in RUN_SECTIONS if base.get(k) is not None}
+            for k, v in e.items():
+                if k == "config":
+                    continue
+                both = isinstance(v, dict) and isinstance(merged.get(k), dict)
+                merged[k] = {**merged[k], **v} if both else v
+            e = merged
+        out.append(e)
+    return {**raw, "benchmarks": out}
+
+
+def _check_entry(cfg: SuiteConfig, i: int, e: SuiteEntry) -> None:
+    where = f"benchmarks[{i}]"
+    benchmark_config(e.benchmark, f"{where}.benchmark")
+    if e.judge is not None:
+        engine_config(e.judge, f"{where}.judge")
+    validate(DataConfig, e.data, f"{where}.data")
+    validate(ExecutionConfig, {**cfg.execution.model_dump(), **e.execution}, f"{where}.execution")  # names the key
+    for key in ENGINE_PLACEMENT:
+        if key in e.execution and e.execution[key] != getattr(cfg.execution, key):
+            raise ConfigError(f"'{where}.execution.{key}' is {e.execution[key]!r} but the suite's execution.{key} "
+                              f"is {getattr(cfg.execution, key)!r}: each subject's engine is started once for "
+                              "the whole suite; set it in the suite's execution section")
+    for subject in cfg.subjects:
+        try:
+            cfg.run_config(subject, e)
+        except ConfigError as err:
+            raise ConfigError(f"{where} (entry '{e.name}') with subject '{subject}': {err}") from err
+        except ValueError as err:  # a cross-section check of RunConfig (e.g. GPU placement)
+            raise ConfigError(f"{where} (entry '{e.name}') with subject '{subject}': {err}") from err
+
+
+def load_suite_config(path: str | Path, overrides: list[str] | None = None) -> SuiteConfig:
+    """Read, override (``--set subjects.a.n_ctx=4096``), inline path entries and validate every
+    (subject, entry) run config; any error names the file and the key."""
+    path = Path(path)
+    return suite_from_raw(_inline(apply_overrides(read_yaml(path), overrides), path), str(path))
+
+
+def suite_from_raw(raw: dict, path: str) -> SuiteConfig:
+    """A suite mapping whose entries are inline (see :func:`load_suite_config`), validated; errors name ``path``."""
+    try:
+        cfg = validate(SuiteConfig, raw)
+        for name, section in cfg.subjects.items():
+            engine_config(section, f"subjects.{name}")
+        for i, e in enumerate(cfg.benchmarks):
+            _check_entry(cfg, i, e)
+    except ConfigError as err:
+        raise ConfigError(f"{path}: {err}") from err
+    return cfg
+
+
+def is_suite_file(raw: dict) -> bool:
+    """Whether a config mapping is a suite (it has ``subjects:``), not a run config."""
+    return "subjects" in raw
