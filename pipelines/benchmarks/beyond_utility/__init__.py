@@ -17,7 +17,7 @@ from llmrec.pipelines.benchmarks.beyond_utility.config import BeyondUtilityConfi
 from llmrec.pipelines.benchmarks.beyond_utility.contract import ContractLine, score_task
 from llmrec.pipelines.benchmarks.beyond_utility.dataset import load_dataset
 from llmrec.pipelines.benchmarks.beyond_utility.metrics import METRIC_KEYS
-from llmrec.pipelines.benchmarks.beyond_utility.stages import build_stages
+from llmrec.pipelines.benchmarks.beyond_utility.stages import build_stages, rank_state, titles
 from llmrec.pipelines.protocol import Benchmark, ScoreTask
 
 SCORE_TASK = ScoreTask(
@@ -61,7 +61,7 @@ class BeyondUtility(Benchmark):
         return build_stages(cfg)
 
     def score(self, cfg: BeyondUtilityConfig, sample: dict) -> dict:
-        return {"compliant": sample.get("titles") is not None}
+        return {"compliant": titles(sample) is not None}
 
     def aggregate(self, cfg: BeyondUtilityConfig, rows: list[dict], assets: dict | None) -> dict[str, float]:
         return results.aggregate(cfg, rows, assets)
@@ -70,7 +70,7 @@ class BeyondUtility(Benchmark):
         """Every answered row as a contract line plus its setting (per-setting files: predictions/)."""
         out = []
         for r in rows:
-            if r.get("catalog_key") and (r.get("attempts") or r.get("titles") is not None):
+            if r.get("catalog_key") and rank_state(r) is not None:  # asked at least once
                 out.append(dict(results.contract_line(r, assets), setting=results.setting_of(r)))
         return out
 
