@@ -16,6 +16,8 @@ from rich.table import Table
 from llmrec import tracking
 from llmrec.errors import ConfigError, LlmrecError, RunFailed
 from llmrec.exits import EXIT_CODES_HELP, ErrorsToExitCodes, exit_on_error
+from llmrec.settings import DEFAULT_TRACKING_URI
+from llmrec.tracking import tracking_uri
 
 app = typer.Typer(cls=ErrorsToExitCodes, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Evaluate LLMs as recommenders and assistants: Ray Data + Ray Serve + MLflow.\n\n"
@@ -25,6 +27,7 @@ app.add_typer(data_app, name="data")
 console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
+STORE_HELP = f"MLflow store (default $MLFLOW_TRACKING_URI or {DEFAULT_TRACKING_URI})"
 SET_HELP = "Override a config key, e.g. --set engine.n_ctx=4096 --set benchmark.turns=[2,10]. Repeatable."
 
 
@@ -79,7 +82,7 @@ def run(
     console.print(f"results: {outcome.run_dir}", markup=False)
     if outcome.mlflow_run_id:
         console.print(f"MLflow run {outcome.mlflow_run_id} — open the UI with: [bold]llmrec ui[/]"
-                      f"  (or: mlflow ui --backend-store-uri {cfg.tracking.uri or 'sqlite:///mlruns.db'})")
+                      f"  (or: mlflow ui --backend-store-uri {tracking_uri(cfg.tracking.uri)})")
     if outcome.failures.exceeds(cfg.execution.max_failed_share):
         raise RunFailed(outcome.failures.describe(cfg.execution.max_failed_share))
 
@@ -264,7 +267,7 @@ def score(
 @app.command()
 def runs(
     experiment: Optional[str] = typer.Option(None, "--experiment", help="Experiment (default: all)."),
-    uri: Optional[str] = typer.Option(None, "--tracking-uri", help="MLflow store (default sqlite:///mlruns.db)."),
+    uri: Optional[str] = typer.Option(None, "--tracking-uri", help=STORE_HELP + "."),
     metric: list[str] = typer.Option([], "--metric", help="Metric columns to show (default: main ones)."),
     limit: int = typer.Option(50, help="Most recent N runs."),
 ) -> None:
@@ -276,7 +279,7 @@ def runs(
 
 @app.command()
 def ui(
-    uri: Optional[str] = typer.Option(None, "--tracking-uri", help="MLflow store (default $MLFLOW_TRACKING_URI or sqlite:///mlruns.db). An http(s):// server is already a UI: its links are printed."),
+    uri: Optional[str] = typer.Option(None, "--tracking-uri", help=STORE_HELP + ". An http(s):// server is already a UI: its links are printed."),
     port: int = typer.Option(5000, help="Port of the local UI."),
 ) -> None:
     """Open the MLflow UI on 127.0.0.1 against the tracking store, printing a link per experiment

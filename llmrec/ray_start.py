@@ -8,6 +8,8 @@ is imported only when called.
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
+from typing import Iterator
 
 log = logging.getLogger(__name__)
 
@@ -37,3 +39,17 @@ def start_ray(address: str | None = None, num_cpus: int | None = None, worker_ni
     ray.init(**kwargs)
     log.info("Ray ready: %s", ray.cluster_resources())
     return True
+
+
+@contextmanager
+def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iterator[None]:
+    """``start_ray`` for the body of a ``with`` block; Ray is shut down after it when this call
+    started or joined it (a process already running Ray keeps it)."""
+    started = start_ray(address, num_cpus)
+    try:
+        yield
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()

@@ -24,10 +24,10 @@ import re
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Annotated, Any, Iterable
 from urllib.parse import urlparse
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from llmrec import settings, storage
 from llmrec.config import StrictModel, flatten
@@ -67,7 +67,27 @@ class TrackingConfig(StrictModel):
     uri: str | None = Field(None, description="MLflow tracking URI; default $MLFLOW_TRACKING_URI or sqlite:///mlruns.db")
     artifact_root: str = Field(settings.DEFAULT_ARTIFACT_ROOT,
                                description="artifact location of new experiments: a local path or a URI (s3://…)")
-    experiment: str | None = Field(None, description="experiment name; default: the benchmark name")
+    experiment: str | None = Field(None, description="experiment name; default: the benchmark name (llmrec "
+                                   "train/tune: llmrec-baselines; llmrec sft: llmrec-sft)")
+
+
+def tracking_section(default_experiment: str) -> Any:
+    """The type of a config's ``tracking`` field whose ``experiment`` defaults to ``default_experiment``
+    when the section leaves it out or null (the field's own default: ``default_tracking``)."""
+
+    def fill(value: Any) -> Any:
+        if isinstance(value, dict) and value.get("experiment") is None:
+            return {**value, "experiment": default_experiment}
+        if isinstance(value, TrackingConfig) and value.experiment is None:
+            return value.model_copy(update={"experiment": default_experiment})
+        return value
+
+    return Annotated[TrackingConfig, BeforeValidator(fill)]
+
+
+def default_tracking(default_experiment: str) -> Any:
+    """``Field`` default of a ``tracking_section`` field."""
+    return Field(default_factory=lambda: TrackingConfig(experiment=default_experiment))
 
 
 def tracking_uri(configured: str | None = None) -> str:

@@ -20,7 +20,8 @@ from llmrec.config import dump_yaml, fingerprint, load_config, validate
 from llmrec.errors import ConfigError
 from llmrec.models.export import candidate_lists, export_embeddings, topk_frame
 from llmrec.models.trainer import CHECKPOINT
-from llmrec.ray_start import start_ray
+from llmrec.ray_start import ray_session
+from llmrec.tuning import sweep as sweep_
 from llmrec.tuning.config import TrainConfig, TuneConfig, set_path
 from llmrec import tracking
 from llmrec.tracking import log_metrics, tracking_uri
@@ -147,27 +148,15 @@ def _protocol_params(protocol: dict) -> dict:
 
 
 def _search_space(cfg: TuneConfig) -> dict:
-    space = {}
     base = cfg.train_config()
-    for key, dim in cfg.tune.search_space.items():
-        validate(TrainConfig, set_path(base, key, dim.example()), prefix="")
-        space[key] = dim.domain()
-    return space
+    return sweep_.search_space(cfg.tune.search_space,
+                               lambda key, value: validate(TrainConfig, set_path(base, key, value), prefix=""))
 
 
 def _scheduler(cfg: TuneConfig):
-    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
-
     sch = cfg.tune.scheduler
-    if sch.type == "fifo":
-        return FIFOScheduler()
     # +1: the final report of a trial carries its test metrics and must not be cut off.
-    return ASHAScheduler(
-        time_attr="epoch",
-        max_t=sch.max_t or cfg.train.epochs + 1,
-        grace_period=sch.grace_period,
-        reduction_factor=sch.reduction_factor,
-    )
+    return sweep_.scheduler(sch.type, "epoch", sch.grace_period, sch.reduction_factor, sch.max_t or cfg.train.epochs + 1)
 
 
 def tune_from_config(path: str, overrides: list[str], resume: bool = False) -> dict:
@@ -208,8 +197,7 @@ def _sweep(cfg: TuneConfig, sweep: RunFiles, metric: str, space: dict, resume: b
     if not resume and exists:
         raise ConfigError(f"a sweep already exists at {sweep.uri}; pass --resume to continue it or set output.run_name")
     sweep.write_text("resolved.yaml", dump_yaml(cfg))
-    started = start_ray(cfg.tune.ray_address, cfg.tune.num_cpus)
-    try:
+    with ray_session(cfg.tune.ray_address, cfg.tune.num_cpus):
         data = prepare_data(cfg)
         base = cfg.train_config()
         uri, parent = tracking_uri(cfg.tracking.uri), _parent_run(cfg, sweep, data.protocol, resume)
@@ -225,30 +213,12 @@ def _sweep(cfg: TuneConfig, sweep: RunFiles, metric: str, space: dict, resume: b
                                        resume_errored=True)
         else:
             callbacks = [MLflowTrialLogger(uri, parent["experiment_id"], parent["run_id"])] if parent else []
-            tuner = tune.Tuner(
-                trainable,
-                param_space=space,
-                tune_config=tune.TuneConfig(
-                    metric=metric,
-                    mode=cfg.tune.mode,
-                    scheduler=_scheduler(cfg),
-                    num_samples=cfg.tune.num_samples,
-                    max_concurrent_trials=concurrency,
-                    search_alg=tune.search.BasicVariantGenerator(random_state=cfg.tune.seed),
-                ),
-                run_config=tune.RunConfig(
-                    name=sweep.name,
-                    storage_path=tune_root,
-                    callbacks=callbacks,
-                    verbose=0,
-                    failure_config=tune.FailureConfig(max_failures=cfg.tune.max_failures),
-                ),
-            )
+            tuner = sweep_.new_tuner(trainable, space, metric=metric, mode=cfg.tune.mode, scheduler_=_scheduler(cfg),
+                                     num_samples=cfg.tune.num_samples, max_concurrent=concurrency,
+                                     seed=cfg.tune.seed, name=sweep.name, storage_path=tune_root,
+                                     callbacks=callbacks, max_failures=cfg.tune.max_failures)
         grid = tuner.fit()
         return _finish_sweep(cfg, grid, metric, sweep, base, parent)
-    finally:
-        if started:
-            ray.shutdown()
 
 
 def fit_concurrency(cluster: dict[str, float], cpu: float, gpu: float) -> int:
@@ -263,66 +233,38 @@ def _parent_run(cfg: TuneConfig, sweep: RunFiles, protocol: dict, resume: bool) 
     """Create (or, on resume, reload from ``sweep.json``) the sweep's MLflow parent run."""
     if resume and sweep.exists("sweep.json"):
         return json.loads(sweep.read_text("sweep.json")).get("parent")
-    if not cfg.tracking.enabled:
-        return None
-    client = tracking.client(cfg.tracking.uri)
-    exp = tracking.ensure_experiment(client, cfg.tracking.experiment, cfg.tracking.artifact_root, HEADLINE)
     params = {
         **cfg.model_dump(mode="json", exclude={"tracking", "output", "tune"}),
         "protocol": _protocol_params(protocol),
         "tune": cfg.tune.model_dump(mode="json", exclude={"search_space"}),
         "search_space": json.dumps(cfg.tune.model_dump(mode="json")["search_space"]),
     }
-    tags = tracking.run_tags("tune", protocol, _data_fingerprint(protocol), HEADLINE,
-                             **{"llmrec.run_dir": sweep.uri})
-    run_id = tracking.start_run(client, exp, sweep.name, params, tags)
-    parent = {"experiment_id": exp, "run_id": run_id}
-    sweep.write_text("sweep.json", json.dumps({"parent": parent}, indent=2))
+    parent = sweep_.start_parent(cfg.tracking, HEADLINE, "tune", sweep.name, params, protocol,
+                                 _data_fingerprint(protocol), sweep.uri)
+    if parent:
+        sweep.write_text("sweep.json", json.dumps({"parent": parent}, indent=2))
     return parent
 
 
 def _finish_sweep(cfg: TuneConfig, grid, metric: str, sweep: RunFiles, base: dict, parent: dict | None) -> dict:
-    errors = [str(e) for e in grid.errors]
-    for err in errors:
-        logger.warning("trial failed: %s", err.splitlines()[0] if err else err)
-    try:
-        best = grid.get_best_result(metric=metric, mode=cfg.tune.mode, scope="all")
-    except RuntimeError as e:
-        raise ConfigError(
-            f"no trial of the sweep at {sweep.uri} reported {metric!r}; {len(errors)} trial(s) failed"
-        ) from e
+    best = sweep_.best_result(grid, metric, cfg.tune.mode, "all", sweep.uri)
     best_cfg = base
     for key, value in best.config.items():
         best_cfg = set_path(best_cfg, key, value)
     best_cfg = validate(TrainConfig, best_cfg).model_dump(mode="json")
     sweep.write_text("best.yaml", yaml.safe_dump(best_cfg, sort_keys=False))
     final = best.metrics or {}
-    out = {
-        "sweep_dir": sweep.uri,
-        "metric": metric,
-        "best_value": best.metrics_dataframe[metric].max()
-        if cfg.tune.mode == "max"
-        else best.metrics_dataframe[metric].min(),
-        "best_config": dict(best.config),
-        "best_config_path": sweep.location("best.yaml"),
-        "checkpoint": sweep.location(f"trials/{final['trial_id']}/checkpoint/{CHECKPOINT}")
+    values = best.metrics_dataframe[metric]
+    out = sweep_.summary(
+        sweep.uri, metric, values.max() if cfg.tune.mode == "max" else values.min(), best, grid, parent,
+        best_config_path=sweep.location("best.yaml"),
+        checkpoint=sweep.location(f"trials/{final['trial_id']}/checkpoint/{CHECKPOINT}")
         if final.get("trial_id") else None,
-        "test": {k: v for k, v in final.items() if k.startswith("test/")},
-        "n_trials": len(grid),
-        "n_errors": len(errors),
-        "mlflow_parent_run_id": parent["run_id"] if parent else None,
-    }
+        test={k: v for k, v in final.items() if k.startswith("test/")},
+    )
     sweep.write_text("best.json", json.dumps(out, indent=2, default=str))
-    if parent:
-        client = tracking.client(cfg.tracking.uri)
-        log_metrics(
-            client,
-            parent["run_id"],
-            {f"best/{metric}": float(out["best_value"]), **{f"best/{k}": v for k, v in out["test"].items()}},
-        )
-        client.set_tag(parent["run_id"], "llmrec.best_trial", best.path)
-        client.log_artifact(parent["run_id"], str(sweep.work / "best.yaml"))
-        client.log_artifact(parent["run_id"], str(sweep.work / "best.json"))
-        client.set_terminated(parent["run_id"], "FAILED" if errors and len(errors) == len(grid) else "FINISHED")
+    sweep_.close_parent(cfg.tracking.uri, parent, out,
+                        {f"best/{metric}": float(out["best_value"]), **{f"best/{k}": v for k, v in out["test"].items()}},
+                        [sweep.work / "best.yaml", sweep.work / "best.json"], {"llmrec.best_trial": best.path})
     logger.info("sweep %s: best %s = %.4f", sweep.name, metric, out["best_value"])
     return out

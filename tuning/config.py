@@ -14,16 +14,13 @@ from pydantic import Field, SerializeAsAny, model_validator
 
 from llmrec.config import PathName, StrictModel
 from llmrec.errors import ConfigError
-from llmrec.tracking import TrackingConfig as BaseTrackingConfig
+from llmrec.tracking import default_tracking, tracking_section
 from llmrec.models.base import ModelConfig, get_model_class, model_config
 from llmrec.models.trainer import TrainerConfig
 from llmrec.interactions.config import DataSpec, FilterConfig, SplitConfig
 
 
-class TrackingConfig(BaseTrackingConfig):
-    """MLflow tracking (secrets are never logged; only config values and metrics)."""
-
-    experiment: str = Field("llmrec-baselines", description="MLflow experiment name")
+BaselineTracking = tracking_section("llmrec-baselines")
 
 
 class OutputConfig(StrictModel):
@@ -46,7 +43,7 @@ class TrainConfig(StrictModel):
     split: SplitConfig = Field(default_factory=SplitConfig)
     model: SerializeAsAny[ModelConfig] = Field(description="model settings; `name` picks the model")
     train: TrainerConfig = Field(default_factory=TrainerConfig)
-    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+    tracking: BaselineTracking = default_tracking("llmrec-baselines")
     output: OutputConfig = Field(default_factory=OutputConfig)
 
     @model_validator(mode="before")

@@ -24,7 +24,7 @@ from llmrec.errors import ConfigError, DataError, EngineDead
 from llmrec.pipelines.protocol import Benchmark, Sample
 from llmrec.pipelines.registry import benchmark_config, get_benchmark
 from llmrec.pipelines.common.datasets import resolve_data_dir
-from llmrec.pipelines.runner.run_config import RunConfig, absolute_locations, resume_conflicts
+from llmrec.pipelines.runner.run_config import REQUEST_CACHE_FILE, RunConfig, absolute_locations, resume_conflicts
 from llmrec.pipelines.common.store import ResultStore
 from llmrec.pipelines.runner.placement import actor_options_accepted, actor_resources, check_gpu_placement
 from llmrec.pipelines.runner.worker import batch_timings, decode, encode, group_by_prefix, process_samples
@@ -196,8 +196,8 @@ def cache_path_for(cfg: RunConfig) -> str | None:
     if cfg.output.cache_path is not None:
         return storage.resolve(cfg.output.cache_path)
     if storage.is_uri(cfg.output.dir):
-        return str(settings.cache_root() / "request_cache.sqlite")
-    return str(Path(storage.resolve(cfg.output.dir)) / "request_cache.sqlite")
+        return str(settings.cache_root() / REQUEST_CACHE_FILE)
+    return str(Path(storage.resolve(cfg.output.dir)) / REQUEST_CACHE_FILE)
 
 
 def stream(p: RunPlan, progress: Progress | None = None, subject: "SharedSubject | None" = None) -> list[Sample]:

@@ -16,6 +16,8 @@ from llmrec.pipelines.protocol import BenchmarkConfig
 from llmrec.pipelines.registry import benchmark_config
 from llmrec.serving.engine import EngineConfig, engine_config
 
+REQUEST_CACHE_FILE = "request_cache.sqlite"  # the request cache's default file name (see OutputConfig.cache_path)
+
 
 class DataConfig(StrictModel):
     dir: str | None = Field(
@@ -80,7 +82,7 @@ class OutputConfig(StrictModel):
     resume: bool = Field(True, description="skip samples already in the result store")
     cache: bool = Field(True, description="answer repeated requests from the request cache")
     cache_path: Path | None = Field(None, description="request cache sqlite file on the driver's disk; default "
-                                                      "<output.dir>/request_cache.sqlite (URI output.dir: the per-user "
+                                                      f"<output.dir>/{REQUEST_CACHE_FILE} (URI output.dir: the per-user "
                                                       "cache)")
 
 

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from llmrec.config import dump_yaml, fingerprint
-from llmrec.ray_start import start_ray
+from llmrec.ray_start import ray_session
 from llmrec import tracking
 from llmrec.tracking import log_metrics, log_params
 from llmrec.tuning.sft.config import SFTConfig, with_absolute_paths
@@ -115,19 +115,15 @@ def sft_from_config(cfg: SFTConfig) -> dict:
     uri = tracking.tracking_uri(cfg.tracking.uri)
     run_id = _mlflow_run(cfg, out)
     resumed = any((out / "train").glob("checkpoint_*"))
-    started, t0 = start_ray(cfg.ray.address, cfg.ray.num_cpus), time.perf_counter()
-    try:
-        trainer = trainer_for(cfg, model_dir, out, "train", [MLflowStepLogger(uri, run_id)] if run_id else [])
-        result = trainer.fit()
-    except BaseException:
-        if run_id:
-            tracking.client(uri).set_terminated(run_id, "FAILED")
-        raise
-    finally:
-        if started:
-            import ray
-
-            ray.shutdown()
+    with ray_session(cfg.ray.address, cfg.ray.num_cpus):
+        t0 = time.perf_counter()  # wall time from Ray up
+        try:
+            trainer = trainer_for(cfg, model_dir, out, "train", [MLflowStepLogger(uri, run_id)] if run_id else [])
+            result = trainer.fit()
+        except BaseException:
+            if run_id:
+                tracking.client(uri).set_terminated(run_id, "FAILED")
+            raise
     return _finish(cfg, out, result, run_id, uri, resumed, time.perf_counter() - t0)
 
 

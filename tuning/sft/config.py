@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from llmrec.config import PathName, StrictModel
-from llmrec.tracking import TrackingConfig as BaseTrackingConfig
+from llmrec.tracking import default_tracking, tracking_section
 from llmrec.tuning.config import SearchDim
 
 
@@ -76,8 +76,7 @@ class RaySection(StrictModel):
     num_cpus: int | None = Field(None, ge=1, description="CPUs of a local Ray started here")
 
 
-class TrackingConfig(BaseTrackingConfig):
-    experiment: str | None = Field("llmrec-sft", description="MLflow experiment name")
+SFTTracking = tracking_section("llmrec-sft")
 
 
 class OutputSection(StrictModel):
@@ -114,7 +113,7 @@ class SFTConfig(StrictModel):
     train: TrainSection = Field(default_factory=TrainSection)
     scaling: ScalingSection = Field(default_factory=ScalingSection)
     ray: RaySection = Field(default_factory=RaySection)
-    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+    tracking: SFTTracking = default_tracking("llmrec-sft")
     output: OutputSection = Field(default_factory=OutputSection)
     tune: SFTTuneSection | None = Field(None, description="run a Ray Tune sweep instead of one training run")
 

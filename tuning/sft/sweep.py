@@ -4,7 +4,8 @@ Each trial is a Tune function that runs one ``TorchTrainer`` (the same worker lo
 run) and forwards every reported step to Tune with ``TuneReportCallback``; ASHA stops poor
 trials by ``tune.metric`` (default ``valid/loss``) with ``step`` as time. MLflow: one parent run
 per sweep, one child per trial (``SFTTrialLogger``, in the Tune driver: a single writer),
-per-step metrics at ``step``. Writes ``best.json`` (best trial's values, metric and adapter).
+per-step metrics at ``step``. Writes ``best.json`` (best trial's values, metric and adapter). The sweep
+itself (scheduler, Tuner, best result, summary, parent run) is ``tuning/sweep.py``, shared with ``llmrec tune``.
 """
 
 from __future__ import annotations
@@ -12,15 +13,16 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from functools import partial
 from pathlib import Path
 
 from llmrec.config import dump_yaml, validate
 from llmrec.errors import ConfigError
+from llmrec.tuning import sweep
 from llmrec.tuning.config import set_path
-from llmrec import tracking
 from llmrec.tracking import log_metrics, tracking_uri
 from llmrec.tuning.mlflow_logging import MLflowTrialLogger
-from llmrec.ray_start import start_ray
+from llmrec.ray_start import ray_session
 from llmrec.tuning.sft.api import SFT_HEADLINE, run_dir, trainer_for
 from llmrec.tuning.sft.config import SFTConfig, with_absolute_paths
 
@@ -53,21 +55,15 @@ def sft_trial(config: dict, base: dict, model_dir: str, storage: str) -> None:
     trainer_for(cfg, Path(model_dir), Path(storage), name, [TuneReportCallback()]).fit()
 
 
-def _space(cfg: SFTConfig) -> dict:
-    base = cfg.model_dump(mode="json", exclude={"tune"})
-    space = {}
-    for key, dim in cfg.tune.search_space.items():
-        try:
-            trial_config(base, {key: dim.example()})
-        except ConfigError as e:
-            raise ConfigError(f"tune.search_space['{key}']: {e}") from e
-        space[key] = dim.domain()
-    return space
+def _check_trial(base: dict, key: str, value) -> None:
+    try:
+        trial_config(base, {key: value})
+    except ConfigError as e:
+        raise ConfigError(f"tune.search_space['{key}']: {e}") from e
 
 
 def sweep_from_config(cfg: SFTConfig) -> dict:
     from ray import tune
-    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 
     from llmrec.serving.hf_model import resolve_model_dir
 
@@ -78,54 +74,32 @@ def sweep_from_config(cfg: SFTConfig) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     (out / "resolved.yaml").write_text(dump_yaml(cfg), encoding="utf-8")
     t, base = cfg.tune, cfg.model_dump(mode="json", exclude={"tune"})
-    space, model_dir = _space(cfg), resolve_model_dir(cfg.base_model)
-    uri, parent = tracking_uri(cfg.tracking.uri), None
-    callbacks = []
-    if cfg.tracking.enabled:
-        client = tracking.client(uri)
-        exp = tracking.ensure_experiment(client, cfg.tracking.experiment, cfg.tracking.artifact_root, SFT_HEADLINE)
-        params = {**base, "search_space": json.dumps(cfg.tune.model_dump(mode="json")["search_space"])}
-        tags = tracking.run_tags("sft-tune", {"data": base.get("data")}, None, SFT_HEADLINE,
-                                 **{"llmrec.run_dir": str(out)})
-        parent = tracking.start_run(client, exp, out.name, params, tags)
-        callbacks.append(SFTTrialLogger(uri, exp, parent))
-    scheduler = FIFOScheduler() if t.scheduler.type == "fifo" else ASHAScheduler(
-        time_attr="step", grace_period=t.scheduler.grace_period, reduction_factor=t.scheduler.reduction_factor,
-        max_t=10**9)
-    started = start_ray(cfg.ray.address, cfg.ray.num_cpus)
-    try:
+    space = sweep.search_space(t.search_space, partial(_check_trial, base))
+    model_dir, uri = resolve_model_dir(cfg.base_model), tracking_uri(cfg.tracking.uri)
+    params = {**base, "search_space": json.dumps(t.model_dump(mode="json")["search_space"])}
+    parent = sweep.start_parent(cfg.tracking, SFT_HEADLINE, "sft-tune", out.name, params, {"data": base.get("data")},
+                                None, str(out))
+    callbacks = [SFTTrialLogger(uri, parent["experiment_id"], parent["run_id"])] if parent else []
+    # steps have no natural end here: ASHA's max_t is left unbounded
+    scheduler = sweep.scheduler(t.scheduler.type, "step", t.scheduler.grace_period, t.scheduler.reduction_factor, 10**9)
+    with ray_session(cfg.ray.address, cfg.ray.num_cpus):
         trainable = tune.with_resources(tune.with_parameters(sft_trial, base=base, model_dir=str(model_dir),
                                                              storage=str(out / "trials")),
                                        # the trial only drives its trainer: no CPU of its own (Tune needs a
                                        # non-empty request, so a token of logical memory)
                                        {"cpu": 0, "memory": 64 * 2**20})
-        grid = tune.Tuner(trainable, param_space=space, tune_config=tune.TuneConfig(
-            metric=t.metric, mode=t.mode, scheduler=scheduler, num_samples=t.num_samples,
-            max_concurrent_trials=t.max_concurrent, search_alg=tune.search.BasicVariantGenerator(random_state=t.seed)),
-            run_config=tune.RunConfig(name="tune", storage_path=str(out), callbacks=callbacks, verbose=0)).fit()
-        best = grid.get_best_result(metric=t.metric, mode=t.mode, scope="last")
-    except RuntimeError as e:
-        raise ConfigError(f"no trial of the sweep at {out} reported {t.metric!r}: {e}") from e
-    finally:
-        if started:
-            import ray
-
-            ray.shutdown()
-    summary = {"sweep_dir": str(out), "metric": t.metric, "best_value": (best.metrics or {}).get(t.metric),
-               "best_config": dict(best.config), "n_trials": len(grid), "n_errors": len(grid.errors),
-               "mlflow_parent_run_id": parent}
+        grid = sweep.new_tuner(trainable, space, metric=t.metric, mode=t.mode, scheduler_=scheduler,
+                               num_samples=t.num_samples, max_concurrent=t.max_concurrent, seed=t.seed, name="tune",
+                               storage_path=str(out), callbacks=callbacks).fit()
+        best = sweep.best_result(grid, t.metric, t.mode, "last", str(out))
+    summary = sweep.summary(str(out), t.metric, (best.metrics or {}).get(t.metric), best, grid, parent)
     adapter = _best_adapter(best)
     if adapter is not None:
         shutil.rmtree(out / "best_adapter", ignore_errors=True)
         shutil.copytree(adapter, out / "best_adapter")
         summary["adapter"] = str(out / "best_adapter")
     (out / "best.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
-    if parent:
-        client = tracking.client(uri)
-        if summary["best_value"] is not None:
-            log_metrics(client, parent, {f"best/{t.metric}": summary["best_value"]})
-        client.log_artifact(parent, str(out / "best.json"))
-        client.set_terminated(parent, "FINISHED" if len(grid.errors) < len(grid) else "FAILED")
+    sweep.close_parent(uri, parent, summary, {f"best/{t.metric}": summary["best_value"]}, [out / "best.json"])
     return summary
 
 

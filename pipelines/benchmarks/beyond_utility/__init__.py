@@ -17,7 +17,7 @@ from llmrec.pipelines.benchmarks.beyond_utility.config import BeyondUtilityConfi
 from llmrec.pipelines.benchmarks.beyond_utility.contract import ContractLine, score_task
 from llmrec.pipelines.benchmarks.beyond_utility.dataset import load_dataset
 from llmrec.pipelines.benchmarks.beyond_utility.metrics import METRIC_KEYS
-from llmrec.pipelines.benchmarks.beyond_utility.stages import build_stages
+from llmrec.pipelines.benchmarks.beyond_utility.stages import build_stages, rank_state, titles
 from llmrec.pipelines.protocol import Benchmark, Outcome, ScoreTask
 
 SCORE_TASK = ScoreTask(
@@ -61,7 +61,7 @@ class BeyondUtility(Benchmark):
         return build_stages(cfg)
 
     def score(self, cfg: BeyondUtilityConfig, sample: dict) -> dict:
-        return {"compliant": sample.get("titles") is not None}
+        return {"compliant": titles(sample) is not None}
 
     def aggregate(self, cfg: BeyondUtilityConfig, rows: list[dict], assets: dict | None) -> dict[str, float]:
         return results.aggregate(cfg, rows, assets)
@@ -74,7 +74,7 @@ class BeyondUtility(Benchmark):
         """Every answered row as a contract line plus its setting (per-setting files: predictions/)."""
         out = []
         for r in rows:
-            if r.get("catalog_key") and (r.get("attempts") or r.get("titles") is not None):
+            if r.get("catalog_key") and rank_state(r) is not None:  # asked at least once
                 out.append(dict(results.contract_line(r, assets), setting=results.setting_of(r)))
         return out
 
@@ -84,10 +84,11 @@ class BeyondUtility(Benchmark):
         prompt = (f"user {row.get('user_id')}: {row.get('history_shown')} of {row.get('history_len')} history "
                   f"items shown ({row.get('template')} prompt); rank {len(row.get('candidates') or [])} "
                   f"{row.get('order')} candidates: {row.get('candidates')}")
-        answer = row.get("titles")
-        if answer is None:
-            answer = super().drilldown(row, assets)["answer"]
-        verdict = {k: row[k] for k in ("compliant", "attempts") if row.get(k) is not None} or None
+        ranked = titles(row)
+        answer = ranked if ranked is not None else super().drilldown(row, assets)["answer"]
+        state = rank_state(row)
+        verdict = {"compliant": ranked is not None, "attempts": state["attempts"],
+                   "parse_error": state["parse_error"]} if state else None
         return {"prompt": prompt, "answer": answer, "gold": row.get("target"), "verdict": verdict}
 
     def plots(self, cfg: BeyondUtilityConfig, rows: list[dict], out_dir: Path, assets: dict | None) -> list[Path]:

@@ -17,6 +17,8 @@ from llmrec.pipelines.benchmarks.beyond_utility.config import BeyondUtilityConfi
 from llmrec.pipelines.benchmarks.beyond_utility.contract import check_predictions
 from llmrec.pipelines.benchmarks.beyond_utility.dataset import Dataset
 from llmrec.pipelines.benchmarks.beyond_utility.metrics import compute, hits_and_ndcg, mostpop_hits
+from llmrec.pipelines.benchmarks.beyond_utility.stages import rank_state, titles
+from llmrec.pipelines.common import reask
 from llmrec.pipelines.protocol import Outcome, setting_label
 
 SETTING_KEYS = ("prompt", "history_shown", "order")
@@ -46,9 +48,9 @@ def setting_of(row: dict) -> str:
 def contract_line(row: dict, assets: dict | None) -> dict:
     """One P.jsonl line; an answer that never complied ranks nothing (all 0)."""
     _, index = lookup(assets, row)
-    titles = row.get("titles")
+    answer = titles(row)
     n = row["list_len"]
-    ranked = index.ids(parsing.fit(titles, n)) if titles else [0] * n
+    ranked = index.ids(parsing.fit(answer, n)) if answer else [0] * n
     line = {k: row[k] for k in CONTRACT_KEYS if k != "ranked"}
     return dict(line, ranked=ranked)
 
@@ -64,10 +66,9 @@ def setting_metrics(cfg: BeyondUtilityConfig, rows: list[dict], assets: dict | N
     ds, _ = lookup(assets, rows[0])
     users = check_predictions(enumerate((contract_line(r, assets) for r in rows), 1), cfg.k, "rows")
     m = compute(users, ds.catalog, cfg.k)
-    calls = sum(r.get("attempts") or 0 for r in rows)
-    bad = sum(r.get("noncompliant") or 0 for r in rows)
-    m["compliance"] = 1 - bad / calls if calls else math.nan
-    m["unanswered"] = float(np.mean([not r.get("titles") for r in rows]))
+    asked = reask.tally(rank_state(r) for r in rows)
+    m["compliance"] = 1 - asked.noncompliance if asked.attempts else math.nan
+    m["unanswered"] = float(np.mean([not titles(r) for r in rows]))
     m["n_users"] = float(len(rows))
     return m
 
@@ -93,7 +94,7 @@ def _canddif(cfg: BeyondUtilityConfig, groups: dict[str, list[dict]], assets: di
 
 
 def aggregate(cfg: BeyondUtilityConfig, rows: list[dict], assets: dict | None) -> dict[str, float]:
-    rows = [r for r in rows if r.get("status", "ok") == "ok" or r.get("titles") is not None or r.get("attempts")]
+    rows = [r for r in rows if r.get("status", "ok") == "ok" or rank_state(r) is not None]
     if not rows:
         return {}
     groups = by_setting(rows)

@@ -2,9 +2,10 @@
 
 ``profile`` (profile / profile_history prompts only): the reference's profile-generation
 template from the shown history; only the answer's last paragraph is kept (cells 21-22).
-``rank``: system prompt + one paraphrase; the first call at temperature 0, a non-compliant
-answer (no parsable list) is asked again at ``query.retry_temperature`` with the next seed, up
-to ``query.max_attempts`` calls (the reference re-asks without bound, ``zero_shot.py:51-79``).
+``rank``: system prompt + one paraphrase, a re-ask stage (``common.reask``, its state in
+``answers["rank"]``): the first call at temperature 0, a non-compliant answer (no parsable list)
+is asked again at ``query.retry_temperature`` with the next seed, up to ``query.max_attempts``
+calls (the reference re-asks without bound, ``zero_shot.py:51-79``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from functools import partial
 
 from llmrec.pipelines.benchmarks.beyond_utility import parsing, prompts
 from llmrec.pipelines.benchmarks.beyond_utility.config import BeyondUtilityConfig
-from llmrec.pipelines.protocol import LLMStage, LoopStage
+from llmrec.pipelines.common import reask
+from llmrec.pipelines.common.reask import Ask, reask_stage
+from llmrec.pipelines.protocol import LLMStage
 from llmrec.types import Constraint, Message, Request, Result, SamplingParams
 
 PROFILE_PROMPTS = ("profile", "profile_history")
@@ -59,22 +62,22 @@ def rank_request(cfg: BeyondUtilityConfig, sample: dict, attempt: int) -> Reques
                    constraint=constraint, prefix_key="beyond_utility/rank")
 
 
-def next_rank(cfg: BeyondUtilityConfig, sample: dict) -> list[Request]:
-    attempts = sample.get("attempts") or 0
-    if sample.get("titles") is not None or attempts >= cfg.query.max_attempts or sample.get("rank_error"):
-        return []
-    return [rank_request(cfg, sample, attempts)]
+RANK = "rank"  # the ranking question's key in the sample's ``answers`` (one question per sample)
 
 
-def accept_rank(cfg: BeyondUtilityConfig, sample: dict, requests: list[Request], results: list[Result]) -> dict:
-    result = results[0]
-    attempts = (sample.get("attempts") or 0) + 1
-    raws = list(sample.get("raw_answers") or []) + [result.text]
-    if not result.ok:  # over context / failed request: retrying the same prompt cannot help
-        return {"attempts": attempts, "raw_answers": raws, "rank_error": result.error or result.finish_reason}
-    titles = parsing.parse_titles(result.text)
-    return {"attempts": attempts, "raw_answers": raws, "titles": titles,
-            "noncompliant": (sample.get("noncompliant") or 0) + (titles is None)}
+def rank_asks(cfg: BeyondUtilityConfig, sample: dict) -> list[Ask]:
+    return [Ask("answers", RANK, lambda st: [rank_request(cfg, sample, st["attempts"])],
+                lambda texts: parsing.parse_titles(texts[0]))]
+
+
+def titles(row: dict) -> list[str] | None:
+    """The ranked titles of a compliant answer, else None."""
+    return reask.answer(row, "answers", RANK)
+
+
+def rank_state(row: dict) -> dict | None:
+    """The ranking question's state (attempts, raw texts...); None when it was never asked."""
+    return reask.state(row, "answers", RANK)
 
 
 def build_stages(cfg: BeyondUtilityConfig) -> list:
@@ -83,8 +86,6 @@ def build_stages(cfg: BeyondUtilityConfig) -> list:
         out.append(LLMStage("profile", partial(render_profile, cfg), accept_profile,
                             requires=("prompt", "_profile_text", "_history_titles"),
                             adds=("profile", "profile_error")))
-    out.append(LoopStage("rank", partial(next_rank, cfg), partial(accept_rank, cfg),
-                         max_rounds=cfg.query.max_attempts + 1,
-                         requires=("template", "_text", "_history_titles", "_candidate_titles"),
-                         adds=("attempts", "raw_answers", "titles", "noncompliant", "rank_error")))
+    out.append(reask_stage("rank", partial(rank_asks, cfg), cfg.query.max_attempts, fields=("answers",),
+                           requires=("template", "_text", "_history_titles", "_candidate_titles")))
     return out

@@ -1,15 +1,17 @@
 """The four GISTBench steps as runner stages over one user sample, plus per-sample scoring.
 
-Each step is a ``LoopStage``: a round asks for everything still open (every chunk, every
-interest...), ``accept`` folds the answers in; an unparsable answer is asked again with a
-note (up to the configured retries), then recorded as failed. ``next_requests`` depends on
-the sample alone, so ``accept`` can recompute which answer belongs to which item.
+Extraction, the IG judge and IS are re-ask stages (``common.reask``): a round asks every
+question still open (every chunk, every interest...); an answer that does not parse is asked
+again with a note quoting it (up to the configured retries), then recorded as ``missed``. The
+questions depend on the sample alone, so each round can tell which answer belongs to which.
 
 Sample fields used: ``_chunks`` (history chunks, most recent first), ``_pool`` (global IS
 pool), ``_categories`` (taxonomy list), ``signals``, ``object_name``, ``user_id``, and the
 shared assets (``extraction_template``; ``taxonomy_known``: the shared taxonomy cache's
 mappings, read on the driver — stages never open the cache file). Fields written:
-``extraction``, ``interests``, ``judge``, ``overlap``, ``specificity``, ``categories`` (this
+``extraction`` (per chunk: the interests), ``interests``, ``judge`` (per interest: the kept objects),
+``overlap`` (the pool objects removed), ``specificity`` (per interest: the selected objects, with
+``backing`` and ``test_ids``) — each a ``common.reask`` question state — and ``categories`` (this
 sample's new mappings, committed to the cache when the run is aggregated); ``score_sample``
 adds ``interests_scored``, counts and ``taxonomy_hits``.
 """
@@ -18,6 +20,8 @@ from __future__ import annotations
 
 from functools import partial
 
+from llmrec.pipelines.common import reask
+from llmrec.pipelines.common.reask import Ask, reask_stage
 from llmrec.pipelines.protocol import LoopStage, Sample, sample_assets
 from llmrec.pipelines.benchmarks.gistbench import parsing, prompts, taxonomy
 from llmrec.pipelines.benchmarks.gistbench.config import GistbenchConfig
@@ -31,40 +35,28 @@ def _history(s: Sample) -> list[dict]:
     return [e for chunk in s["_chunks"] for e in chunk]
 
 
-def _done(entry: dict | None) -> bool:
-    return entry is not None and entry.get("status") is not None
-
-
-def _retry_or_fail(entry: dict, text: str, retries: int) -> dict:
-    entry = {**entry, "attempts": entry.get("attempts", 0) + 1, "last": text}
-    if entry["attempts"] > retries:
-        entry["status"] = "unparsable"
-    return entry
+def _last_text(state: dict) -> str | None:
+    """The reply the re-ask quotes with its note (None on a first attempt)."""
+    return state["texts"][-1] if state["texts"] else None
 
 
 # ---- 1. extraction -------------------------------------------------------------------------
 
-def _open_chunks(s: Sample) -> list[int]:
-    st = s.get("extraction") or {}
-    return [i for i in range(len(s["_chunks"])) if not _done(st.get(str(i)))]
-
-
-def next_extract(cfg: GistbenchConfig, s: Sample) -> list[Request]:
-    st = s.get("extraction") or {}
+def asks_extract(cfg: GistbenchConfig, s: Sample) -> list[Ask]:
     template = sample_assets(s)["extraction_template"]
-    return [prompts.extraction_request(cfg, template, s["object_name"], s["signals"], s["_chunks"][i],
-                                       (st.get(str(i)) or {}).get("last")) for i in _open_chunks(s)]
+
+    def ask(i: int) -> Ask:
+        return Ask("extraction", str(i),
+                   lambda st: [prompts.extraction_request(cfg, template, s["object_name"], s["signals"],
+                                                          s["_chunks"][i], _last_text(st))],
+                   lambda texts: parsing.parse_extraction(texts[0], cfg.extraction.parsing))
+    return [ask(i) for i in range(len(s["_chunks"]))]
 
 
-def accept_extract(cfg: GistbenchConfig, s: Sample, requests: list[Request], results: list[Result]) -> dict:
-    st = dict(s.get("extraction") or {})
-    for i, res in zip(_open_chunks(s), results):
-        parsed = parsing.parse_extraction(res.text, cfg.extraction.parsing)
-        entry = st.get(str(i)) or {}
-        st[str(i)] = ({**entry, "status": "ok", "interests": parsed} if parsed is not None
-                      else _retry_or_fail(entry, res.text, cfg.extraction.retries))
-    chunks = [st[k]["interests"] for k in sorted(st, key=int) if st[k].get("status") == "ok"]
-    return {"extraction": st, "interests": parsing.merge_interests(chunks)}
+def fold_extract(s: Sample) -> dict:
+    st = reask.states(s, "extraction")
+    return {"interests": parsing.merge_interests([st[k]["answer"] for k in sorted(st, key=int)
+                                                  if st[k]["state"] == reask.OK])}
 
 
 # ---- 2. IG judge filter --------------------------------------------------------------------
@@ -73,34 +65,24 @@ def _cited_in_history(s: Sample, objects: dict[str, str]) -> dict[str, list[str]
     return {i["interest"]: [c for c in i["item_ids"] if c in objects] for i in s.get("interests", [])}
 
 
-def _open_judge(s: Sample) -> list[tuple[str, list[str], dict[str, str]]]:
+def asks_judge(cfg: GistbenchConfig, s: Sample) -> list[Ask]:
+    """One question per interest citing objects of the history; the answer is the kept objects."""
     objects = objects_of(_history(s))
-    st = s.get("judge") or {}
-    return [(name, cited, objects) for name, cited in _cited_in_history(s, objects).items()
-            if cited and not _done(st.get(name))]
 
-
-def next_judge(cfg: GistbenchConfig, s: Sample) -> list[Request]:
-    st = s.get("judge") or {}
-    return [prompts.ig_judge_request(cfg, name, [objects[c] for c in cited], (st.get(name) or {}).get("last"))
-            for name, cited, objects in _open_judge(s)]
-
-
-def accept_judge(cfg: GistbenchConfig, s: Sample, requests: list[Request], results: list[Result]) -> dict:
-    st = dict(s.get("judge") or {})
-    for (name, cited, _), res in zip(_open_judge(s), results):
-        idx = parsing.parse_indices(res.text, len(cited))
-        entry = st.get(name) or {}
-        if idx is None:
-            entry = _retry_or_fail(entry, res.text, cfg.judge.retries)
-            entry.setdefault("kept", [])
-        else:
-            entry = {**entry, "status": "ok" if idx else "none", "kept": [cited[i] for i in idx]}
-        st[name] = entry
-    return {"judge": st}
+    def ask(name: str, cited: list[str]) -> Ask:
+        def parse(texts: list[str]) -> list[str] | None:
+            idx = parsing.parse_indices(texts[0], len(cited))
+            return None if idx is None else [cited[i] for i in idx]
+        return Ask("judge", name,
+                   lambda st: [prompts.ig_judge_request(cfg, name, [objects[c] for c in cited], _last_text(st))],
+                   parse)
+    return [ask(name, cited) for name, cited in _cited_in_history(s, objects).items() if cited]
 
 
 # ---- 3. IS: overlap filter, then one retrieval question per interest -------------------------
+
+OVERLAP = "filter"  # the one question of the ``overlap`` field; its answer: the pool objects removed
+
 
 def _candidates(cfg: GistbenchConfig, s: Sample) -> list[list[str]]:
     mine = set(objects_of(_history(s)))
@@ -109,55 +91,40 @@ def _candidates(cfg: GistbenchConfig, s: Sample) -> list[list[str]]:
 
 def _overlap_open(cfg: GistbenchConfig, s: Sample) -> bool:
     return (cfg.specificity.overlap_filter and bool(s.get("interests")) and bool(_candidates(cfg, s))
-            and not _done(s.get("overlap")))
+            and reask.pending(s, "overlap", OVERLAP))
 
 
-def _open_is(cfg: GistbenchConfig, s: Sample) -> list[tuple[str, object]]:
+def _overlap_ask(cfg: GistbenchConfig, s: Sample) -> Ask:
+    cands, names = _candidates(cfg, s), [i["interest"] for i in s["interests"]]
+
+    def parse(texts: list[str]) -> list[str] | None:
+        idx = parsing.parse_indices(texts[0], len(cands))
+        return None if idx is None else [cands[i][0] for i in idx]
+    return Ask("overlap", OVERLAP, lambda st: [prompts.overlap_request(cfg, names, cands, _last_text(st))], parse)
+
+
+def asks_specificity(cfg: GistbenchConfig, s: Sample) -> list[Ask]:
+    """The overlap filter first (when on), then one question per interest with backing objects:
+    the answer is the objects the judge selected; ``backing`` / ``test_ids`` are kept with it."""
+    if _overlap_open(cfg, s):
+        return [_overlap_ask(cfg, s)]
     objects = objects_of(_history(s))
-    removed = set((s.get("overlap") or {}).get("removed", []))
-    cands, st, out = _candidates(cfg, s), s.get("specificity") or {}, []
+    removed = set(reask.answer(s, "overlap", OVERLAP) or [])
+    cands, out = _candidates(cfg, s), []
     for i in s.get("interests", []):
-        if _done(st.get(i["interest"])):
-            continue
         probe = build_test_set(s["user_id"], i["interest"], i["item_ids"], objects, cands, removed, cfg.specificity)
         if probe.backing:
-            out.append((i["interest"], probe))
+            out.append(_is_ask(cfg, i["interest"], probe))
     return out
 
 
-def next_specificity(cfg: GistbenchConfig, s: Sample) -> list[Request]:
-    if _overlap_open(cfg, s):
-        last = (s.get("overlap") or {}).get("last")
-        names = [i["interest"] for i in s["interests"]]
-        return [prompts.overlap_request(cfg, names, _candidates(cfg, s), last)]
-    st = s.get("specificity") or {}
-    return [prompts.is_judge_request(cfg, name, probe.items, len(probe.backing), (st.get(name) or {}).get("last"))
-            for name, probe in _open_is(cfg, s)]
-
-
-def accept_specificity(cfg: GistbenchConfig, s: Sample, requests: list[Request], results: list[Result]) -> dict:
-    if _overlap_open(cfg, s):
-        cands = _candidates(cfg, s)
-        idx = parsing.parse_indices(results[0].text, len(cands))
-        entry = s.get("overlap") or {}
-        if idx is None:
-            entry = _retry_or_fail(entry, results[0].text, cfg.judge.retries)
-            entry.setdefault("removed", [])
-        else:
-            entry = {**entry, "status": "ok", "removed": [cands[i][0] for i in idx]}
-        return {"overlap": entry}
-    st = dict(s.get("specificity") or {})
-    for (name, probe), res in zip(_open_is(cfg, s), results):
-        idx = parsing.parse_selection(res.text, len(probe.items))
-        entry = {**(st.get(name) or {}), "backing": probe.backing, "test_ids": probe.ids}
-        if idx is None:
-            entry = _retry_or_fail(entry, res.text, cfg.judge.retries)
-            entry.update(selected=[], correct=0)
-        else:
-            selected = [probe.items[i][0] for i in idx]
-            entry.update(status="ok", selected=selected, correct=count_correct(selected, probe.backing))
-        st[name] = entry
-    return {"specificity": st}
+def _is_ask(cfg: GistbenchConfig, name: str, probe) -> Ask:
+    def parse(texts: list[str]) -> list[str] | None:
+        idx = parsing.parse_selection(texts[0], len(probe.items))
+        return None if idx is None else [probe.items[i][0] for i in idx]
+    return Ask("specificity", name,
+               lambda st: [prompts.is_judge_request(cfg, name, probe.items, len(probe.backing), _last_text(st))],
+               parse, info={"backing": probe.backing, "test_ids": probe.ids})
 
 
 # ---- 4. taxonomy (llm mapper) ----------------------------------------------------------------
@@ -186,16 +153,19 @@ def accept_taxonomy(cfg: GistbenchConfig, s: Sample, requests: list[Request], re
 
 
 def build_stages(cfg: GistbenchConfig) -> list[LoopStage]:
-    """extract → judge → specificity → taxonomy, each present only when its step is on."""
-    out = [LoopStage("extract", partial(next_extract, cfg), partial(accept_extract, cfg), engine="subject",
-                     requires=("object_name", "signals", "_chunks"), adds=("extraction", "interests"))]
+    """extract → judge → specificity → taxonomy, each present only when its step is on. The first three
+    re-ask an answer that does not parse (with a note quoting it), ``retries`` times."""
+    out = [reask_stage("extract", partial(asks_extract, cfg), cfg.extraction.retries + 1, fields=("extraction",),
+                       fold=fold_extract, folds=("interests",), engine="subject",
+                       requires=("object_name", "signals", "_chunks"))]
     if cfg.judge.enabled:
-        out.append(LoopStage("judge", partial(next_judge, cfg), partial(accept_judge, cfg), engine=cfg.judge.engine,
-                             requires=("_chunks",), adds=("judge",)))
-        if cfg.specificity.enabled:
-            out.append(LoopStage("specificity", partial(next_specificity, cfg), partial(accept_specificity, cfg),
-                                 engine=cfg.judge.engine, requires=("user_id", "_chunks", "_pool"),
-                                 adds=("overlap", "specificity")))
+        attempts = cfg.judge.retries + 1
+        out.append(reask_stage("judge", partial(asks_judge, cfg), attempts, fields=("judge",),
+                               engine=cfg.judge.engine, requires=("_chunks",)))
+        if cfg.specificity.enabled:  # the overlap question, then the IS questions
+            out.append(reask_stage("specificity", partial(asks_specificity, cfg), attempts,
+                                   fields=("overlap", "specificity"), engine=cfg.judge.engine,
+                                   max_rounds=2 * attempts + 1, requires=("user_id", "_chunks", "_pool")))
     if cfg.taxonomy.mapper == "llm":
         out.append(LoopStage("taxonomy", partial(next_taxonomy, cfg), partial(accept_taxonomy, cfg),
                              engine=cfg.taxonomy.engine, requires=("_categories",), adds=("categories",)))
@@ -217,26 +187,25 @@ def score_sample(cfg: GistbenchConfig, s: Sample) -> dict:
     """Per interest: judge-kept evidence, verification, failure modes, IS counts, category."""
     history = _history(s)
     types, objects = types_of(history), objects_of(history)
-    judged, spec = s.get("judge") or {}, s.get("specificity") or {}
     names = [i["interest"] for i in s.get("interests", [])]
     cached = _known(s) if cfg.taxonomy.mapper != "none" else {}
     mine = s.get("categories") or {}
     recs = []
     for item in s.get("interests", []):
         name = item["interest"]
-        kept = (judged.get(name) or {}).get("kept", []) if cfg.judge.enabled else [c for c in item["item_ids"] if c in objects]
+        kept = (reask.answer(s, "judge", name) or []) if cfg.judge.enabled else [c for c in item["item_ids"] if c in objects]
         evidence = evidence_for(kept, types)
         counts = count_evidence(evidence)
         ok = verify(counts, s["signals"], cfg.thresholds)
-        probe = spec.get(name) or {}
+        probe = reask.state(s, "specificity", name)
         rec = {"interest": name, "category_id": _category(cfg, s, name, cached), "verified": ok,
-               "evidence": evidence, "counts": counts, "correct": int(probe.get("correct", 0)),
-               "backing": len(probe.get("backing", [])) if "correct" in probe else 0}
+               "evidence": evidence, "counts": counts,
+               "correct": count_correct(probe["answer"] or [], probe["backing"]) if probe else 0,
+               "backing": len(probe["backing"]) if probe else 0}
         if not ok:
             rec.update(failure_modes(counts, s["signals"], cfg.thresholds))
         recs.append(rec)
-    ext = s.get("extraction") or {}
     return {"interests_scored": recs, "n_interests": len(recs), "n_verified": sum(r["verified"] for r in recs),
             "n_chunks": len(s["_chunks"]),
             "taxonomy_hits": sum(1 for n in dict.fromkeys(names) if n not in mine and n in cached),
-            "failed_chunks": sum(1 for e in ext.values() if e.get("status") == "unparsable")}
+            "failed_chunks": reask.tally(reask.states(s, "extraction").values()).missed}

@@ -1,13 +1,12 @@
 """The point / pair / list stages: rounds of requests driven by the sample's own state.
 
 Each prompt is a *slot* (point: one per user ``u0, u1 ...``; list: ``list``; pair: one per
-ordered user pair ``a>b``). A slot is asked again (next seed) while its answer does not
-parse, up to ``sampling.max_attempts`` calls, then recorded as missed. With
-``prompt.samples = m`` each call is m completions and the most common raw text is parsed.
-State lives in the sample (``answers``: slot → attempts, last texts, parsed answer,
-state), so a round can be replayed from the sample alone: every ``next_requests`` and
-``accept`` recomputes the same slot list. Pairwise slots come from replaying the heapsort
-on the memo of answered slots (``ranking.next_comparison``).
+ordered user pair ``a>b``), a question of a re-ask stage (``common.reask``): a slot is asked
+again (next seed) while its answer does not parse, up to ``sampling.max_attempts`` calls,
+then recorded as ``missed``. With ``prompt.samples = m`` each call is m completions and the
+most common raw text is parsed. State lives in the sample (``answers``: slot → the
+question's state), so a round can be replayed from the sample alone. Pairwise slots come
+from replaying the heapsort on the memo of settled slots (``ranking.next_comparison``).
 """
 
 from __future__ import annotations
@@ -15,11 +14,13 @@ from __future__ import annotations
 import logging
 from functools import partial
 
+from llmrec.pipelines.common import reask
+from llmrec.pipelines.common.reask import Ask, reask_stage
 from llmrec.pipelines.protocol import LoopStage
 from llmrec.pipelines.benchmarks.perrecbench import parsing, prompts, ranking
 from llmrec.pipelines.benchmarks.perrecbench.config import PerRecBenchConfig
 from llmrec.pipelines.benchmarks.perrecbench.profiles import profile_of
-from llmrec.types import Constraint, Request, Result, SamplingParams
+from llmrec.types import Constraint, Request, SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +38,11 @@ def list_schema(n: int) -> dict:
 
 
 def _pending(sample: dict, tag: str) -> bool:
-    return (sample.get("answers") or {}).get(tag, {}).get("state", "pending") == "pending"
+    return reask.pending(sample, "answers", tag)
 
 
 def _pair_memo(sample: dict) -> dict[str, str | None]:
-    return {t: a["answer"] for t, a in (sample.get("answers") or {}).items() if a["state"] != "pending"}
+    return {t: a["answer"] for t, a in reask.states(sample, "answers").items() if a["state"] != reask.PENDING}
 
 
 def open_slots(sample: dict) -> list[str]:
@@ -98,9 +99,8 @@ def constraint(cfg: PerRecBenchConfig, sample: dict) -> Constraint | None:
     return Constraint(json_schema=POINT_SCHEMA if mode == "point" else list_schema(sample["size"]))
 
 
-def slot_requests(cfg: PerRecBenchConfig, sample: dict, tag: str) -> list[Request]:
+def slot_requests(cfg: PerRecBenchConfig, sample: dict, tag: str, attempt: int = 0) -> list[Request]:
     s, m = cfg.sampling, cfg.prompt.samples
-    attempt = (sample.get("answers") or {}).get(tag, {}).get("attempts", 0)
     msgs = prompts.messages(sample["_templates"]["system"], prompt_text(cfg, sample, tag), cfg.prompt.system_in_user)
     max_tokens = s.pair_max_tokens if sample["mode"] == "pair" else s.max_tokens
     cons = constraint(cfg, sample)
@@ -131,34 +131,23 @@ def finalize(sample: dict) -> object:
     return ranking.next_comparison(sample["size"], _pair_memo(sample))
 
 
-def next_requests(cfg: PerRecBenchConfig, mode: str, sample: dict) -> list[Request]:
+def slot_asks(cfg: PerRecBenchConfig, mode: str, sample: dict) -> list[Ask]:
+    """The open slots of a ``mode`` sample as re-ask questions (the m texts of an attempt: majority vote)."""
     if sample["mode"] != mode:
         return []
-    return [r for tag in open_slots(sample) for r in slot_requests(cfg, sample, tag)]
 
-
-def accept(cfg: PerRecBenchConfig, mode: str, sample: dict, requests: list[Request],
-           results: list[Result]) -> dict:
-    m, answers = cfg.prompt.samples, {k: dict(v) for k, v in (sample.get("answers") or {}).items()}
-    tags = open_slots(sample)
-    if len(results) != len(tags) * m:
-        raise ValueError(f"{sample['sample_id']}: {len(results)} results for {len(tags)} slots x {m} samples")
-    for k, tag in enumerate(tags):
-        texts = [r.text for r in results[k * m:(k + 1) * m]]
-        slot = answers.get(tag, {"attempts": 0})
-        value = parse(sample, parsing.majority_vote(texts))
-        attempts = slot["attempts"] + 1
-        state = "ok" if value is not None else ("missed" if attempts >= cfg.sampling.max_attempts else "pending")
-        answers[tag] = {"attempts": attempts, "texts": texts, "answer": value, "state": state}
-    updated = dict(sample, answers=answers)
-    return {"answers": answers, "prediction": finalize(updated)}
+    def ask(tag: str) -> Ask:
+        return Ask("answers", tag, lambda st: slot_requests(cfg, sample, tag, st["attempts"]),
+                   lambda texts: parse(sample, parsing.majority_vote(texts)), n=cfg.prompt.samples)
+    return [ask(tag) for tag in open_slots(sample)]
 
 
 def mode_stage(cfg: PerRecBenchConfig, mode: str) -> LoopStage:
     largest = max(cfg.groups.sizes[lv] for lv in cfg.levels)
     rounds = cfg.sampling.max_attempts * (largest * (largest - 1) // 2 if mode == "pair" else 1) + 1
-    return LoopStage(mode, partial(next_requests, cfg, mode), partial(accept, cfg, mode), max_rounds=rounds,
-                     requires=("mode", "size", "_templates", "_users"), adds=("answers", "prediction"))
+    return reask_stage(mode, partial(slot_asks, cfg, mode), cfg.sampling.max_attempts, fields=("answers",),
+                       fold=lambda sample: {"prediction": finalize(sample)}, folds=("prediction",),
+                       max_rounds=rounds, requires=("mode", "size", "_templates", "_users"))
 
 
 def build_stages(cfg: PerRecBenchConfig) -> list[LoopStage]:

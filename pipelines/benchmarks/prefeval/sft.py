@@ -26,7 +26,7 @@ import yaml
 
 from llmrec.errors import DataError
 from llmrec.pipelines.benchmarks.prefeval import data as pdata
-from llmrec.pipelines.benchmarks.prefeval.config import TOPICS
+from llmrec.pipelines.benchmarks.prefeval.config import TOPICS, PrefEvalConfig
 from llmrec.pipelines.common.store import ResultStore
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ def source_rows(run_dirs: list[Path], source_turns: int = 0) -> list[dict]:
 def _system_prompt(run_dir: Path) -> str | None:
     resolved = Path(run_dir) / "resolved.yaml"
     if not resolved.is_file():
-        return "You are a helpful assistant."
+        return PrefEvalConfig.model_fields["system_prompt"].default
     return ((yaml.safe_load(resolved.read_text()) or {}).get("benchmark") or {}).get("system_prompt")
 
 

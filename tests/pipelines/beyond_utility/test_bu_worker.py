@@ -70,7 +70,9 @@ def test_noncompliant_answers_are_reasked_then_given_up(tmp_path):
     engine = build_engine({"type": "fake", "default": "I would pick Toy Story."})
     engine.start()
     rows = process_samples(BENCHMARK, cfg, BENCHMARK.build_samples(cfg, data), lambda role: engine, retries=0)
-    assert all(r["attempts"] == cfg.query.max_attempts and r["titles"] is None for r in rows)
+    states = [r["answers"]["rank"] for r in rows]
+    assert all(st["attempts"] == cfg.query.max_attempts and st["state"] == "missed" and st["answer"] is None
+               and st["texts"] == ["I would pick Toy Story."] * cfg.query.max_attempts for st in states)
     m = BENCHMARK.aggregate(cfg, rows, BENCHMARK.assets(cfg, data))
     assert m["compliance"] == 0.0 and m["unanswered"] == 1.0 and m["hallucination"] == 1.0
 

@@ -67,7 +67,9 @@ def test_extraction_retry_then_failed_chunk():
     cfg = cfg_of(judge={"enabled": False}, taxonomy={"mapper": "none"}, extraction={"retries": 1}, user_ids=["1"])
     subject = ScriptedEngine(lambda r: next(replies))
     row = run(cfg, subject)[0]
-    assert row["extraction"]["0"]["status"] == "ok" and row["extraction"]["0"]["attempts"] == 1
+    chunk = row["extraction"]["0"]
+    assert chunk["state"] == "ok" and chunk["attempts"] == 2 and chunk["parse_error"] is None
+    assert chunk["texts"] == ["Sorry, here you go: interests are jazz", ALL_IDS] and chunk["answer"]
     assert subject.seen[1].messages[-1].content.startswith("Your answer could not be read as JSON")
     row = run(cfg.model_copy(update={"extraction": cfg.extraction.model_copy(update={"retries": 0})}),
               ScriptedEngine(lambda r: "no"))[0]
@@ -81,8 +83,10 @@ def test_unparsable_judge_is_recorded_not_fatal(tmp_path):
     cfg = cfg_of(user_ids=["3"], taxonomy={"cache_path": str(tmp_path / "t.sqlite")})
     row = run(cfg, ScriptedEngine(lambda r: ALL_IDS), ScriptedEngine(judge))[0]
     assert row["status"] == "ok"
-    assert row["judge"]["Everything I Saw"]["status"] == "unparsable" and row["judge"]["Everything I Saw"]["attempts"] == 3
-    assert row["specificity"]["Everything I Saw"]["status"] == "unparsable"
+    judged = row["judge"]["Everything I Saw"]
+    assert judged["state"] == "missed" and judged["attempts"] == 3 and judged["texts"] == ["hmm"] * 3
+    assert judged["parse_error"] and judged["answer"] is None
+    assert row["specificity"]["Everything I Saw"]["state"] == "missed"
     rec = row["interests_scored"][0]
     assert not rec["verified"] and rec["correct"] == 0 and rec["backing"] == 5
     assert rec["category_id"] == 0  # an invalid category number maps to "other"

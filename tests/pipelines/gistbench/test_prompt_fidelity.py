@@ -19,11 +19,15 @@ import pytest
 
 from llmrec.pipelines.benchmarks.gistbench import BENCHMARK
 from llmrec.pipelines.benchmarks.gistbench.config import GistbenchConfig
-from llmrec.pipelines.benchmarks.gistbench.stages import next_extract
 from llmrec.pipelines.protocol import attach_assets
 from tests.conftest import require_data
 
 MOCK = "gistbench/gistbench/assets/mock_dataset.json"
+
+
+def next_extract(cfg: GistbenchConfig, sample: dict) -> list:
+    """The first round of the extraction stage (one request per history chunk)."""
+    return BENCHMARK.stages(cfg)[0].next_requests(sample)
 
 
 def reference_lines(rows: list[dict], user: str, numeric: bool) -> str:
