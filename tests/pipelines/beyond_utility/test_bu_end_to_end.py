@@ -72,4 +72,5 @@ def test_baselines_on_the_same_candidates_share_the_experiment(demo):
     pool = [json.loads(x) for x in (work / "bl" / "pool.jsonl").read_text().splitlines()]
     assert all(len(p["candidates"]) == 20 == len(set(p["candidates"])) for p in pool)
     table = llmrec("runs", "--experiment", "beyond-utility", "--metric", "hr", "--metric", "ndcg", cwd=work).stdout
-    assert "baseline-bprmf" in table and "baseline-mostpop" in table and "beyond_utility-" in table
+    # the LLM run is named <benchmark> · <model>
+    assert "baseline-bprmf" in table and "baseline-mostpop" in table and "beyond_utility · " in table
