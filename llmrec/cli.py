@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from llmrec import tracking
+from llmrec import storage, tracking
 from llmrec.errors import ConfigError, LlmrecError, RunFailed
 from llmrec.exits import EXIT_CODES_HELP, ErrorsToExitCodes, exit_on_error
 from llmrec.settings import DEFAULT_TRACKING_URI
@@ -116,7 +116,8 @@ def suite(
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from llmrec.pipelines.runner.suite import run_suite, summary_table
+    from llmrec.pipelines.runner import leaderboard as lb
+    from llmrec.pipelines.runner.suite import run_suite
     from llmrec.pipelines.runner.suite_config import load_suite_config
 
     _setup_logging(verbose)
@@ -128,13 +129,10 @@ def suite(
             return lambda done, total: bar.update(task, completed=done, total=total)
 
         out = run_suite(cfg, data_dir, list(subject), progress_for)
-    header, rows = summary_table(cfg, out)
-    table = Table(title=f"suite {cfg.name}: first headline metric per benchmark [95% CI]")
-    for h in header:
-        table.add_column(escape(h))
-    for r in rows:
-        table.add_row(*map(escape, r))
-    console.print(table)
+    local = not storage.is_uri(str(out.suite_dir))  # the leaderboard reads local directories
+    board = lb.leaderboard([Path(str(out.suite_dir))]) if local and out.index["entries"] else None
+    if board is not None and not board.empty:
+        console.print(lb.rich_table(board, title=f"suite {cfg.name}: first headline metric per benchmark"))
     starts = ", ".join(f"{s} {v:.1f}s" for s, v in out.engine_start_s.items()) or "none (all entries finished)"
     console.print(f"engine starts: {starts}; {out.seconds:.0f}s in all", markup=False)
     console.print(f"results: {out.suite_dir}/suite.json", markup=False)

@@ -247,3 +247,20 @@ def log_mlflow(df: pd.DataFrame, entries: list[Entry], files: dict[str, Path], e
         client.log_artifact(run_id, str(path))
     client.set_terminated(run_id, "FINISHED")
     return run_id
+
+
+def rich_table(df: pd.DataFrame, primary_only: bool = True, title: str = "leaderboard"):
+    """The leaderboard as a rich table (``llmrec leaderboard``, and ``llmrec suite``'s summary): a row per
+    subject, LLMs first, baselines in italics; a column per benchmark entry's metric."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=title, caption_justify="left",
+                  caption="value [95% CI]; — : not computed" + ("; every headline metric: leaderboard.csv"
+                                                                 if primary_only else ""))
+    shown = wide(df, primary_only=primary_only)
+    for c in shown.columns:
+        table.add_column(Text(c), justify="left" if c in ("subject", "kind") else "right")
+    for row in shown.itertuples(index=False):
+        table.add_row(*(Text(str(v)) for v in row), style="italic" if row[1] == "baseline" else None)
+    return table

@@ -8,8 +8,6 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from llmrec.errors import ConfigError
 
@@ -51,15 +49,7 @@ def leaderboard(
     out = out or (paths[0] if one_suite and len(paths) == 1 else Path("leaderboard"))
     primary = not metric
     files = lb.write(df, out, primary_only=primary)
-    table = Table(title="leaderboard", caption_justify="left",
-                  caption="value [95% CI]; — : not computed" + ("; every headline metric: leaderboard.csv"
-                                                                 if primary else ""))
-    shown = lb.wide(df, primary_only=primary)
-    for c in shown.columns:
-        table.add_column(Text(c), justify="left" if c in ("subject", "kind") else "right")
-    for row in shown.itertuples(index=False):
-        table.add_row(*(Text(str(v)) for v in row), style="italic" if row[1] == "baseline" else None)
-    console.print(table)
+    console.print(lb.rich_table(df, primary))
     console.print(f"wrote {files['md']} and {files['csv']}", markup=False, highlight=False)
     cfg = lb.tracking_config(entries)
     if cfg.enabled if track is None else track:

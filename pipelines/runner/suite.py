@@ -234,34 +234,3 @@ def run_suite(cfg: SuiteConfig, data_dir: Path | None = None, only: list[str] | 
         _run_baselines(cfg, data_dir, index, out)
     out.seconds = time.perf_counter() - t0
     return out
-
-
-def summary_table(cfg: SuiteConfig, out: SuiteOutcome) -> tuple[list[str], list[list[str]]]:
-    """Subject × entry: each entry's first headline metric (95% CI where computed), from suite.json's
-    entries of this suite's benchmarks and the metrics of this invocation (else the run's metrics.json)."""
-    names = cfg.entry_names()
-    entries = [e for e in out.index["entries"] if e["entry"] in names]
-    subjects = list(dict.fromkeys(e["subject"] for e in sorted(entries, key=lambda e: e["kind"] != "llm")))
-    heads = {e["entry"]: e["headline"][0] for e in entries if e["headline"]}
-    header = ["subject", "kind"] + [f"{n}\n{heads.get(n, '')}" for n in names]
-    rows = []
-    for s in subjects:
-        mine = {e["entry"]: e for e in entries if e["subject"] == s}
-        cells = []
-        for n in names:
-            m = out.metrics.get((s, n)) or (_stored_metrics(mine[n]["run_dir"]) if n in mine else {})
-            key = heads.get(n)
-            cells.append(_cell(m, key) if key in m else "-")
-        kind = next(iter(mine.values()))["kind"]
-        rows.append([s, kind] + cells)
-    return header, rows
-
-
-def _stored_metrics(run_dir: str) -> dict:
-    d = storage.Storage(run_dir)
-    return json.loads(d.read_text("metrics.json")) if d.exists("metrics.json") else {}
-
-
-def _cell(m: dict, key: str) -> str:
-    lo, hi = m.get(f"{key}_ci_low"), m.get(f"{key}_ci_high")
-    return f"{m[key]:.4f}" + (f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else "")
