@@ -60,6 +60,11 @@ def ray_here():
             if attempt:
                 raise
     yield
+    from ray import serve
+
+    # forget Serve's cached client too: the next test's Ray has the same job id, so Serve would take this
+    # session's client (and its HTTP port) for current, and a deployment would wait on a port nobody serves
+    serve.shutdown()
     ray.shutdown()
 
 
