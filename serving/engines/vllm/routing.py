@@ -7,8 +7,9 @@ and divides by its length: a token-id prompt (what ``VLLMServeClient`` sends) ha
 router raises ZeroDivisionError. This router keys a request instead:
 
 - by its OpenAI ``user`` field, which ``VLLMServeClient`` sets to the request's ``prefix_key``
-  (OpenAI documents ``user`` as the field its own prompt cache routes by);
-- else by the prompt's first ``prefix_tokens`` items (token ids, or characters of a text prompt);
+  (OpenAI's own prompt-cache key, ``prompt_cache_key``, took over this use of ``user``; vLLM's
+  completions API has only ``user``);
+- else by the prompt's first ``prefix_tokens`` token ids (4 x as many characters of a text prompt);
 - a request with neither (e.g. chat messages) is routed by load alone.
 
 A key seen before goes to the replica that served it (Serve falls back to the others only when
