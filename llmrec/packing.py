@@ -12,7 +12,9 @@ completion blocks, in tokens. PrefEval's turn variants of one pair are prefixes 
 so a group of 30 prompts up to 100k tokens needs ~100k tokens of KV, not 30 × 100k.
 First-fit decreasing: groups longest first; each goes into the first batch with room; a group
 is never split. A group larger than the whole budget is a batch of its own, flagged
-``oversize`` (the engine will then run its members partly in sequence).
+``oversize`` (the engine will then run its members partly in sequence). With R replicas the
+groups are then dealt over a multiple of R batches balanced by KV need (``spread_over``), so no
+replica idles while another runs more than its share.
 
 Engine-neutral: an engine states its budget as a ``KVCapacity`` (serving/engine.py's optional
 ``kv_capacity`` hook); this module holds pure functions (no engine, no Ray).
@@ -106,11 +108,36 @@ def pack_groups(groups: list[GroupNeed], budget_tokens: int, block_tokens: int =
     return batches
 
 
-def pack_to(groups: list[GroupNeed], capacity: KVCapacity) -> list[Batch]:
-    """``pack_groups`` within a replica's capacity (its ``tokens`` must be known)."""
+def spread_over(batches: list[Batch], replicas: int, budget_tokens: int, block_tokens: int = 1,
+                max_seqs: int | None = None) -> list[Batch]:
+    """The same groups in a multiple of ``replicas`` batches (as far as there are groups), balanced
+    by KV need, so that no replica idles while another runs more than its share (first-fit fills a
+    batch before it opens the next: four groups fit two batches as 3 + 1). The groups are dealt
+    largest first, each to the batch with the least need so far, into the least such number of
+    batches in which every batch of several groups fits the budget; else the batches stay as packed."""
+    if replicas <= 1:
+        return batches
+    groups = [g for b in batches for g in b.groups]
+    for k in range(min(-(-len(batches) // replicas) * replicas, len(groups)), len(groups) + 1, replicas):
+        dealt = [Batch() for _ in range(k)]
+        for g in sorted(groups, key=lambda g: -g.kv_tokens(block_tokens)):
+            b = min(dealt, key=lambda b: b.kv_tokens)
+            b.groups.append(g)
+            b.kv_tokens += g.kv_tokens(block_tokens)
+        for b in dealt:
+            b.oversize = b.kv_tokens > budget_tokens or (max_seqs is not None and b.sequences > max_seqs)
+        if not any(b.oversize and len(b.groups) > 1 for b in dealt):
+            return sorted(dealt, key=lambda b: -b.kv_tokens)
+    return batches
+
+
+def pack_to(groups: list[GroupNeed], capacity: KVCapacity, replicas: int = 1) -> list[Batch]:
+    """``pack_groups`` within a replica's capacity (its ``tokens`` must be known), spread over
+    ``replicas`` (``spread_over``)."""
     if capacity.tokens is None:
         raise ValueError("the KV capacity is unknown: give a token budget")
-    return pack_groups(groups, capacity.tokens, capacity.block_tokens, capacity.max_seqs)
+    batches = pack_groups(groups, capacity.tokens, capacity.block_tokens, capacity.max_seqs)
+    return spread_over(batches, replicas, capacity.tokens, capacity.block_tokens, capacity.max_seqs)
 
 
 def _common(a, b) -> int:

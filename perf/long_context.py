@@ -173,14 +173,17 @@ def ray_data_llm(cfg, ids: list[list[int]], max_tokens: int) -> float:
     import ray
     from ray.data.llm import build_processor, vLLMEngineProcessorConfig
 
-    from llmrec.serving.engines.vllm.config import engine_args
+    from llmrec.serving.engines.vllm.config import CPU_BIND, cpu_thread_binding, engine_args
     from llmrec.serving.engines.vllm.embedded import resolve_model
 
     model = resolve_model(cfg.engine.model)
     kw = {k: v for k, v in engine_args(cfg.engine, model).items() if k != "model"}
     config = vLLMEngineProcessorConfig(
         model_source=model, engine_kwargs=kw, placement_group_config={"bundles": [{"CPU": 1}]},
-        chat_template_stage=False, tokenize_stage=False, detokenize_stage=False, concurrency=2, batch_size=4)
+        # (2, 2): a fixed pool of two engines; an int n is an autoscaling pool of 1 to n, which started one engine
+        # for these 30 prompts (and so compared one engine with llmrec's two)
+        chat_template_stage=False, tokenize_stage=False, detokenize_stage=False, concurrency=(2, 2), batch_size=4,
+        runtime_env={"env_vars": {CPU_BIND: cpu_thread_binding()}})  # the thread binding llmrec's engines get
     processor = build_processor(
         config, preprocess=lambda row: {"tokenized_prompt": row["ids"],
                                         "sampling_params": {"temperature": 0.0, "max_tokens": max_tokens}},

@@ -46,7 +46,7 @@ def plan_lines(cfg, gpus_per_node: int, max_groups: int) -> list[str]:
     lines = engine.capacity_lines(cap) or [f"KV budget per replica: {cap.tokens:,} tokens ({cap.source})"]
     lines += [replica_placement(cfg.engine, ex, gpus_per_node), judge_placement(cfg.judge, ex)]
     needs, n_groups = group_needs(cfg, max_groups, cap.block_tokens, count)
-    batches = pack_to(needs, cap)
+    batches = pack_to(needs, cap, ex.concurrency)  # as the run packs its rows
     prompt = sum(sum(g.prompt_tokens) for g in needs)
     saved = sum(g.prefill_saved() for g in needs)
     longest = max((max(g.prompt_tokens) for g in needs), default=0)

@@ -83,11 +83,12 @@ def dry_run_needs(bench, bench_cfg, groups: list[list[dict]], block_tokens: int 
 
 
 def packed_rows(bench, bench_cfg, groups: list[list[dict]], capacity: KVCapacity, assets: dict | None = None,
-                count: TokenCount = TokenCount()) -> list[list[dict]]:
+                count: TokenCount = TokenCount(), replicas: int = 1) -> list[list[dict]]:
     """Groups regrouped into KV-packed batches: one list of samples per batch (groups kept whole,
-    in order, longest batch first). One such list is one Ray Data row, so it reaches one replica."""
+    in order, longest batch first; at least one batch per replica when there are enough groups).
+    One such list is one Ray Data row, so it reaches one replica."""
     needs = dry_run_needs(bench, bench_cfg, groups, capacity.block_tokens, assets, count)
-    return [[s for need in b.groups for s in groups[int(need.key)]] for b in pack_to(needs, capacity)]
+    return [[s for need in b.groups for s in groups[int(need.key)]] for b in pack_to(needs, capacity, replicas)]
 
 
 def run_capacity(engine, ex) -> KVCapacity:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmrec.packing import GroupNeed, KVCapacity, group_need, pack_groups, pack_to
+from llmrec.packing import GroupNeed, KVCapacity, group_need, pack_groups, pack_to, spread_over
 
 
 def test_group_need_counts_the_prefix_tree_once():
@@ -55,3 +55,36 @@ def test_pack_to_a_capacity_uses_its_blocks_and_sequence_limit():
     assert [b.sequences for b in pack_to(groups, KVCapacity(tokens=512))] == [4, 2]  # 110 each, token blocks
     with pytest.raises(ValueError, match="unknown"):
         pack_to(groups, KVCapacity())
+
+
+def _keys(batches) -> list[list[str]]:
+    return [sorted(g.key for g in b.groups) for b in batches]
+
+
+def test_groups_spread_over_the_replicas_balanced_by_kv_need():
+    # first-fit packs 100k+90k+80k into one batch of the 300k budget and 70k alone: 3 + 1 groups, one replica idles
+    groups = [_need("a", 100_000), _need("b", 90_000), _need("c", 80_000), _need("d", 70_000)]
+    cap = KVCapacity(tokens=300_000)
+    assert _keys(pack_to(groups, cap)) == [["a", "b", "c"], ["d"]]
+    two = pack_to(groups, cap, replicas=2)
+    assert _keys(two) == [["a", "d"], ["b", "c"]] and [b.kv_tokens for b in two] == [170_000, 170_000]
+    assert not any(b.oversize for b in two)
+    # fewer groups than replicas: one batch per group rather than one batch for all
+    assert _keys(pack_to(groups[:2], cap, replicas=4)) == [["a"], ["b"]]
+
+
+def test_spreading_keeps_a_multiple_of_the_replicas_within_the_budget():
+    # three packed batches (60+40, 60, 60) over two replicas: four batches, so each replica runs two
+    groups = [_need("a", 60), _need("b", 60), _need("c", 60), _need("d", 40)]
+    packed = pack_groups(groups, budget_tokens=100)
+    assert [b.kv_tokens for b in packed] == [100, 60, 60]
+    spread = spread_over(packed, replicas=2, budget_tokens=100)
+    assert _keys(spread) == [["a"], ["b"], ["c"], ["d"]]
+    # a group larger than the budget stays alone (flagged); the small ones go to the other replica
+    huge = pack_to([_need("huge", 500), _need("x", 10), _need("y", 10)], KVCapacity(tokens=400), replicas=2)
+    assert _keys(huge) == [["huge"], ["x", "y"]] and [b.oversize for b in huge] == [True, False]
+    # the sequence limit holds in the dealt batches too: 3 + 3 sequences at most 4 a batch cannot be 2 batches
+    seqs = [_need("p", 10, n=3), _need("q", 10, n=3), _need("r", 10, n=1)]
+    limited = pack_to(seqs, KVCapacity(tokens=1_000, max_seqs=4), replicas=2)
+    assert all(b.sequences <= 4 for b in limited) and sorted(k for b in _keys(limited) for k in b) == ["p", "q", "r"]
+

@@ -100,9 +100,9 @@ def test_a_run_packs_its_rows_to_the_budget_on_any_engine(tmp_path, local_ray, m
 
     calls = []
 
-    def spy(bench, bench_cfg, groups, capacity, assets=None, count=prompt_sizes.TokenCount()):
-        calls.append((len(groups), capacity, count.tokenize))
-        return real(bench, bench_cfg, groups, capacity, assets, count)
+    def spy(bench, bench_cfg, groups, capacity, assets=None, count=prompt_sizes.TokenCount(), replicas=1):
+        calls.append((len(groups), capacity, count.tokenize, replicas))
+        return real(bench, bench_cfg, groups, capacity, assets, count, replicas)
 
     real = prompt_sizes.packed_rows
     monkeypatch.setattr(prompt_sizes, "packed_rows", spy)
@@ -110,7 +110,8 @@ def test_a_run_packs_its_rows_to_the_budget_on_any_engine(tmp_path, local_ray, m
     cfg = cfg.model_copy(update={"execution": cfg.execution.model_copy(update={"kv_budget_tokens": 10_000})})
     out = run_evaluation(cfg)
     assert out.metrics["n_samples"] == 4 and out.metrics["failed"] == 0
-    assert calls == [(4, KVCapacity(10_000, 1, None, "execution.kv_budget_tokens"), None)]  # fake: no blocks
+    # fake: no blocks; the run's engine actors (execution.concurrency) are the replicas to spread over
+    assert calls == [(4, KVCapacity(10_000, 1, None, "execution.kv_budget_tokens"), None, cfg.execution.concurrency)]
 
 
 def test_an_engine_holding_less_than_the_budget_is_logged_once_started(monkeypatch, caplog):

@@ -51,7 +51,8 @@ def ray_here():
     for attempt in range(2):  # on a crowded shared machine the raylet can miss its start-up deadline once
         try:
             # engine actors at niceness 0 as `llmrec run` starts them (Ray's default 15 starves them on a busy node)
-            ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False,
+            # 8 logical CPUs: two ray.serve.llm replicas take two each, their ingress and model-file tasks one each
+            ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False,
                      _system_config={"worker_niceness": 0})
             break
         except Exception:  # noqa: BLE001 - Ray raises a bare Exception for a start-up timeout
@@ -59,6 +60,11 @@ def ray_here():
             if attempt:
                 raise
     yield
+    from ray import serve
+
+    # forget Serve's cached client too: the next test's Ray has the same job id, so Serve would take this
+    # session's client (and its HTTP port) for current, and a deployment would wait on a port nobody serves
+    serve.shutdown()
     ray.shutdown()
 
 
@@ -208,3 +214,41 @@ def test_scale_model_packed_to_the_kv_budget_runs_without_preemption(tmp_path, r
         assert follower["prompt_tokens"] > 8_000, group
         assert follower["cached_prompt_tokens"] >= follower["prompt_tokens"] // 2, group
     assert c["vllm:prompt_tokens_cached"] == sum(a["cached_prompt_tokens"] for a in answers.values())
+
+
+def test_serve_mode_routes_a_prefix_group_to_the_replica_that_holds_it(ray_here):
+    """Two ray.serve.llm replicas of the scale model behind llmrec's PrefixAffinityRouter: four prefix
+    groups of three requests (~1,500 shared tokens each) in one call. Each leader computes its prefix;
+    each follower must reach the same replica and read the prefix from its cache (Serve's default
+    router sends about half of them to the other replica, where they read nothing)."""
+    from ray import serve
+
+    from llmrec.serving.engine import build_engine
+    from llmrec.serving.engines.vllm.serve import VLLMServeClient, deploy_llm_app
+    from llmrec.types import Message, Request, SamplingParams
+
+    cfg = build_engine({"type": "vllm", "model": "scale-llama", "scale_run": True, "dtype": "float32",
+                        "enforce_eager": True, "max_model_len": 4096, "block_size": 128,
+                        "engine_kwargs": {"num_gpu_blocks_override": 96}}).config
+    t0 = time.perf_counter()
+    served = deploy_llm_app(cfg, "llmrec-affinity-test", replicas=2, num_cpus=1, num_gpus=0)
+    t_up = time.perf_counter() - t0
+    try:
+        client = VLLMServeClient(type(cfg).model_validate(served))
+        words = "apple river stone cloud lamp forest engine violet harbor candle".split()
+        requests = [Request(messages=[Message(role="user", content=f"Group {g}. " + " ".join(
+                        words[(g * 7 + i * i) % len(words)] for i in range(1500)) + f" Question {q}?")],
+                            sampling=SamplingParams(max_tokens=4, temperature=0), prefix_key=f"group-{g}")
+                    for g in range(4) for q in range(3)]
+        results = client.generate(requests)
+    finally:
+        serve.delete("llmrec-affinity-test")
+    print(f"\n[vllm-cpu] 2 scale-model replicas with prefix affinity: up in {t_up:.1f}s, 12 requests in "
+          f"{time.perf_counter() - t0 - t_up:.1f}s; cached tokens "
+          f"{[(r.prompt_tokens, r.cached_prompt_tokens) for r in results]}")
+    assert all(r.finish_reason != "error" for r in results), results
+    for g in range(4):
+        leader, *followers = results[3 * g: 3 * g + 3]
+        assert leader.cached_prompt_tokens == 0, (g, results)
+        assert all(f.cached_prompt_tokens >= f.prompt_tokens // 2 for f in followers), (g, results)
+

