@@ -87,7 +87,9 @@ def load_interactions(spec: DataSpec | dict) -> InteractionData:
     if isinstance(spec, dict):
         spec = DataSpec.model_validate(spec)
     reader = FORMATS.get(spec.format)
-    unused = [f for f in OPTIONAL_FIELDS if f in spec.model_fields_set and f not in reader.options]
+    # an option counts as given when it differs from its default (a resolved.yaml lists every field, defaults too)
+    unused = [f for f in OPTIONAL_FIELDS if f not in reader.options
+              and getattr(spec, f) != DataSpec.model_fields[f].get_default(call_default_factory=True)]
     if unused:
         raise ConfigError(
             f"data format '{spec.format}' does not use {unused}; it accepts: {list(reader.options) or 'none of them'}"

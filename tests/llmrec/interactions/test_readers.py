@@ -217,6 +217,17 @@ def test_unknown_format_and_unused_option_are_config_errors(tmp_path):
     )
 
 
+def test_a_resolved_spec_listing_every_default_is_not_an_unused_option(tmp_path):
+    """A resolved.yaml (what `llmrec compare`, `submit` and resume read back) writes every field, defaults
+    included: those are not options the user gave."""
+    ml100k(tmp_path)
+    resolved = DataSpec(format="movielens-100k", path=tmp_path / "ml-100k").model_dump(mode="json")
+    assert {"items_path", "columns", "item_columns", "sep"} <= set(resolved)
+    assert len(load_interactions(resolved).interactions) == 3
+    with pytest.raises(ConfigError, match=r"does not use \['sep'\]"):
+        load_interactions({**resolved, "sep": ";"})
+
+
 def test_relative_path_resolves_against_data_dir_env(tmp_path, monkeypatch):
     ml100k(tmp_path)
     monkeypatch.setenv("LLMREC_DATA_DIR", str(tmp_path))
