@@ -317,7 +317,10 @@ def table(comp: Comparison):
 
 
 def _caption(comp: Comparison) -> str:
-    lines = [f"A = {comp.runs[0].label}" + "".join(f"; B = {r.label}" for r in comp.runs[1:])]
+    groups: dict = {}
+    for r in comp.runs:  # each group (a suite entry, or the runs given) compares its runs with its first
+        groups.setdefault(r.group, []).append(r)
+    lines = [f"A = {g[0].label}" + "".join(f"; B = {r.label}" for r in g[1:]) for g in groups.values() if len(g) > 1]
     for d in comp.dropped:
         parts = [f"{k.replace('_', ' ')} {d[k]}" for k in ("missing_in_a", "missing_in_b", "failed_in_a",
                                                              "failed_in_b", "failed_in_both") if d[k]]
