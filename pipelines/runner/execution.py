@@ -246,9 +246,9 @@ def stream(p: RunPlan, progress: Progress | None = None, subject: "SharedSubject
         from llmrec.pipelines.runner.prompt_sizes import TokenCount, packed_rows, run_capacity
         from llmrec.serving.engine import build_engine
 
-        subject = build_engine(cfg.engine)  # not started: it states its block size, sequence limit, tokenizer
-        groups = packed_rows(p.bench, cfg.benchmark, groups, run_capacity(subject, ex), p.assets,
-                             TokenCount(subject.prompt_tokenizer()), replicas=ex.concurrency)
+        sizer = build_engine(cfg.engine)  # not started: it states its block size, sequence limit, tokenizer
+        groups = packed_rows(p.bench, cfg.benchmark, groups, run_capacity(sizer, ex), p.assets,
+                             TokenCount(sizer.prompt_tokenizer()), replicas=ex.concurrency)
         batch_size = 1
     items = [{"group": json.dumps(g)} for g in groups]
     ds = ray.data.from_items(items, override_num_blocks=max(1, min(len(items), 4 * ex.concurrency)))
