@@ -30,6 +30,7 @@ from llmrec.pipelines.common import paired
 from llmrec.pipelines.common.store import ResultStore
 from llmrec.pipelines.protocol import Benchmark, protocol_record
 from llmrec.pipelines.registry import get_benchmark
+from llmrec.pipelines.runner.suite_config import read_index
 
 ALL = "all"  # the setting label of a metric's settings pooled
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -91,13 +92,8 @@ def expand(paths: list[Path]) -> list[Run]:
     runs = []
     for p in (Path(p).resolve() for p in paths):  # recorded (json, MLflow params) as absolute paths
         if (p / "suite.json").is_file():
-            index = json.loads((p / "suite.json").read_text())
-            for e in index.get("entries", []):
-                if e.get("kind", "llm") != "llm":
-                    continue
-                d = Path(e["run_dir"])  # relative: to the suite directory
-                d = d if d.is_absolute() else p / d
-                runs.append(load_run(d, f"{e['subject']}/{e['entry']}", e["entry"]))
+            _, entries = read_index(p)
+            runs += [load_run(d, f"{e.subject}/{e.entry}", e.entry) for e, d in entries if e.kind == "llm"]
         elif p.is_dir():
             runs.append(load_run(p, p.name))
         else:

@@ -15,42 +15,20 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Literal
+from typing import Iterable
 
 import pandas as pd
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
 
 from llmrec import tracking
 from llmrec.errors import ConfigError
 from llmrec.pipelines.registry import get_benchmark
+from llmrec.pipelines.runner.suite_config import read_index
 
 log = logging.getLogger(__name__)
 
 COLUMNS = ("subject", "kind", "benchmark", "entry", "metric", "value", "ci_low", "ci_high", "run_dir")
 MISSING = "—"
-
-
-class SuiteEntry(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    subject: str
-    benchmark: str
-    entry: str
-    kind: Literal["llm", "baseline"]
-    run_dir: str
-    headline: list[str] = []
-    mlflow_run_id: str | None = None
-
-
-class SuiteIndex(BaseModel):
-    """``suite.json``: the index a suite writes (issue 21's layout); unknown keys are ignored."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    name: str
-    subjects: list[str] = []
-    entries: list[SuiteEntry]
 
 
 @dataclass(frozen=True)
@@ -102,17 +80,9 @@ def _run_entry(run_dir: Path) -> Entry:
 
 def _suite_entries(suite_dir: Path) -> list[Entry]:
     path = suite_dir / "suite.json"
-    try:
-        index = SuiteIndex.model_validate(_read_json(path))
-    except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(x) for x in first["loc"])
-        raise ConfigError(f"{path}: {where}: {first['msg']}") from e
+    index, entries = read_index(suite_dir)
     out = []
-    for i, e in enumerate(index.entries):
-        run_dir = Path(e.run_dir)
-        if not run_dir.is_absolute() and (suite_dir / run_dir).exists():
-            run_dir = suite_dir / run_dir
+    for i, (e, run_dir) in enumerate(entries):
         if not (run_dir / "metrics.json").is_file():  # a suite still running (or stopped) has no metrics there yet
             log.warning("%s: entries.%d (%s / %s): no metrics.json in %s yet; left out", path, i, e.subject, e.entry,
                         run_dir)

@@ -39,11 +39,10 @@ from llmrec.pipelines.runner.api import RunOutcome, run_evaluation
 from llmrec.pipelines.runner.execution import Progress, RunPlan, build_samples
 from llmrec.pipelines.runner.ray_env import SharedSubject
 from llmrec.pipelines.runner.report import existing_run, publish, staging_dir, write_outputs
-from llmrec.pipelines.runner.suite_config import SuiteConfig, SuiteEntry
+from llmrec.pipelines.runner.suite_config import INDEX, SuiteConfig, SuiteEntry
 
 log = logging.getLogger(__name__)
 
-INDEX = "suite.json"
 ProgressFor = Callable[[str, str], Progress]  # (subject, entry) → the progress callback of that run
 
 

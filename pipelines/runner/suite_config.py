@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from llmrec import storage
 from llmrec.config import PathName, StrictModel, apply_overrides, read_yaml, validate
@@ -177,3 +177,52 @@ def suite_from_raw(raw: dict, path: str) -> SuiteConfig:
 def is_suite_file(raw: dict) -> bool:
     """Whether a config mapping is a suite (it has ``subjects:``), not a run config."""
     return "subjects" in raw
+
+
+INDEX = "suite.json"
+
+
+class IndexEntry(BaseModel):
+    """One entry of ``suite.json``: a (subject, benchmark entry) result and its run directory."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    subject: str
+    benchmark: str
+    entry: str
+    kind: Literal["llm", "baseline"]
+    run_dir: str
+    headline: list[str] = []
+    mlflow_run_id: str | None = None
+
+
+class SuiteIndexFile(BaseModel):
+    """``suite.json`` as the verbs that read results see it (unknown keys are ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str
+    subjects: list[str] = []
+    entries: list[IndexEntry]
+
+
+def read_index(suite_dir: Path) -> tuple[SuiteIndexFile, list[tuple[IndexEntry, Path]]]:
+    """A suite directory's ``suite.json``, checked, with each entry's run directory (a relative one is
+    taken relative to the suite directory when it exists there). Used by leaderboard, compare, report."""
+    import json
+
+    path = suite_dir / INDEX
+    try:
+        index = SuiteIndexFile.model_validate(json.loads(path.read_text()))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read it as JSON ({e})") from e
+    except ValidationError as e:
+        first = e.errors()[0]
+        raise ConfigError(f"{path}: {'.'.join(str(x) for x in first['loc'])}: {first['msg']}") from e
+    out = []
+    for e in index.entries:
+        run_dir = Path(e.run_dir)
+        if not run_dir.is_absolute() and (suite_dir / run_dir).exists():
+            run_dir = suite_dir / run_dir
+        out.append((e, run_dir))
+    return index, out
