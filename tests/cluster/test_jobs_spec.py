@@ -161,7 +161,7 @@ def test_a_suite_is_submitted_as_llmrec_suite(tmp_path, monkeypatch):
     """A suite config (it has `subjects:`) is resolved as each of its runs is, its path entries inlined (the
     cluster has no copy of the submitter's files), and the job runs `llmrec suite` on it."""
     from llmrec.pipelines.runner.suite_config import suite_from_raw
-    from tests.pipelines.test_suite import suite_file
+    from tests.pipelines.runner.test_suite import suite_file
 
     monkeypatch.chdir(tmp_path)
     path = suite_file(tmp_path)

@@ -84,7 +84,7 @@ def test_data_directory_moved_away_after_planning(tmp_path, data_root, local_ray
     through the object store), and the overridden templates are still the ones rendered."""
     from llmrec.pipelines.runner.api import run_evaluation
     from llmrec.pipelines.runner import execution
-    from tests.pipelines.prefeval.test_prefeval_integration import JUDGE, SUBJECT, with_judge
+    from tests.pipelines.benchmarks.prefeval.test_prefeval_integration import JUDGE, SUBJECT, with_judge
 
     data, tpl = tmp_path / "data", tmp_path / "templates"
     shutil.copytree(data_root / "prefeval", data / "prefeval")

@@ -11,7 +11,7 @@ from llmrec.pipelines.registry import get_benchmark
 from llmrec.pipelines.runner.worker import process_samples
 from llmrec.serving.engines.fake import FakeEngine, FakeEngineConfig
 from tests.conftest import require_data
-from tests.pipelines.lrworld.conftest import sim_catalog  # noqa: F401 - fixture
+from tests.pipelines.benchmarks.lrworld.conftest import sim_catalog  # noqa: F401 - fixture
 
 
 class Recorder(FakeEngine):
@@ -79,7 +79,7 @@ def test_lrworld_templates_dir(tmp_path, sim_catalog):  # noqa: F811 - fixture
 
 
 def test_perrecbench_reference_templates(tmp_path):
-    from tests.pipelines.perrecbench.test_perrecbench_stages import config, tables
+    from tests.pipelines.benchmarks.perrecbench.test_perrecbench_stages import config, tables
     from llmrec.pipelines.benchmarks.perrecbench.samples import build_from_frames
 
     code = tmp_path / "code"

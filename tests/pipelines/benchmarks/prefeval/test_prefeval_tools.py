@@ -119,7 +119,7 @@ def test_shipped_configs_validate():
 
     from llmrec.pipelines.runner.run_config import load_run_config
 
-    files = sorted((Path(__file__).resolve().parents[3] / "configs").glob("prefeval_*.yaml"))
+    files = sorted((Path(__file__).resolve().parents[4] / "configs").glob("prefeval_*.yaml"))
     assert len(files) >= 5
     for f in files:
         cfg = load_run_config(f)

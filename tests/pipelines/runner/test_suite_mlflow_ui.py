@@ -13,8 +13,8 @@ import requests
 from llmrec import tracking
 from llmrec.pipelines.runner.suite import run_suite
 from llmrec.pipelines.runner.suite_config import load_suite_config
-from tests.pipelines.test_mlflow_server import mlflow_server  # noqa: F401 - the fixture
-from tests.pipelines.test_suite import suite_file
+from tests.pipelines.runner.test_mlflow_server import mlflow_server  # noqa: F401 - the fixture
+from tests.pipelines.runner.test_suite import suite_file
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ from llmrec.pipelines.benchmarks.gistbench.config import GistbenchConfig
 from llmrec.pipelines.benchmarks.gistbench.predictions import score_predictions
 from llmrec.pipelines.runner.worker import process_samples
 from tests.conftest import require_data
-from tests.pipelines.gistbench.conftest import ScriptedEngine, kind
+from tests.pipelines.benchmarks.gistbench.conftest import ScriptedEngine, kind
 
 MOCK = "gistbench/gistbench/assets/mock_dataset.json"
 ALL_IDS = json.dumps([{"interest": "Everything I Saw", "item_ids": [str(i) for i in range(1, 26)]}])

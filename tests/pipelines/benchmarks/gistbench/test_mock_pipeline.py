@@ -24,7 +24,7 @@ from llmrec.pipelines.benchmarks.gistbench.config import GistbenchConfig
 from llmrec.pipelines.runner.scoring import score_file
 from llmrec.pipelines.runner.worker import process_samples
 from tests.conftest import require_data
-from tests.pipelines.gistbench.conftest import ScriptedEngine, interest_of, kind, last_user, pick
+from tests.pipelines.benchmarks.gistbench.conftest import ScriptedEngine, interest_of, kind, last_user, pick
 
 MOCK = "gistbench/gistbench/assets/mock_dataset.json"
 

@@ -9,8 +9,9 @@ import sys
 
 from llmrec.pipelines.benchmarks.gistbench.config import SpecificityConfig
 from llmrec.pipelines.benchmarks.gistbench.specificity import build_pool, build_test_set, overlap_candidates
+from tests.conftest import REPO as _REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+REPO = str(_REPO)
 
 SCRIPT = """
 import json

@@ -1,5 +1,5 @@
 """The runner end to end on a local Ray with the scripted engine: stores, resume, cache,
-faults, kill -9, MLflow contents. (The real model runs in tests/pipelines/prefeval.)"""
+faults, kill -9, MLflow contents. (The real model runs in tests/pipelines/benchmarks/prefeval.)"""
 
 from __future__ import annotations
 

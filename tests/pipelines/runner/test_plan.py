@@ -96,7 +96,7 @@ def test_runner_rows_follow_the_kv_budget_and_keep_groups_whole():
 def test_a_run_packs_its_rows_to_the_budget_on_any_engine(tmp_path, local_ray, monkeypatch):
     from llmrec.pipelines.runner import prompt_sizes
     from llmrec.pipelines.runner.api import run_evaluation
-    from tests.pipelines.test_runner_toy import run_config
+    from tests.pipelines.runner.test_runner_toy import run_config
 
     calls = []
 

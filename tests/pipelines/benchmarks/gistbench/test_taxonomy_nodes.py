@@ -27,8 +27,8 @@ def node(job: tuple[str, dict, list[dict], dict]) -> tuple[list[dict], int]:
     cache_root, cfg, samples, assets = job
     os.environ["LLMREC_CACHE_DIR"] = cache_root
     from llmrec.pipelines.runner.worker import process_samples
-    from tests.pipelines.gistbench.conftest import ScriptedEngine, kind
-    from tests.pipelines.gistbench.test_mock_pipeline import extractor, judge_respond
+    from tests.pipelines.benchmarks.gistbench.conftest import ScriptedEngine, kind
+    from tests.pipelines.benchmarks.gistbench.test_mock_pipeline import extractor, judge_respond
 
     judge = ScriptedEngine(judge_respond)
     rows = process_samples(get_benchmark("gistbench"), GistbenchConfig(**cfg), samples,

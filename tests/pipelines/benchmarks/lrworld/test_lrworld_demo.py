@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import require_data
 
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 
 
 def test_demo_config_end_to_end(tmp_path):

@@ -6,7 +6,7 @@ import pytest
 
 from llmrec.pipelines.benchmarks.prefeval.sft import REFERENCE_TEST_TOPICS, export_sft
 from tests.conftest import require_data
-from tests.pipelines.prefeval.test_prefeval_tools import source_run
+from tests.pipelines.benchmarks.prefeval.test_prefeval_tools import source_run
 
 
 @pytest.fixture(scope="module")
