@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from llmrec.errors import ConfigError, read_utf8
 from llmrec.redact import redacted
@@ -168,3 +168,15 @@ def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
         else:
             out[key] = v
     return out
+
+
+class OutputBase(StrictModel):
+    """The ``output:`` section of every run stack (``run``/``suite``, ``train``/``tune``, ``sft``): ``dir``, the
+    parent of run directories, and ``run_name``, one folder name inside it. Each stack sets its default ``dir`` and
+    adds its own keys."""
+
+    dir: str = Field("runs", description="where run directories (result store, metrics) go: a local folder "
+                                         "(relative: to the driver's working directory) or a storage URI "
+                                         "(s3://bucket/runs, gs://…)")
+    run_name: PathName | None = Field(None, description="run directory name (one folder name inside output.dir); "
+                                                        "default: derived from the config hash")

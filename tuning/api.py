@@ -156,7 +156,7 @@ def _search_space(cfg: TuneConfig) -> dict:
 def _scheduler(cfg: TuneConfig):
     sch = cfg.tune.scheduler
     # +1: the final report of a trial carries its test metrics and must not be cut off.
-    return sweep_.scheduler(sch.type, "epoch", sch.grace_period, sch.reduction_factor, sch.max_t or cfg.train.epochs + 1)
+    return sch.build("epoch", cfg.train.epochs + 1)
 
 
 def tune_from_config(path: str, overrides: list[str], resume: bool = False) -> dict:

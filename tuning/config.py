@@ -12,25 +12,24 @@ from typing import Any, Literal
 
 from pydantic import Field, SerializeAsAny, model_validator
 
-from llmrec.config import PathName, StrictModel
+from llmrec.config import OutputBase, StrictModel
 from llmrec.errors import ConfigError
 from llmrec.tracking import default_tracking, tracking_section
 from llmrec.models.base import ModelConfig, get_model_class, model_config
 from llmrec.models.trainer import TrainerConfig
 from llmrec.interactions.config import DataSpec, FilterConfig, SplitConfig
+from llmrec.tuning.sweep import SchedulerConfig
 
 
 BaselineTracking = tracking_section("llmrec-baselines")
 
 
-class OutputConfig(StrictModel):
-    """Where run directories, checkpoints and exports go."""
+class OutputConfig(OutputBase):
+    """Where run directories, checkpoints and exports go (the shared output shape plus the exports)."""
 
     dir: str = Field("runs/baselines", description="parent of run (and sweep) directories: a local folder "
                      "(relative: to the driver's working directory) or a storage URI every node and the "
                      "next driver can reach (s3://bucket/baselines, gs://…); --resume reads it back")
-    run_name: PathName | None = Field(None, description="run/sweep directory name (one folder name inside "
-                                      "output.dir); default <model>-<config hash>")
     export_topk: int = Field(20, ge=0, description="write each test user's top-K items to topk_test.parquet (0 = off)")
     export_embeddings: bool = Field(True, description="write user/item embeddings (models that have them)")
 
@@ -104,15 +103,6 @@ class SearchDim(StrictModel):
         if self.type == "choice":
             return self.values[0]
         return int(self.low) if self.type == "randint" else self.low
-
-
-class SchedulerConfig(StrictModel):
-    """Trial scheduler: ASHA stops poor trials early (or FIFO runs all to the end)."""
-
-    type: Literal["asha", "fifo"] = Field("asha", description="asha or fifo")
-    grace_period: int = Field(2, ge=1, description="ASHA: epochs every trial runs before it may be stopped")
-    reduction_factor: float = Field(2.0, gt=1, description="ASHA: keep 1/reduction_factor of trials per rung")
-    max_t: int | None = Field(None, ge=1, description="ASHA: maximum epochs (default train.epochs)")
 
 
 class ResourcesConfig(StrictModel):

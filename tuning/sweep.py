@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
+
+from pydantic import Field
 
 from llmrec import tracking
+from llmrec.config import StrictModel
 from llmrec.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -29,14 +32,25 @@ def search_space(dims: dict, check: Callable[[str, Any], None]) -> dict:
     return space
 
 
-def scheduler(kind: str, time_attr: str, grace_period: int, reduction_factor: float, max_t: int):
-    """``fifo`` runs every trial to its end; ``asha`` stops poor ones at rungs of ``time_attr``."""
-    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+class SchedulerConfig(StrictModel):
+    """Trial scheduler of a sweep: ASHA stops poor trials early at rungs of the sweep's time unit (epochs for
+    ``llmrec tune``, optimizer steps for ``llmrec sft``); FIFO runs every trial to its end."""
 
-    if kind == "fifo":
-        return FIFOScheduler()
-    return ASHAScheduler(time_attr=time_attr, max_t=max_t, grace_period=grace_period,
-                         reduction_factor=reduction_factor)
+    type: Literal["asha", "fifo"] = Field("asha", description="asha stops poor trials early; fifo runs all")
+    grace_period: int = Field(2, ge=1, description="ASHA: time units (tune: epochs; sft: optimizer steps) every "
+                              "trial runs before it may be stopped")
+    reduction_factor: float = Field(2.0, gt=1, description="ASHA: keep 1/reduction_factor of trials per rung")
+    max_t: int | None = Field(None, ge=1, description="ASHA: the last rung (default: tune train.epochs; sft "
+                              "unbounded)")
+
+    def build(self, time_attr: str, default_max_t: int):
+        """The Ray Tune scheduler, counting ``time_attr``."""
+        from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+
+        if self.type == "fifo":
+            return FIFOScheduler()
+        return ASHAScheduler(time_attr=time_attr, max_t=self.max_t or default_max_t, grace_period=self.grace_period,
+                             reduction_factor=self.reduction_factor)
 
 
 def new_tuner(trainable, space: dict, *, metric: str, mode: str, scheduler_, num_samples: int, max_concurrent: int,

@@ -9,7 +9,7 @@ from pydantic import Field, SerializeAsAny, model_validator
 
 import yaml
 
-from llmrec.config import PathName, StrictModel, apply_overrides, flatten, read_yaml, validate
+from llmrec.config import OutputBase, StrictModel, apply_overrides, flatten, read_yaml, validate
 from llmrec.errors import ConfigError
 from llmrec.tracking import TrackingConfig
 from llmrec.pipelines.protocol import BenchmarkConfig
@@ -73,12 +73,9 @@ class RayConfig(StrictModel):
         "(RAY_worker_niceness=0)")
 
 
-class OutputConfig(StrictModel):
-    dir: str = Field("runs", description="where run directories (result store, metrics) go: a local folder "
-                                         "(relative: to the driver's working directory) or a storage URI "
-                                         "(s3://bucket/runs, gs://…)")
-    run_name: PathName | None = Field(None, description="run directory name (one folder name inside output.dir); "
-                                                        "default: derived from the config hash")
+class OutputConfig(OutputBase):
+    """The shared output shape plus resume and the request cache."""
+
     resume: bool = Field(True, description="skip samples already in the result store")
     cache: bool = Field(True, description="answer repeated requests from the request cache")
     cache_path: Path | None = Field(None, description="request cache sqlite file on the driver's disk; default "

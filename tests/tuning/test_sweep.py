@@ -60,9 +60,23 @@ def test_parent_run_fails_only_when_every_trial_failed(tmp_path, n_trials, n_err
 def test_scheduler_choice():
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 
-    assert isinstance(sweep.scheduler("fifo", "epoch", 1, 2.0, 5), FIFOScheduler)
-    asha = sweep.scheduler("asha", "step", 3, 2.0, 10)
+    assert isinstance(sweep.SchedulerConfig(type="fifo").build("epoch", 5), FIFOScheduler)
+    asha = sweep.SchedulerConfig(grace_period=3).build("step", 10)
     assert isinstance(asha, ASHAScheduler) and asha._time_attr == "step" and asha._max_t == 10
+    assert sweep.SchedulerConfig(max_t=4).build("epoch", 10)._max_t == 4
+
+
+def test_one_scheduler_and_one_output_shape_for_every_run_stack():
+    """tune and sft sweeps take the same scheduler section; run, train/tune and sft the same output keys."""
+    from llmrec.config import OutputBase
+    from llmrec.pipelines.runner.run_config import OutputConfig as RunOutput
+    from llmrec.tuning.config import OutputConfig as TrainOutput, TuneSection
+    from llmrec.tuning.sft.config import OutputSection as SFTOutput, SFTTuneSection
+
+    assert TuneSection.model_fields["scheduler"].annotation is SFTTuneSection.model_fields["scheduler"].annotation
+    for out in (RunOutput, TrainOutput, SFTOutput):
+        assert issubclass(out, OutputBase) and {"dir", "run_name"} <= set(out.model_fields)
+    assert (RunOutput().dir, TrainOutput().dir, SFTOutput().dir) == ("runs", "runs/baselines", "runs/sft")
 
 
 def test_one_tracking_section_with_the_kinds_default_experiment(tmp_path):

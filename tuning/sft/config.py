@@ -11,9 +11,10 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from llmrec.config import PathName, StrictModel
+from llmrec.config import OutputBase, StrictModel
 from llmrec.tracking import default_tracking, tracking_section
 from llmrec.tuning.config import SearchDim
+from llmrec.tuning.sweep import SchedulerConfig
 
 
 class SFTData(StrictModel):
@@ -79,17 +80,11 @@ class RaySection(StrictModel):
 SFTTracking = tracking_section("llmrec-sft")
 
 
-class OutputSection(StrictModel):
-    dir: Path = Field(Path("runs/sft"), description="parent folder of run directories (Ray Train storage_path)")
-    run_name: PathName | None = Field(None, description="run directory name (one folder name inside output.dir); "
-                                      "default sft-<config hash>. Rerunning the same name resumes from its last "
-                                      "checkpoint")
+class OutputSection(OutputBase):
+    """The shared output shape; rerunning the same run_name resumes from its last checkpoint."""
 
-
-class SFTTuneScheduler(StrictModel):
-    type: Literal["asha", "fifo"] = Field("asha", description="asha stops poor trials early; fifo runs all")
-    grace_period: int = Field(2, ge=1, description="ASHA: optimizer steps before a trial may be stopped")
-    reduction_factor: float = Field(2.0, gt=1, description="ASHA: keep 1/reduction_factor of trials per rung")
+    dir: str = Field("runs/sft", description="parent folder of run directories (Ray Train storage_path; a local "
+                     "folder)")
 
 
 class SFTTuneSection(StrictModel):
@@ -100,7 +95,7 @@ class SFTTuneSection(StrictModel):
     num_samples: int = Field(4, ge=1, description="trials to sample (grid values of `choice` are sampled)")
     metric: str = Field("valid/loss", description="metric to optimise (reported every step)")
     mode: Literal["min", "max"] = Field("min", description="minimise or maximise the metric")
-    scheduler: SFTTuneScheduler = Field(default_factory=SFTTuneScheduler)
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     max_concurrent: int = Field(1, ge=1, description="trials at once (each runs its own Ray Train workers)")
     seed: int | None = Field(2020, description="seed of the search-space sampler")
 

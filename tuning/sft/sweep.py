@@ -80,8 +80,7 @@ def sweep_from_config(cfg: SFTConfig) -> dict:
     parent = sweep.start_parent(cfg.tracking, SFT_HEADLINE, "sft-tune", out.name, params, {"data": base.get("data")},
                                 None, str(out))
     callbacks = [SFTTrialLogger(uri, parent["experiment_id"], parent["run_id"])] if parent else []
-    # steps have no natural end here: ASHA's max_t is left unbounded
-    scheduler = sweep.scheduler(t.scheduler.type, "step", t.scheduler.grace_period, t.scheduler.reduction_factor, 10**9)
+    scheduler = t.scheduler.build("step", 10**9)  # steps have no natural end: unbounded unless max_t is set
     with ray_session(cfg.ray.address, cfg.ray.num_cpus):
         trainable = tune.with_resources(tune.with_parameters(sft_trial, base=base, model_dir=str(model_dir),
                                                              storage=str(out / "trials")),
