@@ -75,19 +75,19 @@ def setting_metrics(cfg: BeyondUtilityConfig, rows: list[dict], assets: dict | N
 
 def _canddif(cfg: BeyondUtilityConfig, groups: dict[str, list[dict]], assets: dict | None) -> dict[str, float]:
     """CandDif = metric(target_first) − metric(shuffled), per (prompt, history) holding both orders."""
+    orders: dict[str, dict[str, list[dict]]] = {}  # prompt and history setting → order → rows
+    for rows in groups.values():
+        orders.setdefault(setting_label(SETTING_KEYS[:-1], rows[0]), {})[rows[0]["order"]] = rows
     out = {}
-    for name, rows in groups.items():
-        if "order=target_first" not in name:
-            continue
-        twin = groups.get(name.replace("order=target_first", "order=shuffled"))
-        if not twin:
+    for prefix, by_order in orders.items():
+        rows, twin = by_order.get("target_first"), by_order.get("shuffled")
+        if not rows or not twin:
             continue
         if cfg.task == "reranking":  # only pools holding the target can show a position effect (paper §4.8)
             rows, twin = [r for r in rows if r["target"] in r["candidates"]], [r for r in twin if r["target"] in r["candidates"]]
             if not rows or not twin:
                 continue
         a, b = setting_metrics(cfg, rows, assets), setting_metrics(cfg, twin, assets)
-        prefix = name.replace(",order=target_first", "")
         for key in ("hr", "ndcg"):
             out[f"{prefix}/canddif_{key}" if len(groups) > 2 else f"canddif_{key}"] = a[key] - b[key]
     return out
