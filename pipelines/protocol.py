@@ -20,15 +20,16 @@ from pydantic import Field
 
 from llmrec.config import StrictModel
 from llmrec.pipelines.common.jsonio import PredictionLine
+from llmrec.pipelines.record import ASSETS_KEY, Payload, RecordSchema
 from llmrec.errors import ConfigError
 from llmrec.types import Request, Result
 
 Sample = dict[str, Any]
+"""A sample in flight: the runner's record fields, the benchmark's payload fields and its transient ``_`` inputs
+(declared and checked: see ``pipelines/record.py``). The shared assets ride under ``ASSETS_KEY``; like every
+``_`` key they are dropped before results are stored."""
 
-ASSETS_KEY = "_assets"
-"""Sample key under which stages find the benchmark's shared read-only assets (see ``Benchmark``).
-The runner sets it on every sample of a batch on the worker; like every ``_`` field it is
-dropped before results are stored."""
+__all__ = ["ASSETS_KEY", "Payload", "Sample"]
 
 
 def attach_assets(samples: list[Sample], assets: dict | None) -> list[Sample]:
@@ -60,15 +61,17 @@ class BenchmarkConfig(StrictModel):
 class LLMStage:
     """One model call per sample.
 
-    ``render(sample) -> Request | None`` (None: this sample skips the stage);
+    ``render(sample) -> Request | None`` (None: this sample skips the stage; ``sample`` is a read-only view);
     ``accept(sample, result) -> dict`` returns the fields to merge into the sample.
     ``engine`` picks the configured engine: ``"subject"`` or ``"judge"``.
     ``shrink(sample, request, result) -> Request | None``: optional truncation policy,
     called when a request is over the engine's context; return a smaller request to try
     instead, or None to record the sample as ``over_context`` (the default: never truncate).
-    ``requires``: sample keys the stage reads (checked on entry; a sample lacking one fails
-    with the stage, its ``sample_id``, the missing keys and the keys present);
-    ``adds``: the keys ``accept`` may return (any other key fails the sample).
+    ``reads``: record / payload fields or transient keys the stage reads (declared fields, checked at
+    registration; on entry a sample lacking one fails with the stage, its ``sample_id`` and the missing keys);
+    ``writes``: the payload fields ``accept`` (and ``shrink``) may set. The runner validates what ``accept``
+    returns against the payload's field types; an undeclared key or a wrong type fails that sample naming
+    the field path.
     """
 
     name: str
@@ -76,8 +79,8 @@ class LLMStage:
     accept: Callable[[Sample, Result], dict]
     engine: Literal["subject", "judge"] = "subject"
     shrink: Callable[[Sample, Request, Result], Request | None] | None = None
-    requires: tuple[str, ...] = ()
-    adds: tuple[str, ...] = ()
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -85,11 +88,11 @@ class LoopStage:
     """Several rounds of model calls per sample, each round depending on the last
     (e.g. pairwise heapsort: which pair to compare next depends on earlier answers).
 
-    ``next_requests(sample) -> list[Request]`` returns the next round (empty: done);
+    ``next_requests(sample) -> list[Request]`` returns the next round (empty: done; ``sample`` is read-only);
     ``accept(sample, requests, results) -> dict`` merges that round's results into the
     sample (keep what later rounds need, e.g. a memo of answered comparisons, in it).
     The runner loops until every sample returns an empty round or ``max_rounds`` is hit.
-    ``requires`` / ``adds``: as for ``LLMStage``.
+    ``reads`` / ``writes``: as for ``LLMStage``.
     """
 
     name: str
@@ -97,8 +100,8 @@ class LoopStage:
     accept: Callable[[Sample, list[Request], list[Result]], dict]
     engine: Literal["subject", "judge"] = "subject"
     max_rounds: int = 64
-    requires: tuple[str, ...] = ()
-    adds: tuple[str, ...] = ()
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
 
 
 Stage = LLMStage | LoopStage
@@ -185,13 +188,15 @@ class DataManifest:
 class Benchmark:
     """Base class of every benchmark: what the runner calls, the optional members declared with defaults.
 
-    Required (no default): ``name``, ``config_cls`` (a ``BenchmarkConfig`` subclass), ``group_keys``
-    (sample fields that split results and MLflow child runs), ``score_tasks``, and the methods
+    Required (no default): ``name``, ``config_cls`` (a ``BenchmarkConfig`` subclass), ``payload`` (a
+    ``Payload`` subclass: every per-sample field, typed), ``group_keys`` (payload fields that split results
+    and MLflow child runs), ``score_tasks``, and the methods
     ``build_samples``, ``stages``, ``score``, ``aggregate``. :func:`check_benchmark` verifies them
     (and every signature) at discovery, so a benchmark that does not conform fails at ``llmrec list``,
     before any model call.
 
-    Optional, with these defaults: ``data`` (the files ``llmrec data fetch`` gets); ``cli`` (a
+    Optional, with these defaults: ``transient`` (the ``_`` keys ``build_samples`` sets for rendering
+    only, never stored); ``data`` (the files ``llmrec data fetch`` gets); ``cli`` (a
     typer.Typer mounted as ``llmrec <name> ...``); ``protocol_keys`` (config keys recorded in the MLflow
     ``protocol`` tag: every option that changes what is measured); ``headline_metrics`` (shown by ``llmrec
     runs`` and pinned in the MLflow UI); ``predictions`` (the lines of ``predictions.jsonl`` for ``llmrec
@@ -207,8 +212,10 @@ class Benchmark:
 
     name: str
     config_cls: type[BenchmarkConfig]
+    payload: type[Payload]
     group_keys: tuple[str, ...]
     score_tasks: tuple[ScoreTask, ...]
+    transient: tuple[str, ...] = ()
     data: DataManifest | None = None
     cli: Any = None
     protocol_keys: tuple[str, ...] = ()
@@ -259,7 +266,7 @@ class Benchmark:
         return outcomes_from_fields(self, rows, {m: m for m in self.headline_metrics})
 
 
-_REQUIRED = ("name", "config_cls", "group_keys", "score_tasks")
+_REQUIRED = ("name", "config_cls", "payload", "group_keys", "score_tasks")
 _REQUIRED_METHODS = ("build_samples", "stages", "score", "aggregate")
 _ARITY = {"build_samples": 2, "stages": 1, "score": 2, "aggregate": 3, "assets": 2, "plots": 4, "predictions": 2,
           "drilldown": 2, "paired_outcomes": 3,
@@ -278,6 +285,11 @@ def check_benchmark(bench: object, where: str) -> None:
     if missing:
         problems.append(f"missing {', '.join(missing)}")
     problems += _member_problems(bench, missing)
+    if not problems:
+        problems += record_schema(bench).problems()
+        problems += [f"group key '{k}' is not a declared field" for k in bench.group_keys
+                     if k not in record_schema(bench).fields]
+        problems += _default_stage_problems(bench)
     if problems:
         kind = type(bench)
         raise ConfigError(f"benchmark {where} ({kind.__module__}.{kind.__qualname__}) does not conform to the protocol: "
@@ -289,6 +301,9 @@ def _member_problems(bench, missing: list[str]) -> list[str]:
     for attr, want, ok in (("name", "a str", lambda v: isinstance(v, str)),
                            ("config_cls", "a BenchmarkConfig subclass",
                             lambda v: isinstance(v, type) and issubclass(v, BenchmarkConfig)),
+                           ("payload", "a Payload subclass (pipelines/record.py)",
+                            lambda v: isinstance(v, type) and issubclass(v, Payload)),
+                           ("transient", "a tuple of str", _str_tuple),
                            ("group_keys", "a tuple of str", _str_tuple),
                            ("protocol_keys", "a tuple of str", _str_tuple),
                            ("headline_metrics", "a tuple of str", _str_tuple),
@@ -309,6 +324,38 @@ def _member_problems(bench, missing: list[str]) -> list[str]:
         except TypeError:
             out.append(f"{meth}{inspect.signature(fn)} must take {n} positional argument(s)")
     return out
+
+
+def record_schema(bench: Benchmark) -> RecordSchema:
+    """The benchmark's declared record (built once per benchmark object)."""
+    schema = bench.__dict__.get("_record_schema")
+    if schema is None:
+        schema = RecordSchema(bench.payload, bench.transient, bench.name)
+        bench.__dict__["_record_schema"] = schema
+    return schema
+
+
+def stage_problems(bench: Benchmark, cfg: BenchmarkConfig) -> list[str]:
+    """Each stage's ``reads`` / ``writes`` against the benchmark's declared record, for this config."""
+    schema = record_schema(bench)
+    return [p for stage in bench.stages(cfg) for p in schema.stage_problems(stage)]
+
+
+def check_stages(bench: Benchmark, cfg: BenchmarkConfig) -> None:
+    """Fail (ConfigError) before any model call when a stage reads or writes an undeclared field."""
+    problems = stage_problems(bench, cfg)
+    if problems:
+        raise ConfigError(f"benchmark '{bench.name}': {'; '.join(problems)}")
+
+
+def _default_stage_problems(bench: Benchmark) -> list[str]:
+    """At registration: the stages of the benchmark's default config (when its config has defaults for
+    every field; ``plan`` checks the run's own config again)."""
+    try:
+        cfg = bench.config_cls.model_validate({"name": bench.name})
+        return stage_problems(bench, cfg)
+    except Exception:  # noqa: BLE001 - a config with required fields (or stages that need data) is checked at plan
+        return []
 
 
 def _str_tuple(v) -> bool:

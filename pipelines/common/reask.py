@@ -71,6 +71,11 @@ def answer(sample: Sample, field_: str, key: str) -> Any:
     return None if st is None else st["answer"]
 
 
+States = dict[str, dict[str, Any]]
+"""A re-asked field's value, as a payload declares it: question key → its state (``new_state``'s keys plus the
+question's own info)."""
+
+
 def new_state(info: dict | None = None) -> dict:
     return {**(info or {}), "attempts": 0, "texts": [], "answer": None, "parse_error": None, "state": PENDING}
 
@@ -119,7 +124,7 @@ def tally(sts: Iterable[dict | None]) -> Tally:
 def reask_stage(name: str, asks: Callable[[Sample], list[Ask]], max_attempts: int, *,
                 fields: tuple[str, ...], fold: Callable[[Sample], dict] | None = None,
                 folds: tuple[str, ...] = (), engine: Literal["subject", "judge"] = "subject",
-                max_rounds: int | None = None, requires: tuple[str, ...] = ()) -> LoopStage:
+                max_rounds: int | None = None, reads: tuple[str, ...] = ()) -> LoopStage:
     """A ``LoopStage`` asking ``asks(sample)`` (those still pending) until each parses or is missed.
 
     ``asks`` must depend on the sample alone (``accept`` recomputes it to match answers to
@@ -154,4 +159,4 @@ def reask_stage(name: str, asks: Callable[[Sample], list[Ask]], max_attempts: in
         return out
 
     return LoopStage(name, next_requests, accept, engine=engine, max_rounds=max_rounds or max_attempts + 1,
-                     requires=requires, adds=tuple(fields) + tuple(folds))
+                     reads=reads, writes=tuple(fields) + tuple(folds))

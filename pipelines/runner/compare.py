@@ -28,6 +28,7 @@ from llmrec.config import flatten
 from llmrec.errors import ConfigError, DataError, LlmrecError
 from llmrec.pipelines.common import paired
 from llmrec.pipelines.common.store import ResultStore
+from llmrec.pipelines.record import read_rows
 from llmrec.pipelines.protocol import Benchmark, protocol_record
 from llmrec.pipelines.registry import get_benchmark
 from llmrec.pipelines.runner.suite_config import read_index
@@ -70,9 +71,10 @@ def _read_rows(path: Path) -> list[dict]:
     if (path / "results").is_dir():
         return list(ResultStore(path / "results").load().values())
     if (path / "samples.parquet").is_file():
-        df = pd.read_parquet(path / "samples.parquet")
-        return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
-                for r in df.to_dict("records")]
+        try:
+            return read_rows(path / "samples.parquet")
+        except (OSError, ValueError) as e:
+            raise DataError(f"{path / 'samples.parquet'}: cannot read it ({e})") from e
     raise DataError(f"{path}: no per-sample results (results/ or samples.parquet); `llmrec compare` pairs samples, "
                     "so it needs run directories written by `llmrec run`")
 

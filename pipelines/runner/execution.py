@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Callable
 from llmrec import settings, storage
 from llmrec.config import dump_yaml, fingerprint
 from llmrec.errors import ConfigError, DataError, EngineDead
-from llmrec.pipelines.protocol import Benchmark, Sample
+from llmrec.pipelines.protocol import Benchmark, Sample, check_stages, record_schema
+from llmrec.pipelines.record import RecordError
 from llmrec.pipelines.registry import benchmark_config, get_benchmark
 from llmrec.pipelines.common.datasets import resolve_data_dir
 from llmrec.pipelines.runner.run_config import REQUEST_CACHE_FILE, RunConfig, absolute_locations, resume_conflicts
@@ -151,6 +152,12 @@ def build_samples(cfg: RunConfig, data_dir: Path | None = None) -> tuple[Benchma
     root = resolve_data_dir(Path(where) if where is not None else None, bench.data)
     samples = bench.build_samples(cfg.benchmark, root)
     assets = bench.assets(cfg.benchmark, root)
+    schema = record_schema(bench)
+    try:
+        for s in samples:
+            schema.check_built(s)
+    except RecordError as e:
+        raise DataError(str(e)) from None
     ids = [str(s["sample_id"]) for s in samples]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
@@ -162,6 +169,7 @@ def plan(cfg: RunConfig, data_dir: Path | None = None) -> RunPlan:
     t0 = time.perf_counter()
     cfg = absolute_locations(cfg)
     bench, samples, assets = build_samples(cfg, data_dir)
+    check_stages(bench, cfg.benchmark)
     run_dir = run_dir_for(cfg)
     run_dir.mkdir()
     store = ResultStore(run_dir / "results")

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import jinja2
-import pandas as pd
 
 from llmrec.errors import ConfigError
 from llmrec.pipelines.protocol import DRILLDOWN_FIELDS, setting_label
+from llmrec.pipelines.record import read_rows
 from llmrec.pipelines.registry import get_benchmark
 from llmrec.pipelines.runner.leaderboard import MISSING, Entry, fmt, leaderboard, load_entries, wide
 
@@ -56,27 +56,15 @@ def as_text(value: Any) -> Text:
     return Text(s[:MAX_CHARS], s[:HEAD_CHARS], len(s) > HEAD_CHARS, max(0, len(s) - MAX_CHARS))
 
 
-def _decoded(value: Any) -> Any:
-    """``samples.parquet`` holds nested values as JSON text: give them back as lists and dicts."""
-    if isinstance(value, str) and value[:1] in "[{":
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return value
-    return value
-
-
 def read_samples(run_dir: Path) -> list[dict]:
     """The rows of a run's ``samples.parquet`` (missing values as None, nested values decoded); [] without one."""
     path = run_dir / "samples.parquet"
     if not path.is_file():
         return []
     try:
-        df = pd.read_parquet(path)
+        return read_rows(path)
     except (OSError, ValueError) as e:
         raise ConfigError(f"{path}: cannot read it as parquet ({e})") from e
-    df = df.astype(object).where(df.notna(), None)
-    return [{k: _decoded(v) for k, v in row.items()} for row in df.to_dict("records")]
 
 
 def _label(e: Entry) -> str:

@@ -9,11 +9,11 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-import pandas as pd
+import pyarrow.parquet as pq
 
 from llmrec import tracking
 from llmrec.config import dump_yaml, fingerprint
-from llmrec.pipelines.protocol import protocol_record, setting_label
+from llmrec.pipelines.protocol import protocol_record, record_schema, setting_label
 from llmrec.redact import redact_text
 from llmrec.pipelines.runner.execution import RunPlan
 
@@ -31,12 +31,8 @@ def write_outputs(p: RunPlan, rows: list[dict], metrics: dict, d: Path) -> dict[
     (d / "metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True))
     if not p.run_dir.local:
         (d / "resolved.yaml").write_text(dump_yaml(p.config))
-    flat = pd.json_normalize(rows, max_level=0)
-    for col in flat.columns:  # nested values as JSON text so the parquet schema stays flat
-        if flat[col].map(lambda v: isinstance(v, (dict, list))).any():
-            flat[col] = flat[col].map(lambda v: json.dumps(v) if isinstance(v, (dict, list)) else v)
-    samples = d / "samples.parquet"
-    flat.to_parquet(samples, index=False)
+    samples = d / "samples.parquet"  # one typed column per declared field; nested ones as JSON text
+    pq.write_table(record_schema(p.bench).table(rows), samples)
     files = {"metrics": d / "metrics.json", "samples": samples, "config": d / "resolved.yaml"}
     if p.bench.predictions is not None:
         files["predictions"] = d / "predictions.jsonl"

@@ -2,20 +2,24 @@
 
 Per stage, the requests of all still-healthy samples of the batch go to the engine
 together (engines batch them), results are folded back with the stage's ``accept``.
-Failures stay with their sample: a failed or over-context request, a missing required
-key, or an exception raised by the benchmark's ``render`` / ``accept`` / ``score`` for one
-sample marks that sample (``status``, ``error``, ``failed_stage``) and skips its later
-stages; the other samples of the batch go on.
+Failures stay with their sample: a failed or over-context request, a field a stage reads
+that the sample lacks, an output that does not match the declared record (an undeclared key,
+a wrong type), or an exception raised by the benchmark's ``render`` / ``accept`` / ``score``
+for one sample marks that sample (``status``, ``error``, ``failed_stage``) and skips its later
+stages; the other samples of the batch go on. ``render`` and ``next_requests`` see a read-only
+view of the sample.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from types import MappingProxyType
 from typing import Callable
 
 from llmrec.pipelines.protocol import (Benchmark, BenchmarkConfig, LLMStage, LoopStage, Sample, Stage,
-                                       attach_assets)
+                                       attach_assets, record_schema)
+from llmrec.pipelines.record import RecordSchema
 from llmrec.serving.resilience import generate_resilient
 from llmrec.types import Request, Result
 
@@ -59,29 +63,37 @@ def _guard(sample: Sample, stage: str, what: str, fn: Callable, *args):
 
 
 def _entry_ok(stage: Stage, sample: Sample) -> bool:
-    missing = [k for k in stage.requires if k not in sample]
+    missing = [k for k in stage.reads if k not in sample]
     if missing:
-        _fail_with(sample, stage.name, f"stage '{stage.name}' needs key(s) {missing} missing from sample "
-                                       f"'{sample.get('sample_id')}'; keys present: {sorted(sample)}")
+        _fail_with(sample, stage.name, f"stage '{stage.name}' reads field(s) {missing} missing from sample "
+                                       f"'{sample.get('sample_id')}'; fields present: {sorted(sample)}")
+        sample["missing"] = missing
         return False
     return True
 
 
-def _merge(stage: Stage, sample: Sample, fields: dict) -> None:
-    extra = sorted(set(fields) - set(stage.adds))
-    if extra:
-        _fail_with(sample, stage.name, f"stage '{stage.name}' returned undeclared key(s) {extra} for sample "
-                                       f"'{sample.get('sample_id')}' (declared: {list(stage.adds)})")
+def _merge(schema: RecordSchema, stage: str, allowed, sample: Sample, fields: dict) -> None:
+    """Apply a stage's (or score's) output: only ``allowed`` keys, each value of its declared type."""
+    extra = sorted(set(fields) - set(allowed))
+    problem = (f"returned undeclared field(s) {extra} (declared: {sorted(allowed)})" if extra
+               else schema.check_fields(fields))
+    if problem:
+        _fail_with(sample, stage, f"{stage} output for sample '{sample.get('sample_id')}': {problem}")
         return
     sample.update(fields)
 
 
-def _llm_stage(stage: LLMStage, samples: list[Sample], engine, retries: int, backoff_s: float) -> None:
+def _view(sample: Sample) -> MappingProxyType:
+    return MappingProxyType(sample)
+
+
+def _llm_stage(schema: RecordSchema, stage: LLMStage, samples: list[Sample], engine, retries: int,
+               backoff_s: float) -> None:
     calls = []
     for i, s in enumerate(samples):
         if not _ok(s) or not _entry_ok(stage, s):
             continue
-        ok, req = _guard(s, stage.name, "render", stage.render, s)
+        ok, req = _guard(s, stage.name, "render", stage.render, _view(s))
         if ok and req is not None:
             calls.append((i, req.model_copy(update={"request_id": f"{s['sample_id']}:{stage.name}"})))
     results = generate_resilient(engine, [r for _, r in calls], retries=retries, backoff_s=backoff_s)
@@ -96,7 +108,7 @@ def _llm_stage(stage: LLMStage, samples: list[Sample], engine, retries: int, bac
             continue
         ok, fields = _guard(s, stage.name, "accept", stage.accept, s, res)
         if ok:
-            _merge(stage, s, fields)
+            _merge(schema, stage.name, stage.writes, s, fields)
 
 
 def _shrink_until_fits(stage: LLMStage, sample: Sample, req: Request, res: Result, engine,
@@ -120,7 +132,7 @@ def _next_round(stage: LoopStage, samples: list[Sample], rnd: int):
     for i, s in enumerate(samples):
         if not _ok(s):
             continue
-        ok, reqs = _guard(s, stage.name, "next_requests", stage.next_requests, s)
+        ok, reqs = _guard(s, stage.name, "next_requests", stage.next_requests, _view(s))
         if not ok or not reqs:
             continue
         for j, req in enumerate(reqs):
@@ -129,7 +141,8 @@ def _next_round(stage: LoopStage, samples: list[Sample], rnd: int):
     return calls, owners
 
 
-def _loop_stage(stage: LoopStage, samples: list[Sample], engine, retries: int, backoff_s: float) -> None:
+def _loop_stage(schema: RecordSchema, stage: LoopStage, samples: list[Sample], engine, retries: int,
+                backoff_s: float) -> None:
     for s in samples:
         if _ok(s):
             _entry_ok(stage, s)
@@ -150,10 +163,10 @@ def _loop_stage(stage: LoopStage, samples: list[Sample], engine, retries: int, b
                 continue
             ok, fields = _guard(s, stage.name, "accept", stage.accept, s, reqs, mine)
             if ok:
-                _merge(stage, s, fields)
+                _merge(schema, stage.name, stage.writes, s, fields)
     for s in samples:
         if _ok(s):
-            ok, more = _guard(s, stage.name, "next_requests", stage.next_requests, s)
+            ok, more = _guard(s, stage.name, "next_requests", stage.next_requests, _view(s))
             if ok and more:
                 _fail_with(s, stage.name, f"stage {stage.name} did not finish in {stage.max_rounds} rounds")
 
@@ -166,6 +179,7 @@ def process_samples(bench: Benchmark, cfg: BenchmarkConfig, samples: list[Sample
     sample as ``sample[ASSETS_KEY]``. Fields whose name starts with ``_`` are inputs for
     rendering only; they are dropped before the samples leave the worker.
     """
+    schema = record_schema(bench)
     attach_assets(samples, assets)
     for s in samples:
         s.setdefault("status", "ok")
@@ -175,14 +189,14 @@ def process_samples(bench: Benchmark, cfg: BenchmarkConfig, samples: list[Sample
             break
         engine = engines(stage.engine)
         if isinstance(stage, LoopStage):
-            _loop_stage(stage, samples, engine, retries, backoff_s)
+            _loop_stage(schema, stage, samples, engine, retries, backoff_s)
         else:
-            _llm_stage(stage, samples, engine, retries, backoff_s)
+            _llm_stage(schema, stage, samples, engine, retries, backoff_s)
     for s in samples:
         if s["status"] == "ok":
-            ok, fields = _guard(s, "score", "score", bench.score, cfg, s)
+            ok, fields = _guard(s, "score", "score", bench.score, cfg, _view(s))
             if ok:
-                s.update(fields)
+                _merge(schema, "score", bench.payload.model_fields, s, fields)
         for key in [k for k in s if k.startswith("_")]:
             del s[key]  # transient inputs (e.g. long conversations) are not stored
     return samples

@@ -19,6 +19,7 @@ from llmrec.pipelines.benchmarks.beyond_utility.dataset import load_dataset
 from llmrec.pipelines.benchmarks.beyond_utility.metrics import METRIC_KEYS
 from llmrec.pipelines.benchmarks.beyond_utility.stages import build_stages, rank_state, titles
 from llmrec.pipelines.protocol import Benchmark, Outcome, ScoreTask
+from llmrec.pipelines.benchmarks.beyond_utility.payload import TRANSIENT, BeyondUtilityPayload
 
 SCORE_TASK = ScoreTask(
     "beyond-utility", ContractLine, score_task,
@@ -34,6 +35,8 @@ def _catalog_key(cfg: BeyondUtilityConfig, data_dir: Path) -> str:
 class BeyondUtility(Benchmark):
     name = "beyond_utility"
     config_cls = BeyondUtilityConfig
+    payload = BeyondUtilityPayload
+    transient = TRANSIENT
     group_keys = results.SETTING_KEYS
     score_tasks = (SCORE_TASK,)
     data = None  # MovieLens / LastFM / Amazon through the interaction layer; templates from the data dir

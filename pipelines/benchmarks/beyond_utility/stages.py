@@ -84,8 +84,8 @@ def build_stages(cfg: BeyondUtilityConfig) -> list:
     out = []
     if set(cfg.prompts) & set(PROFILE_PROMPTS):
         out.append(LLMStage("profile", partial(render_profile, cfg), accept_profile,
-                            requires=("prompt", "_profile_text", "_history_titles"),
-                            adds=("profile", "profile_error")))
+                            reads=("prompt", "_profile_text", "_history_titles"),
+                            writes=("profile", "profile_error")))
     out.append(reask_stage("rank", partial(rank_asks, cfg), cfg.query.max_attempts, fields=("answers",),
-                           requires=("template", "_text", "_history_titles", "_candidate_titles")))
+                           reads=("template", "_text", "_history_titles", "_candidate_titles")))
     return out

@@ -17,6 +17,7 @@ from llmrec.pipelines.benchmarks.gistbench.config import GistbenchConfig
 from llmrec.pipelines.benchmarks.gistbench.predictions import ContractLine, score_predictions
 from llmrec.pipelines.benchmarks.gistbench.samples import assets, build_samples
 from llmrec.pipelines.benchmarks.gistbench.stages import build_stages, score_sample
+from llmrec.pipelines.benchmarks.gistbench.payload import TRANSIENT, GistbenchPayload
 
 _REPO, _COMMIT = "facebookresearch/GISTBench", "0d7e033a09ebc298bb1d3e16e9a50eb513701af2"
 _FILES = {
@@ -38,6 +39,8 @@ def _manifest() -> DataManifest:
 class GistBench(Benchmark):
     name = "gistbench"
     config_cls = GistbenchConfig
+    payload = GistbenchPayload
+    transient = TRANSIENT
     group_keys = ("chunk_size",)
     protocol_keys = ("dataset", "users", "thresholds", "extraction", "judge", "specificity", "taxonomy")
     headline_metrics = ("ig_f1_median", "is_median", "hm_median", "failed")

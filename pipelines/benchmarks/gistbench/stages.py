@@ -157,18 +157,18 @@ def build_stages(cfg: GistbenchConfig) -> list[LoopStage]:
     re-ask an answer that does not parse (with a note quoting it), ``retries`` times."""
     out = [reask_stage("extract", partial(asks_extract, cfg), cfg.extraction.retries + 1, fields=("extraction",),
                        fold=fold_extract, folds=("interests",), engine="subject",
-                       requires=("object_name", "signals", "_chunks"))]
+                       reads=("object_name", "signals", "_chunks"))]
     if cfg.judge.enabled:
         attempts = cfg.judge.retries + 1
         out.append(reask_stage("judge", partial(asks_judge, cfg), attempts, fields=("judge",),
-                               engine=cfg.judge.engine, requires=("_chunks",)))
+                               engine=cfg.judge.engine, reads=("_chunks",)))
         if cfg.specificity.enabled:  # the overlap question, then the IS questions
             out.append(reask_stage("specificity", partial(asks_specificity, cfg), attempts,
                                    fields=("overlap", "specificity"), engine=cfg.judge.engine,
-                                   max_rounds=2 * attempts + 1, requires=("user_id", "_chunks", "_pool")))
+                                   max_rounds=2 * attempts + 1, reads=("user_id", "_chunks", "_pool")))
     if cfg.taxonomy.mapper == "llm":
         out.append(LoopStage("taxonomy", partial(next_taxonomy, cfg), partial(accept_taxonomy, cfg),
-                             engine=cfg.taxonomy.engine, requires=("_categories",), adds=("categories",)))
+                             engine=cfg.taxonomy.engine, reads=("_categories",), writes=("categories",)))
     return out
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from llmrec.pipelines.benchmarks.lrworld import metrics, samples
 from llmrec.pipelines.benchmarks.lrworld.config import LRWorldConfig
+from llmrec.pipelines.benchmarks.lrworld.payload import TRANSIENT, LRWorldPayload
 from llmrec.pipelines.benchmarks.lrworld.stages import build_stages
 from llmrec.pipelines.protocol import Benchmark, Outcome, ScoreTask, outcomes_from_fields
 
@@ -23,6 +24,8 @@ LINE_KEYS = ("sample_id", "base_id", "measure", "factor", "scale", "dataset", "f
 class LRWorld(Benchmark):
     name = "lrworld"
     config_cls = LRWorldConfig
+    payload = LRWorldPayload
+    transient = TRANSIENT
     group_keys = ("variant",)
     protocol_keys = ("samples_file", "build", "measures", "per_measure", "variants", "position_runs", "shots",
                      "sampling", "seed")

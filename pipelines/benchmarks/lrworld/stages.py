@@ -27,4 +27,4 @@ def accept(row: dict, result: Result) -> dict:
 
 def build_stages(cfg: LRWorldConfig) -> list[LLMStage]:
     return [LLMStage("answer", lambda row: render(cfg, row), accept,
-                     requires=("factor", "kind", "options", "variant"), adds=("output", "prompt_tokens"))]
+                     reads=("factor", "kind", "options", "variant"), writes=("output", "prompt_tokens"))]

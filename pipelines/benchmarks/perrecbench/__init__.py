@@ -17,6 +17,7 @@ from llmrec.pipelines.benchmarks.perrecbench import metrics, samples
 from llmrec.pipelines.benchmarks.perrecbench.config import PerRecBenchConfig
 from llmrec.pipelines.benchmarks.perrecbench.profiles import profile_stage
 from llmrec.pipelines.benchmarks.perrecbench.stages import build_stages, finalize
+from llmrec.pipelines.benchmarks.perrecbench.payload import TRANSIENT, PerRecBenchPayload
 
 CONTRACT_KEYS = ("group_id", "mode", "relative_ratings", "avg_ratings", "ratings", "prediction")
 
@@ -24,6 +25,8 @@ CONTRACT_KEYS = ("group_id", "mode", "relative_ratings", "avg_ratings", "ratings
 class PerRecBench(Benchmark):
     name = "perrecbench"
     config_cls = PerRecBenchConfig
+    payload = PerRecBenchPayload
+    transient = TRANSIENT
     group_keys = ("level", "mode")
     protocol_keys = ("data", "levels", "modes", "groups", "prompt", "sampling")
     headline_metrics = ("ptc", "ptc_rank", "exact_match", "failed")

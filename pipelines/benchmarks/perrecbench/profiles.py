@@ -63,7 +63,7 @@ def profile_stage(cfg: PerRecBenchConfig) -> LoopStage | None:
     if not cfg.prompt.profile:
         return None
     return LoopStage("profile", partial(next_requests, cfg), partial(accept, cfg), engine=cfg.profile_engine,
-                     max_rounds=2, requires=("mode", "_users", "_templates"), adds=("profiles",))
+                     max_rounds=2, reads=("mode", "_users", "_templates"), writes=("profiles",))
 
 
 def profile_of(cfg: PerRecBenchConfig, sample: dict, user: dict) -> str | None:

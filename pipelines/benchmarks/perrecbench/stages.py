@@ -147,7 +147,7 @@ def mode_stage(cfg: PerRecBenchConfig, mode: str) -> LoopStage:
     rounds = cfg.sampling.max_attempts * (largest * (largest - 1) // 2 if mode == "pair" else 1) + 1
     return reask_stage(mode, partial(slot_asks, cfg, mode), cfg.sampling.max_attempts, fields=("answers",),
                        fold=lambda sample: {"prediction": finalize(sample)}, folds=("prediction",),
-                       max_rounds=rounds, requires=("mode", "size", "_templates", "_users"))
+                       max_rounds=rounds, reads=("mode", "size", "_templates", "_users"))
 
 
 def build_stages(cfg: PerRecBenchConfig) -> list[LoopStage]:

@@ -16,6 +16,7 @@ from llmrec.pipelines.protocol import Benchmark, DataFile, DataManifest, Outcome
 from llmrec.pipelines.benchmarks.prefeval import gen_metrics, metrics
 from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
 from llmrec.pipelines.benchmarks.prefeval.judge import CHECKS, derive
+from llmrec.pipelines.benchmarks.prefeval.payload import TRANSIENT, PrefEvalPayload
 
 HERE = Path(__file__).parent
 
@@ -31,6 +32,8 @@ def _manifest() -> DataManifest:
 class PrefEval(Benchmark):
     name = "prefeval"
     config_cls = PrefEvalConfig
+    payload = PrefEvalPayload
+    transient = TRANSIENT
     group_keys = ("task", "form", "turns", "method", "position", "extra_prefs", "conflict")
     protocol_keys = ("task", "topics", "forms", "turns", "methods", "seed", "judge_mode", "truncation",
                      "constrain_choice", "answer_max_tokens", "pref_reply_max_tokens", "gen_max_tokens",

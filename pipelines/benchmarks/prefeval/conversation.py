@@ -51,16 +51,31 @@ def context_messages(cfg: PrefEvalConfig, sample: dict, pref_reply: str | None =
     return msgs
 
 
-def rag_exchanges(cfg: PrefEvalConfig, sample: dict) -> list[tuple[str, str]]:
-    """The top-k earlier messages (the whole history, before any truncation) most similar to
-    the question. Retrieval runs once per sample; ``rag_retrieved`` (positions in the history)
-    and ``rag_pref_hit`` (a preference message was among them) are kept on the sample."""
+def rag_retrieval(cfg: PrefEvalConfig, sample) -> dict:
+    """The top-k earlier messages (the whole history, before any truncation) most similar to the question:
+    ``rag_retrieved`` (positions in the history) and ``rag_pref_hit`` (a preference message was among them).
+    A sample that already carries them keeps them; otherwise retrieval runs once per sample and process (the
+    answer stage renders, then stores these fields)."""
+    if "rag_retrieved" in sample:
+        return {"rag_retrieved": sample["rag_retrieved"], "rag_pref_hit": sample.get("rag_pref_hit")}
     history = [(kind, m) for kind, block in _blocks(sample, None, 0) for m in block]
-    if "rag_retrieved" not in sample:
-        idx = rag.retrieve(sample["question"], [m.content for _, m in history], cfg.rag_top_k, cfg.rag_model)
-        sample["rag_retrieved"] = idx
-        sample["rag_pref_hit"] = any(history[i][0] == "pref" for i in idx)
-    return [(history[i][1].role, history[i][1].content) for i in sample["rag_retrieved"]]
+    key = (cfg.rag_top_k, str(cfg.rag_model), sample["sample_id"], sample["question"])
+    if key not in _RETRIEVED:
+        if len(_RETRIEVED) > 4096:
+            _RETRIEVED.clear()
+        _RETRIEVED[key] = rag.retrieve(sample["question"], [m.content for _, m in history], cfg.rag_top_k,
+                                       cfg.rag_model)
+    idx = _RETRIEVED[key]
+    return {"rag_retrieved": list(idx), "rag_pref_hit": any(history[i][0] == "pref" for i in idx)}
+
+
+_RETRIEVED: dict[tuple, list[int]] = {}  # per process: (top_k, model, sample_id, question) → positions
+
+
+def rag_exchanges(cfg: PrefEvalConfig, sample) -> list[tuple[str, str]]:
+    """The retrieved exchanges (``rag_retrieval``) as (role, content), in history order of retrieval."""
+    history = [m for _, block in _blocks(sample, None, 0) for m in block]
+    return [(history[i].role, history[i].content) for i in rag_retrieval(cfg, sample)["rag_retrieved"]]
 
 
 def method_prefix(cfg: PrefEvalConfig, sample: dict, method: str) -> str:

@@ -54,7 +54,8 @@ def subject_stages(cfg: PrefEvalConfig) -> list[LLMStage | LoopStage]:
                         _choice(cfg) if mcq else None)
 
     def accept_answer(s: Sample, r: Result) -> dict:
-        return {_out_key(s): r.text, "prompt_tokens": r.prompt_tokens}
+        rag = conv.rag_retrieval(cfg, s) if s.get("method") == "rag" else {}
+        return {_out_key(s): r.text, "prompt_tokens": r.prompt_tokens, **rag}
 
     def render_critique(s: Sample) -> Request | None:
         if s.get("method") != "self-critic":
@@ -71,18 +72,20 @@ def subject_stages(cfg: PrefEvalConfig) -> list[LLMStage | LoopStage]:
         return drop_oldest(render) if cfg.truncation == "drop_oldest" else None
 
     stages: list[LLMStage | LoopStage] = [LLMStage("pref_reply", render_reply, lambda s, r: {"pref_reply": r.text},
-                                                        requires=("form", "_preference"), adds=("pref_reply",))]
+                                                        reads=("form", "_preference"), writes=("pref_reply",))]
     if any(cfg.extra_preferences) or cfg.conflicting_preferences is not None:
         stages.append(LoopStage("statement_replies", statement_requests, accept_statements, max_rounds=2,
-                                adds=("statement_replies",)))
+                                writes=("statement_replies",)))
     stages.append(LLMStage("answer", render_answer, accept_answer, shrink=shrink(render_answer),
-                           requires=("question", "_layout"), adds=("initial_output", "output", "prompt_tokens")))
+                           reads=("question", "_layout"),
+                           writes=("initial_output", "output", "prompt_tokens", "rag_retrieved", "rag_pref_hit",
+                                   "dropped_pairs")))
     if "self-critic" in cfg.methods:
         stages += [
             LLMStage("critique", render_critique, lambda s, r: {"critique": r.text}, shrink=shrink(render_critique),
-                     requires=("question",), adds=("critique",)),
+                     reads=("question",), writes=("critique", "dropped_pairs")),
             LLMStage("revision", render_revision, lambda s, r: {"output": r.text}, shrink=shrink(render_revision),
-                     requires=("question",), adds=("output",)),
+                     reads=("question",), writes=("output", "dropped_pairs")),
         ]
     return stages
 
@@ -103,7 +106,7 @@ def judge_stages(cfg: PrefEvalConfig) -> list[LLMStage]:
     def stage(check: str) -> LLMStage:
         return LLMStage(f"judge_{check}", lambda s: judge_request(cfg, s, check),
                         lambda s, r: {f"judge_{check}": r.text}, engine="judge",
-                        requires=("question", "preference"), adds=(f"judge_{check}",))
+                        reads=("question", "preference"), writes=(f"judge_{check}",))
 
     return [stage(c) for c in ("acknowledge", "violate", "helpful", "hallucinate")]
 

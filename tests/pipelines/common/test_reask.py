@@ -7,8 +7,8 @@ import math
 import pytest
 
 from llmrec.pipelines.common import reask
-from llmrec.pipelines.common.reask import Ask, reask_stage
-from llmrec.pipelines.protocol import Benchmark, BenchmarkConfig
+from llmrec.pipelines.common.reask import Ask, States, reask_stage
+from llmrec.pipelines.protocol import Benchmark, BenchmarkConfig, Payload
 from llmrec.pipelines.runner.worker import process_samples
 from llmrec.types import Message, Request, Result, SamplingParams
 
@@ -42,8 +42,15 @@ def asks(sample: dict, n: int = 1) -> list[Ask]:
     return [ask(q) for q in sample["questions"]]
 
 
+class QuestionsPayload(Payload):
+    questions: list[str]
+    answers: States | None = None
+    total: int | None = None
+
+
 class OneStage(Benchmark):
     name, config_cls, group_keys, score_tasks = "reask-test", BenchmarkConfig, (), ()
+    payload = QuestionsPayload
 
     def __init__(self, stage):
         self._stage = stage

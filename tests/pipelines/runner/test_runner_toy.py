@@ -54,7 +54,8 @@ def test_failures_stay_with_their_sample():
     assert "KeyError" in got["toy-3"]["error"]
     miss = got["toy-4"]
     assert miss["status"] == "failed" and miss["failed_stage"] == "ask"
-    assert "needs key(s) ['text'] missing from sample 'toy-4'" in miss["error"] and "'index'" in miss["error"]
+    assert "reads field(s) ['text'] missing from sample 'toy-4'" in miss["error"] and "'index'" in miss["error"]
+    assert miss["missing"] == ["text"]
 
 
 def test_truncation_policy_shrinks_until_it_fits():
@@ -69,10 +70,10 @@ def test_undeclared_output_key_fails_the_sample():
     cfg = benchmark_config({"name": NAME, "n": 1, "rounds": 0})
     stages = bench.stages(cfg)
     sneaky = type(stages[0])(**{**stages[0].__dict__, "accept": lambda s, r: {"answer": r.text, "extra": 1}})
-    fake = type("B", (), {"stages": lambda self, c: [sneaky], "score": bench.score})()
+    fake = type("B", (type(bench),), {"stages": lambda self, c: [sneaky]})()
     eng = build_engine({"type": "fake", "default": "yes"})
     [s] = process_samples(fake, cfg, bench.build_samples(cfg, None), lambda r: eng)
-    assert s["status"] == "failed" and "undeclared key(s) ['extra']" in s["error"]
+    assert s["status"] == "failed" and "returned undeclared field(s) ['extra']" in s["error"]
 
 
 def test_runner_end_to_end_with_failures_and_resume(tmp_path, local_ray):

@@ -15,8 +15,8 @@ from pathlib import Path
 from pydantic import Field
 
 from llmrec.pipelines.common.jsonio import PredictionLine
-from llmrec.pipelines.protocol import (Benchmark, BenchmarkConfig, LLMStage, LoopStage, Outcome, Sample, ScoreTask,
-                                      outcomes_from_fields)
+from llmrec.pipelines.protocol import (Benchmark, BenchmarkConfig, LLMStage, LoopStage, Outcome, Payload, Sample,
+                                      ScoreTask, outcomes_from_fields)
 from llmrec.types import Message, Request, Result, SamplingParams
 
 NAME = "tests.pipelines.toy.benchmark:BENCHMARK"
@@ -57,6 +57,16 @@ def accept_round(s: Sample, reqs: list[Request], results: list[Result]) -> dict:
     return {"follow_ups": s.get("follow_ups", []) + [r.text for r in results]}
 
 
+class ToyPayload(Payload):
+    index: int
+    kind: str
+    text: str | None = None
+    answer: str | None = None
+    follow_ups: list[str] | None = None
+    verdict: str | None = None
+    correct: bool | None = None
+
+
 class ToyLine(PredictionLine):
     unique = ("sample_id",)
     sample_id: str
@@ -66,6 +76,7 @@ class ToyLine(PredictionLine):
 class Toy(Benchmark):
     name = "toy"
     config_cls = ToyConfig
+    payload = ToyPayload
     group_keys = ("kind",)
     data = None
     protocol_keys = ("n", "truncate", "rounds")
@@ -83,11 +94,11 @@ class Toy(Benchmark):
 
     def stages(self, cfg: ToyConfig):
         ask = LLMStage("ask", lambda s: render(cfg, s), lambda s, r: {"answer": r.text},
-                       shrink=shrink if cfg.truncate else None, requires=("text",), adds=("answer",))
-        loop = LoopStage("follow", lambda s: next_round(cfg, s), accept_round, requires=("answer",),
-                         adds=("follow_ups",))
+                       shrink=shrink if cfg.truncate else None, reads=("text",), writes=("answer",))
+        loop = LoopStage("follow", lambda s: next_round(cfg, s), accept_round, reads=("answer",),
+                         writes=("follow_ups",))
         judge = LLMStage("judge", lambda s: _ask(f"judge the answer {s['answer']!r}"),
-                         lambda s, r: {"verdict": r.text}, engine="judge", requires=("answer",), adds=("verdict",))
+                         lambda s, r: {"verdict": r.text}, engine="judge", reads=("answer",), writes=("verdict",))
         return [ask, loop] + ([judge] if cfg.judged else [])
 
     def score(self, cfg: ToyConfig, s: Sample) -> dict:

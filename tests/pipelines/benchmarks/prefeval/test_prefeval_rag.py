@@ -42,10 +42,11 @@ def test_rag_retrieves_the_stated_preference(model_available):
     s = attach_assets(BENCHMARK.build_samples(cfg, data), BENCHMARK.assets(cfg, data))[0]
     s["pref_reply"] = "Understood, I will keep that in mind."
     ex = conv.rag_exchanges(cfg, s)
-    assert len(ex) == 3 and len(s["rag_retrieved"]) == 3
+    got = conv.rag_retrieval(cfg, s)  # what the answer stage stores (retrieval ran once: memoized)
+    assert len(ex) == 3 and len(got["rag_retrieved"]) == 3 and "rag_retrieved" not in s  # render does not write
     history = conv.context_messages(cfg, s)[1:]
-    assert [history[i].content for i in s["rag_retrieved"]] == [c for _, c in ex]
-    assert s["rag_pref_hit"] is True and ("user", s["preference"]) in ex
-    # retrieval happens once; the answer prompt carries the exchanges before the question
+    assert [history[i].content for i in got["rag_retrieved"]] == [c for _, c in ex]
+    assert got["rag_pref_hit"] is True and ("user", s["preference"]) in ex
+    # the answer prompt carries the exchanges before the question
     last = conv.answer_messages(cfg, s)[-1].content
     assert last.index(s["preference"]) < last.index(s["question"])

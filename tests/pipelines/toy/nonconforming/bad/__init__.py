@@ -4,12 +4,13 @@ headline that is a string. Discovery (and ``llmrec list``) must refuse it before
 from __future__ import annotations
 
 from llmrec.pipelines.protocol import Benchmark
-from tests.pipelines.toy.benchmark import Toy, ToyConfig
+from tests.pipelines.toy.benchmark import Toy, ToyConfig, ToyPayload
 
 
 class Bad(Benchmark):
     name = "bad"
     config_cls = ToyConfig
+    payload = ToyPayload
     group_keys = ("kind",)
     score_tasks = ()
     headline_metrics = "accuracy"
