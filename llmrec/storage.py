@@ -15,10 +15,13 @@ S3 credentials and endpoint come from the usual AWS variables/config files (read
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import tempfile
 import uuid
 from pathlib import Path
+from typing import Iterator
 
 from llmrec.errors import ConfigError, DataError
 
@@ -161,13 +164,36 @@ def materialize(location: str | Path, cache_root: Path) -> Path:
     downloaded once into ``cache_root/remote/<hash>`` (benchmarks read data with local file APIs)."""
     if not is_uri(location):
         return Path(resolve(location))
-    import pyarrow.fs as pafs
-
     src = Storage(location)
     dest = cache_root / "remote" / hashlib.sha256(src.uri.encode()).hexdigest()[:16]
     if not (dest / ".complete").exists():
         dest.mkdir(parents=True, exist_ok=True)
-        pafs.copy_files(src.path, str(dest), source_filesystem=src.fs,
-                        destination_filesystem=pafs.LocalFileSystem())
+        _copy_tree(src, dest)
         (dest / ".complete").write_text(src.uri)
     return dest
+
+
+def _copy_tree(src: "Storage", dest: Path) -> None:
+    import pyarrow.fs as pafs
+
+    if not src.fs.get_file_info(src.path).type == pafs.FileType.Directory:
+        raise DataError(f"{src.uri}: no such folder")
+    pafs.copy_files(src.path, str(dest), source_filesystem=src.fs, destination_filesystem=pafs.LocalFileSystem())
+
+
+@contextlib.contextmanager
+def local_folders(locations: list[str | Path]) -> Iterator[list[Path]]:
+    """Local folders to read ``locations`` from: a local path as it is; a storage URI (a run or suite directory
+    on S3, …) copied fresh into a temporary folder, removed on exit (results change as runs resume, so no cache)."""
+    with tempfile.TemporaryDirectory(prefix="llmrec-remote-") as tmp:
+        out = []
+        for i, loc in enumerate(locations):
+            if not is_uri(loc):
+                out.append(Path(resolve(loc)))
+                continue
+            src = Storage(loc)
+            dest = Path(tmp) / str(i) / src.name
+            dest.mkdir(parents=True)
+            _copy_tree(src, dest)
+            out.append(dest)
+        yield out

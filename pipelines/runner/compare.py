@@ -23,7 +23,7 @@ from typing import Optional
 import pandas as pd
 import typer
 
-from llmrec import tracking
+from llmrec import storage, tracking
 from llmrec.config import flatten
 from llmrec.errors import ConfigError, DataError, LlmrecError
 from llmrec.pipelines.common import paired
@@ -210,13 +210,14 @@ def compare_runs(paths: list[Path], allow_protocol_diff: bool = False, resamples
     return comp
 
 
-def default_out(paths: list[Path], runs: list[Run]) -> Path:
+def default_out(paths: list[Path], runs: list[Run], here: Path | None = None) -> Path:
     """One suite directory: ``<suite>/compare``; else beside the last run:
-    ``<parent of the last run>/compare-<first>-vs-<last>``."""
-    if len(paths) == 1 and (paths[0] / "suite.json").is_file():
+    ``<parent of the last run>/compare-<first>-vs-<last>``. ``here``: write under this folder instead (runs read
+    from remote storage)."""
+    if here is None and len(paths) == 1 and (paths[0] / "suite.json").is_file():
         return paths[0] / "compare"
     name = re.sub(r"[^\w.-]+", "_", f"compare-{runs[0].path.name}-vs-{runs[-1].path.name}")
-    return runs[-1].path.parent / name
+    return (here or runs[-1].path.parent) / name
 
 
 def _json_safe(v):
@@ -339,14 +340,16 @@ def _caption(comp: Comparison) -> str:
 def register(app: typer.Typer) -> None:
     @app.command("compare")
     def compare_cmd(
-        runs: list[Path] = typer.Argument(..., help="run directories (or suite directories); the first is the "
-                                                    "baseline A, each other one is compared with it"),
+        runs: list[str] = typer.Argument(..., help="run directories (or suite directories; local or storage "
+                                                   "URIs such as s3://…); the first is the baseline A, each other "
+                                                   "one is compared with it"),
         metric: list[str] = typer.Option([], "--metric", help="compare only these metrics (repeatable; default: "
                                                               "every headline metric with per-sample outcomes)"),
         allow_protocol_diff: bool = typer.Option(False, "--allow-protocol-diff",
                                                  help="compare runs whose protocol tags differ (said in the output)"),
         out: Optional[Path] = typer.Option(None, "--out", help="output folder (default: beside the last run, "
-                                                               "compare-<first>-vs-<last>; a suite: <suite>/compare)"),
+                                                               "compare-<first>-vs-<last>; a suite: <suite>/compare; "
+                                                               "remote runs: ./compare-<first>-vs-<last>)"),
         resamples: int = typer.Option(2000, "--resamples", min=100, help="bootstrap resamples"),
         seed: int = typer.Option(0, "--seed", help="seed of the bootstrap and permutation draws"),
         data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="benchmark data (benchmarks whose "
@@ -355,21 +358,27 @@ def register(app: typer.Typer) -> None:
         """Paired comparison of runs of one benchmark on the samples they share: per headline metric and
         setting, B − A with a cluster bootstrap 95% CI, an exact McNemar or paired permutation p-value and
         Holm's correction. Writes comparison.json and per_sample.parquet and logs an MLflow run."""
-        from rich.console import Console
+        with storage.local_folders(runs) as local:
+            remote = any(storage.is_uri(r) for r in runs)
+            _compare(local, metric, allow_protocol_diff, out, resamples, seed, data_dir, Path(".") if remote else None)
 
-        comp = compare_runs(runs, allow_protocol_diff, resamples, seed, data_dir)
-        if metric:
-            unknown = sorted(set(metric) - {r["metric"] for r in comp.rows})
-            if unknown:
-                raise ConfigError(f"--metric {', '.join(unknown)}: not compared; compared metrics: "
-                                  + ", ".join(sorted({r["metric"] for r in comp.rows})))
-            comp.rows = [r for r in comp.rows if r["metric"] in metric]
-            comp.per_sample = [p[p["metric"].isin(metric)] for p in comp.per_sample]
-        folder = out or default_out(runs, comp.runs)
-        files = write_files(comp, folder)
-        console = Console(width=None if typer.get_text_stream("stdout").isatty() else 200)
-        console.print(table(comp))
-        console.print(f"wrote {files['comparison']} and {files['per_sample']}", markup=False)
-        run_id = log_mlflow(comp, files)
-        if run_id:
-            console.print(f"MLflow run {run_id} (kind compare)", markup=False)
+
+def _compare(runs: list[Path], metric: list[str], allow_protocol_diff: bool, out: Path | None, resamples: int, seed: int,
+             data_dir: Path | None, here: Path | None) -> None:
+    from rich.console import Console
+
+    comp = compare_runs(runs, allow_protocol_diff, resamples, seed, data_dir)
+    if metric:
+        unknown = sorted(set(metric) - {r["metric"] for r in comp.rows})
+        if unknown:
+            raise ConfigError(f"--metric {', '.join(unknown)}: not compared; compared metrics: "
+                              + ", ".join(sorted({r["metric"] for r in comp.rows})))
+        comp.rows = [r for r in comp.rows if r["metric"] in metric]
+        comp.per_sample = [p[p["metric"].isin(metric)] for p in comp.per_sample]
+    files = write_files(comp, out or default_out(runs, comp.runs, here))
+    console = Console(width=None if typer.get_text_stream("stdout").isatty() else 200)
+    console.print(table(comp))
+    console.print(f"wrote {files['comparison']} and {files['per_sample']}", markup=False)
+    run_id = log_mlflow(comp, files)
+    if run_id:
+        console.print(f"MLflow run {run_id} (kind compare)", markup=False)

@@ -9,19 +9,21 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from llmrec import storage
 from llmrec.errors import ConfigError
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 
 SOURCES_HELP = ("Run directories (what `llmrec run` writes: metrics.json, resolved.yaml, …) and suite directories "
-                "(suite.json: every entry, LLMs and baselines).")
+                "(suite.json: every entry, LLMs and baselines): local folders or storage URIs (s3://…, read "
+                "fresh into a temporary folder).")
 
 
 def leaderboard(
-    paths: list[Path] = typer.Argument(..., help=SOURCES_HELP),
+    paths: list[str] = typer.Argument(..., help=SOURCES_HELP),
     out: Optional[Path] = typer.Option(
         None, "--out", help="Folder for leaderboard.md and leaderboard.csv (default: the suite directory when one "
-                            "suite is given, else ./leaderboard)."),
+                            "local suite is given, else ./leaderboard)."),
     metric: list[str] = typer.Option(
         [], "--metric", help="Show this metric of every entry that has it (repeatable, e.g. --metric accuracy "
                              "--metric ndcg). Default: each benchmark's first headline metric on screen and in "
@@ -39,14 +41,20 @@ def leaderboard(
     """
     from llmrec.pipelines.runner import leaderboard as lb
 
-    entries = lb.load_entries(paths)
+    with storage.local_folders(paths) as local:
+        _leaderboard(lb, paths, local, out, metric, track)
+
+
+def _leaderboard(lb, paths: list[str], local: list[Path], out: Path | None, metric: list[str],
+                 track: bool | None) -> None:
+    entries = lb.load_entries(local)
     df = lb.leaderboard(entries, metric or None)
     if df.empty:
         raise ConfigError(f"no {'metric ' + ', '.join(metric) if metric else 'headline metric'} in "
                           f"{', '.join(map(str, paths))}")
     suites = {e.suite for e in entries}
     one_suite = next(iter(suites)) if len(suites) == 1 and None not in suites else None
-    out = out or (paths[0] if one_suite and len(paths) == 1 else Path("leaderboard"))
+    out = out or (local[0] if one_suite and len(paths) == 1 and not storage.is_uri(paths[0]) else Path("leaderboard"))
     primary = not metric
     files = lb.write(df, out, primary_only=primary)
     console.print(lb.rich_table(df, primary))
@@ -59,7 +67,7 @@ def leaderboard(
 
 
 def report(
-    paths: list[Path] = typer.Argument(..., help=SOURCES_HELP),
+    paths: list[str] = typer.Argument(..., help=SOURCES_HELP),
     out: Path = typer.Option(..., "--out", help="The HTML file to write, e.g. report.html."),
     compare: list[Path] = typer.Option(
         [], "--compare", help="A folder `llmrec compare … --out DIR` wrote (its comparison.json), repeatable. A "
@@ -77,7 +85,8 @@ def report(
     """
     from llmrec.pipelines.runner.html_report import write_report
 
-    path = write_report(list(paths), out, list(compare), max_rows)
+    with storage.local_folders(paths) as local:
+        path = write_report(local, out, list(compare), max_rows)
     console.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)", markup=False, highlight=False)
 
 

@@ -224,5 +224,7 @@ def read_index(suite_dir: Path) -> tuple[SuiteIndexFile, list[tuple[IndexEntry, 
         run_dir = Path(e.run_dir)
         if not run_dir.is_absolute() and (suite_dir / run_dir).exists():
             run_dir = suite_dir / run_dir
+        elif (storage.is_uri(e.run_dir) or not run_dir.exists()) and (suite_dir / e.subject / e.entry).is_dir():
+            run_dir = suite_dir / e.subject / e.entry  # a copy of a suite (e.g. from S3): <suite>/<subject>/<entry>
         out.append((e, run_dir))
     return index, out
