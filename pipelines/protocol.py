@@ -131,6 +131,13 @@ def setting_label(keys: Iterable[str], row: dict) -> str:
     return ",".join(f"{k}={row.get(k)}" for k in keys)
 
 
+def setting_of(bench: "Benchmark", row: dict) -> str:
+    """The label of a stored sample's setting: its record's ``setting`` mapping (rows stored before the record had
+    one: the benchmark's ``group_keys`` read from the row)."""
+    setting = row.get("setting")
+    return setting_label(setting, setting) if isinstance(setting, dict) else setting_label(bench.group_keys, row)
+
+
 def outcomes_from_fields(bench: "Benchmark", rows: list[Sample], fields: dict[str, str],
                          cluster: Callable[[Sample], Any] | None = None,
                          statistic: Literal["mean", "median"] = "mean") -> list[Outcome]:
@@ -148,7 +155,7 @@ def outcomes_from_fields(bench: "Benchmark", rows: list[Sample], fields: dict[st
                 continue
             v = float(v)
             if math.isfinite(v):
-                out.append(Outcome(str(r["sample_id"]), setting_label(bench.group_keys, r),
+                out.append(Outcome(str(r["sample_id"]), setting_of(bench, r),
                                    str(cluster(r) if cluster else r["sample_id"]), metric, v, statistic))
     return out
 

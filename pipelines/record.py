@@ -3,7 +3,8 @@
 A sample travels as a plain dict (JSON-able, so Ray moves it cheaply and stages read it by key), but its keys and
 value types are declared and checked:
 
-- :class:`Record` — the runner's fields: ``sample_id``, the prefix hint (``prefix_key``, ``prefix_len``), ``status``,
+- :class:`Record` — the runner's fields: ``sample_id``, ``setting`` (one flat mapping: the sample's values of the
+  benchmark's ``group_keys``), the prefix hint (``prefix_key``, ``prefix_len``), ``status``,
   the error (``error``, ``failed_stage``, ``missing``), ``prompt_tokens``, ``truncation_steps`` and ``outputs`` (every
   engine call's ``Result``, per stage).
 - the benchmark's **payload**, a :class:`Payload` subclass (``extra="forbid"``): every field its ``build_samples``
@@ -44,6 +45,9 @@ class Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     sample_id: str = Field(description="stable id, unique in the run (the join key of resume and compare)")
+    setting: dict[str, str | int | float | bool | None] | None = Field(
+        None, description="the sample's setting: its values of the benchmark's group_keys (set by the runner; what "
+                          "MLflow child runs, compare and report split by)")
     prefix_key: str | None = Field(None, description="samples sharing it share a prompt prefix (routing hint)")
     prefix_len: int | None = Field(None, description="a size of the shared prefix: longest first in a group")
     status: Literal["ok", "failed", "over_context"] = "ok"

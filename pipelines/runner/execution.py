@@ -156,6 +156,7 @@ def build_samples(cfg: RunConfig, data_dir: Path | None = None) -> tuple[Benchma
     try:
         for s in samples:
             schema.check_built(s)
+            s["setting"] = {k: s.get(k) for k in bench.group_keys}
     except RecordError as e:
         raise DataError(str(e)) from None
     ids = [str(s["sample_id"]) for s in samples]

@@ -22,7 +22,7 @@ from typing import Any, Iterable
 import jinja2
 
 from llmrec.errors import ConfigError
-from llmrec.pipelines.protocol import DRILLDOWN_FIELDS, setting_label
+from llmrec.pipelines.protocol import DRILLDOWN_FIELDS, setting_of
 from llmrec.pipelines.record import read_rows
 from llmrec.pipelines.registry import get_benchmark
 from llmrec.pipelines.runner.leaderboard import MISSING, Entry, fmt, leaderboard, load_entries, wide
@@ -84,7 +84,7 @@ def drill_rows(e: Entry, max_rows: int) -> tuple[list[dict], int]:
             view = bench.drilldown(r, None)
         except Exception as ex:  # noqa: BLE001 - one odd row must not lose the report; shown in its row
             view = {"prompt": f"(drilldown failed: {type(ex).__name__}: {ex})"}
-        out.append({"run": _label(e), "sample_id": str(r.get("sample_id")), "setting": setting_label(bench.group_keys, r),
+        out.append({"run": _label(e), "sample_id": str(r.get("sample_id")), "setting": setting_of(bench, r),
                     "status": str(r.get("status") or "ok"),
                     "texts": [as_text(view.get(f)) for f in DRILLDOWN_FIELDS] + [as_text(r.get("error"))]})
     return out, len(rows)

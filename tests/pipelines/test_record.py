@@ -111,3 +111,14 @@ def test_samples_parquet_has_one_typed_column_per_declared_field(tmp_path):
     back = {r["sample_id"]: r for r in read_rows(path)}
     assert back["toy-0"]["follow_ups"] == ["yes"] and back["toy-0"]["verdict"] is None
     assert back["toy-1"]["outputs"]["ask"]["text"] == "yes"
+
+
+def test_the_runner_gives_each_sample_its_setting_as_one_flat_mapping(tmp_path):
+    from llmrec.pipelines.protocol import setting_of
+    from llmrec.pipelines.runner import execution
+    from tests.pipelines.runner.test_runner_toy import run_config
+
+    bench, samples, _ = execution.build_samples(run_config(tmp_path, n=2))
+    assert [s["setting"] for s in samples] == [{"kind": "even"}, {"kind": "odd"}]
+    assert setting_of(bench, samples[1]) == "kind=odd"
+    assert setting_of(bench, {"sample_id": "old", "kind": "even"}) == "kind=even"  # stored before records had one
