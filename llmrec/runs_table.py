@@ -27,6 +27,13 @@ def headline_columns(runs) -> list[str]:
     return cols
 
 
+def run_label(run, setting: str | None) -> str:
+    """The run's name without a trailing `` · <setting>`` (a child run's name ends with the setting its own
+    column shows), else its id's start."""
+    name = run.info.run_name or run.info.run_id[:8]
+    return name.removesuffix(f" · {setting}") if setting else name
+
+
 def runs_table(uri: str | None, experiment: str | None, metrics: list[str], limit: int) -> Table:
     client = tracking.client(tracking.existing_store(uri))
     exps = client.search_experiments()
@@ -45,9 +52,10 @@ def runs_table(uri: str | None, experiment: str | None, metrics: list[str], limi
     for c in ("setting / config",) + tuple(cols):
         table.add_column(c, overflow="fold")
     for r in runs:
-        setting = r.data.tags.get(tracking.TAG_SETTING) or "; ".join(
+        tagged = r.data.tags.get(tracking.TAG_SETTING)
+        setting = tagged or "; ".join(
             f"{k.split('.', 1)[1]}={r.data.params[k]}" for k in SUMMARY_PARAMS if k in r.data.params)
-        table.add_row(escape(names.get(r.info.experiment_id, "?")), escape(r.info.run_name or r.info.run_id[:8]),
-                      escape(r.data.tags.get(tracking.TAG_KIND, "")), escape(setting),  # run names hold [setting]
+        table.add_row(escape(names.get(r.info.experiment_id, "?")), escape(run_label(r, tagged)),
+                      escape(r.data.tags.get(tracking.TAG_KIND, "")), escape(setting),
                       *[f"{r.data.metrics[c]:.4f}" if c in r.data.metrics else "" for c in cols])
     return table

@@ -203,14 +203,13 @@ def client(uri: str | None = None):
 
 
 def view_state(headline: Iterable[str]) -> str:
-    """The runs-table view shared through the experiment tag: headline metrics as columns,
-    sorted by the first one (MLflow's shared-view format: column ids ``metrics.`key```)."""
-    heads = [metric_key(h) for h in headline]
-    cols = [f"metrics.`{h}`" for h in heads] + [f"params.`{p}`" for p in VIEW_PARAMS]
-    state: dict[str, Any] = {"selectedColumns": ["attributes.`Run Name`", "attributes.`Created`", *cols]}
-    if heads:
-        state.update(orderByKey=f"metrics.`{heads[0]}`", orderByAsc=False)
-    return json.dumps(state)
+    """The runs-table view shared through the experiment tag: headline metrics as columns (MLflow's
+    shared-view format: column ids ``metrics.`key```), newest runs first. Sorted by creation time, as the
+    MLflow 3 UI nests child runs under their parent only then (sorted by a metric it lists every run flat,
+    mlflow/mlflow#15802); a click on a metric's column header sorts by it."""
+    cols = [f"metrics.`{metric_key(h)}`" for h in headline] + [f"params.`{p}`" for p in VIEW_PARAMS]
+    return json.dumps({"selectedColumns": ["attributes.`Run Name`", "attributes.`Created`", *cols],
+                       "orderByKey": "attributes.start_time", "orderByAsc": False})
 
 
 def ensure_experiment(mlflow_client, name: str, artifact_root: str = settings.DEFAULT_ARTIFACT_ROOT,
@@ -228,7 +227,7 @@ def ensure_experiment(mlflow_client, name: str, artifact_root: str = settings.DE
         if EXPERIMENT_KIND_TAG not in (exp.tags or {}):
             mlflow_client.set_experiment_tag(exp_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
     merged = known + [metric_key(h) for h in headline if metric_key(h) not in known]
-    if merged != known or exp is None:
+    if merged != known or exp is None or (exp.tags or {}).get(VIEW_TAG) != view_state(merged):  # or an older view
         mlflow_client.set_experiment_tag(exp_id, HEADLINE_LIST_TAG, json.dumps(merged))
         mlflow_client.set_experiment_tag(exp_id, VIEW_TAG, view_state(merged))
     return exp_id

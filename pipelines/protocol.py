@@ -175,6 +175,25 @@ class ScoreTask:
     options: tuple[str, ...] = ()
 
 
+Ranker = Callable[[list[str], list[list[str]]], list[list[str]]]
+"""A trained recommender as ``Benchmark.ranking_baselines`` sees it: users (raw ids) and each one's
+candidates (raw item ids) → each user's candidates, best first."""
+
+
+@dataclass(frozen=True)
+class RankingBaselines:
+    """What trained recommenders need to rank a benchmark's own candidates (``Benchmark.ranking_baselines``).
+
+    ``data`` and ``filters``: the interaction-layer sections (a ``llmrec train`` config's ``data`` /
+    ``filters``) whose leave-one-out split holds out the target each sample asks for; ``rows(rank)``: the
+    samples' candidates ranked by ``rank`` → rows ``aggregate`` takes, each keeping its sample's
+    ``sample_id`` and setting fields (a baseline's row stands beside the LLM's row of the same sample)."""
+
+    data: dict[str, Any]
+    filters: dict[str, Any]
+    rows: Callable[[Ranker], list[Sample]]
+
+
 @dataclass(frozen=True)
 class DataFile:
     path: str  # relative to the data directory
@@ -209,7 +228,11 @@ class Benchmark:
     runs`` and pinned in the MLflow UI); ``predictions`` (the lines of ``predictions.jsonl`` for ``llmrec
     score``; None: no file); ``baselines`` (traditional baselines scored on the same samples without a
     model, e.g. a user's average rating: ``baselines(cfg, samples, assets)`` returns label → rows that
-    ``aggregate`` takes; None: none; a suite lists them beside its subjects); ``assets`` (read-only data every sample's stages share, e.g. a corpus or
+    ``aggregate`` takes; None: none; a suite lists them beside its subjects); ``ranking_baselines``
+    (trained recommenders on the samples' own candidates: ``ranking_baselines(cfg, samples, assets)`` returns
+    a ``RankingBaselines``, or None when this config has no candidates; a suite trains the models its entry
+    names on that data and lists each beside its subjects; None: the benchmark ranks no candidates);
+    ``assets`` (read-only data every sample's stages share, e.g. a corpus or
     prompt files, read once on the driver: the runner puts it in the Ray object store once, hands it to
     stages as ``sample[ASSETS_KEY]`` and to ``aggregate`` / ``predictions`` / ``plots``. Stages never read
     files: on a cluster the data directory exists only where the driver runs); ``plots`` (none);
@@ -229,6 +252,8 @@ class Benchmark:
     headline_metrics: tuple[str, ...] = ()
     predictions: Callable[[list[Sample], dict | None], list[dict]] | None = None
     baselines: Callable[[BenchmarkConfig, list[Sample], dict | None], dict[str, list[Sample]]] | None = None
+    ranking_baselines: (Callable[[BenchmarkConfig, list[Sample], dict | None], RankingBaselines | None]
+                        | None) = None
 
     def build_samples(self, cfg: BenchmarkConfig, data_dir: Path) -> list[Sample]:
         raise NotImplementedError
@@ -277,7 +302,7 @@ _REQUIRED = ("name", "config_cls", "payload", "group_keys", "score_tasks")
 _REQUIRED_METHODS = ("build_samples", "stages", "score", "aggregate")
 _ARITY = {"build_samples": 2, "stages": 1, "score": 2, "aggregate": 3, "assets": 2, "plots": 4, "predictions": 2,
           "drilldown": 2, "paired_outcomes": 3,
-          "baselines": 3}
+          "baselines": 3, "ranking_baselines": 3}
 DRILLDOWN_FIELDS = ("prompt", "answer", "gold", "verdict")
 """The keys ``Benchmark.drilldown`` returns."""
 
@@ -321,7 +346,7 @@ def _member_problems(bench, missing: list[str]) -> list[str]:
             out.append(f"{attr} must be {want}")
     for meth, n in _ARITY.items():  # each is called with n positional arguments
         fn = getattr(bench, meth, None)
-        if meth in missing or (fn is None and meth in ("predictions", "baselines")):  # None: no file / none
+        if meth in missing or (fn is None and meth in ("predictions", "baselines", "ranking_baselines")):  # None: no file / none
             continue
         if not callable(fn):
             out.append(f"{meth} must be callable")

@@ -19,6 +19,7 @@ path) and each stage's or ``score``'s output before it is merged, and gives ``sa
 from __future__ import annotations
 
 import json
+import logging
 import types
 import typing
 from functools import cached_property
@@ -26,6 +27,8 @@ from typing import Any, Literal, Union
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+log = logging.getLogger(__name__)
 
 TRANSIENT_PREFIX = "_"
 ASSETS_KEY = "_assets"
@@ -193,6 +196,10 @@ class RecordSchema:
     def table(self, rows: list[dict]) -> pa.Table:
         """The stored rows as a typed table (JSON text for nested fields; a field a row lacks is null)."""
         schema = self.arrow_schema()
+        undeclared = sorted({k for r in rows for k in r if k not in self.fields and not k.startswith(TRANSIENT_PREFIX)})
+        if undeclared:  # e.g. rows a baseline built, or stored by an older version: not lost silently
+            log.warning("%s: field(s) %s are not declared in %s and are left out of samples.parquet (the result "
+                        "store keeps them)", self.owner, undeclared, self.payload.__name__)
         data = {}
         for f in schema:
             as_json = f.metadata is not None and f.metadata.get(b"llmrec.json") == b"1"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from functools import partial
 from pathlib import Path
 
 import yaml
@@ -18,6 +19,7 @@ from llmrec.models.candidates import rank_candidates, round_robin_pool
 from llmrec.models.evaluation import EvalConfig, evaluate
 from llmrec.models.trainer import load_checkpoint
 from llmrec.pipelines.baselines.config import BaselinesConfig, ModelEntry
+from llmrec.pipelines.protocol import Ranker
 from llmrec.pipelines.registry import BENCHMARKS, SCORE_TASKS
 from llmrec.tuning.api import train_from_config
 from llmrec.tuning.config import TrainConfig
@@ -48,7 +50,7 @@ def _merge(base: dict, extra: dict) -> dict:
     return out
 
 
-def cut_histories(cfg: BaselinesConfig, n: int) -> dict:
+def cut_histories(base: dict, out: Path, n: int) -> dict:
     """Every user's last ``n + 1`` interactions (n history items + the target) as parquet; returns the data
     section that reads them. Leave-one-out then trains on n - 1 items, validates on the n-th, and ranks with
     the n items before the target, as the LLM sees them."""
@@ -56,12 +58,12 @@ def cut_histories(cfg: BaselinesConfig, n: int) -> dict:
     from llmrec.interactions.config import DataSpec
     from llmrec.interactions.schema import ITEM_ID, TIMESTAMP, TITLE, USER_ID
 
-    spec = validate(DataSpec, dict(cfg.base["data"]), "base.data")
+    spec = validate(DataSpec, dict(base["data"]), "base.data")
     data = load_interactions(spec)
-    inter = apply_filters(data.interactions, validate(FilterConfig, dict(cfg.base.get("filters") or {}), "base.filters"),
+    inter = apply_filters(data.interactions, validate(FilterConfig, dict(base.get("filters") or {}), "base.filters"),
                           data.source)
     kept = inter.sort_values([USER_ID, TIMESTAMP], kind="stable").groupby(USER_ID, sort=False).tail(n + 1)
-    folder = (cfg.out / f"history_cut_{n}").resolve()
+    folder = (out / f"history_cut_{n}").resolve()
     folder.mkdir(parents=True, exist_ok=True)
     kept.reset_index(drop=True).to_parquet(folder / "interactions.parquet", index=False)
     section = {"format": "parquet", "path": str(folder / "interactions.parquet")}
@@ -77,16 +79,27 @@ def label_of(entry: ModelEntry, model_name: str) -> str:
     return f"{base}-h{entry.history_cut}" if entry.history_cut and not entry.label else base
 
 
-def trained_run(cfg: BaselinesConfig, entry: ModelEntry) -> str:
+def train_config(base: dict, entry: ModelEntry) -> dict:
+    """A model entry's `llmrec train` config: the shared ``base``, the entry's ``train`` over it, its model."""
+    return _merge(_merge(base, entry.train), {"model": entry.model})
+
+
+def entry_label(entry: ModelEntry) -> str:
+    """The entry's label known before training: ``label``, else the model's name (a given run: its folder's name)."""
+    name = entry.model.get("name", "model") if entry.model else entry.run_dir.rstrip("/").rpartition("/")[2]
+    return label_of(entry, name)
+
+
+def trained_run(base: dict, out: Path, entry: ModelEntry) -> str:
     """The entry's run directory (a local path or a URI): given, or trained now through
-    `llmrec train`'s own path."""
+    `llmrec train`'s own path on the shared train config ``base`` (train config files under ``out``)."""
     if entry.run_dir is not None:
         return storage.resolve(entry.run_dir)
-    train = _merge(_merge(cfg.base, entry.train), {"model": entry.model})
+    train = train_config(base, entry)
     if entry.history_cut is not None:
-        train["data"] = cut_histories(cfg, entry.history_cut)
-    cfg.out.mkdir(parents=True, exist_ok=True)
-    path = cfg.out / f"train_{label_of(entry, entry.model['name'])}.yaml"
+        train["data"] = cut_histories(base, out, entry.history_cut)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"train_{label_of(entry, entry.model['name'])}.yaml"
     path.write_text(yaml.safe_dump(train, sort_keys=False), encoding="utf-8")
     return str(train_from_config(str(path), [])["run_dir"])
 
@@ -115,6 +128,12 @@ def load_run(run_dir: str | Path):
     finally:
         files.close()
     return model, data, tcfg
+
+
+def trained_ranker(base: dict, out: Path, entry: ModelEntry) -> Ranker:
+    """The entry's model (trained now, or read from its run directory) as a ``Ranker`` of candidates."""
+    model, data, _ = load_run(trained_run(base, out, entry))
+    return partial(rank_candidates, model, data)
 
 
 def prediction_lines(cands: list[dict], ranked_raw: list[list[str]], list_len: int) -> list[dict]:
@@ -179,7 +198,7 @@ def run_baselines(cfg: BaselinesConfig) -> dict[str, dict]:
     users = [str(c["user_id"]) for c in cands]
     results, tops = {}, []
     for entry in cfg.models:
-        run_dir = trained_run(cfg, entry)
+        run_dir = trained_run(cfg.base, cfg.out, entry)
         model, data, tcfg = load_run(run_dir)
         label = label_of(entry, tcfg.model.name)
         t0 = time.perf_counter()

@@ -90,7 +90,7 @@ def load_run(path: Path, label: str, entry: str | None = None) -> Run:
 
 
 def expand(paths: list[Path]) -> list[Run]:
-    """Run directories, and suite directories as their entries (baseline entries have no samples: skipped)."""
+    """Run directories, and suite directories as their entries (baseline entries, without resolved.yaml: skipped)."""
     runs = []
     for p in (Path(p).resolve() for p in paths):  # recorded (json, MLflow params) as absolute paths
         if (p / "suite.json").is_file():

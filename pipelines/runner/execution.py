@@ -143,13 +143,18 @@ def run_dir_for(cfg: RunConfig) -> storage.Storage:
     return storage.Storage(cfg.output.dir) / name
 
 
-def build_samples(cfg: RunConfig, data_dir: Path | None = None) -> tuple[Benchmark, list[Sample], dict | None]:
-    """The benchmark, its samples (unique ``sample_id``) and its shared assets, read on the driver."""
-    bench = get_benchmark(cfg.benchmark.name)
+def data_root(cfg: RunConfig, bench: Benchmark, data_dir: Path | None = None) -> Path:
+    """The local data directory the benchmark reads (``data_dir``, else the config's; a URI is materialized)."""
     where = data_dir or cfg.data.dir
     if where is not None and storage.is_uri(where):
         where = storage.materialize(where, settings.cache_root())
-    root = resolve_data_dir(Path(where) if where is not None else None, bench.data)
+    return resolve_data_dir(Path(where) if where is not None else None, bench.data)
+
+
+def build_samples(cfg: RunConfig, data_dir: Path | None = None) -> tuple[Benchmark, list[Sample], dict | None]:
+    """The benchmark, its samples (unique ``sample_id``) and its shared assets, read on the driver."""
+    bench = get_benchmark(cfg.benchmark.name)
+    root = data_root(cfg, bench, data_dir)
     samples = bench.build_samples(cfg.benchmark, root)
     assets = bench.assets(cfg.benchmark, root)
     schema = record_schema(bench)

@@ -7,8 +7,11 @@ every run of that subject, and stopped after its last. Each (subject, entry) is 
 result store, so a killed suite resumes like a run: finished entries send nothing (their engine
 is not even started), a half-done entry sends its missing samples.
 
-Benchmarks with traditional baselines (``Benchmark.baselines``) get entries of kind
-``baseline`` at ``<suite>/<label>/<entry>/`` (metrics.json, samples.parquet, predictions.jsonl).
+Benchmarks with traditional baselines get entries of kind ``baseline`` at ``<suite>/<label>/<entry>/``
+(metrics.json, samples.parquet, predictions.jsonl): model-free ones (``Benchmark.baselines``), and for a
+benchmark that ranks candidates (``Benchmark.ranking_baselines``) the recommenders the entry names
+(``baselines.models``), trained through ``llmrec train``'s path under ``<suite>/<label>/<entry>/train/`` and
+ranking the same samples' candidates. A re-run does not train again a baseline whose result exists.
 
 ``<output.dir>/<suite>/suite.json`` indexes every entry written so far (merged across
 invocations, e.g. ``--subject``)::
@@ -28,17 +31,23 @@ from __future__ import annotations
 
 import json
 import logging
+import tempfile
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
 from llmrec import storage, tracking
+from llmrec.config import fingerprint
 from llmrec.errors import ConfigError, LlmrecError
+from llmrec.pipelines.baselines.config import ModelEntry
+from llmrec.pipelines.protocol import Benchmark, RankingBaselines, protocol_record
 from llmrec.pipelines.runner.api import RunOutcome, run_evaluation
-from llmrec.pipelines.runner.execution import Progress, RunPlan, build_samples
+from llmrec.pipelines.runner.execution import Progress, RunPlan, build_samples, data_root
 from llmrec.pipelines.runner.ray_env import SharedSubject
 from llmrec.pipelines.runner.report import existing_run, publish, staging_dir, write_outputs
+from llmrec.pipelines.runner.run_config import RunConfig
 from llmrec.pipelines.runner.suite_config import INDEX, SuiteConfig, SuiteEntry
 
 log = logging.getLogger(__name__)
@@ -98,7 +107,7 @@ class SubjectRun:
         if not tr.enabled:
             return None
         # the runs table opens on the subject × benchmark view: each entry's first headline metric as a
-        # column (before the runs add their own), sorted by the first entry's
+        # column (before the runs add their own), each subject's entries nested below it
         self.exp_id = tracking.setup(tr.uri, tr.experiment or self.cfg.name, tr.artifact_root, view_columns(self.cfg))
         client = tracking.client(tr.uri)
         stored = self.folder.read_text("mlflow_run_id").strip() if self.folder.exists("mlflow_run_id") else None
@@ -180,8 +189,59 @@ def _record(cfg: SuiteConfig, subject: str, entry: SuiteEntry, outcome: RunOutco
         out.errors[(subject, entry.name)] = outcome.failures.describe(cfg.execution.max_failed_share)
 
 
+BASELINE_KEY = "baseline_key"  # in a baseline's run directory, written last: what its result was computed from
+
+Producer = tuple[str, Callable[[], list[dict]]]  # (fingerprint of what the rows depend on, rows)
+
+
+def _baseline_producers(cfg: SuiteConfig, entry: SuiteEntry, rc: RunConfig, bench: Benchmark, samples: list[dict],
+                        assets: dict | None, data_dir: Path | None) -> dict[str, Producer]:
+    """label → producer of one entry's baselines: the benchmark's model-free ones (``baselines``), and for a
+    benchmark that ranks candidates (``ranking_baselines``) the entry's trained recommenders, trained only
+    when their rows are asked for."""
+    same = [protocol_record(bench, rc.benchmark), [s["sample_id"] for s in samples]]
+    out: dict[str, Producer] = {}
+    for label, rows in (bench.baselines(rc.benchmark, samples, assets) if bench.baselines else {}).items():
+        out[label] = (fingerprint(same, 16), lambda rows=rows: rows)
+    ranking = bench.ranking_baselines(rc.benchmark, samples, assets) if bench.ranking_baselines else None
+    if ranking is None or not entry.baselines.models:
+        return out
+    from llmrec.pipelines.baselines.rank import entry_label
+
+    data = {"dir": str(data_root(rc, bench, data_dir)), **ranking.data}
+    for m in entry.baselines.models:
+        label = entry_label(m)
+        if label in out:
+            raise ConfigError(f"suite {cfg.name}: entry '{entry.name}' has two baselines labelled '{label}'; "
+                              "give one a `label:`")
+        where = suite_dir(cfg) / label / entry.name
+        base = entry.baselines.train_base(
+            data, ranking.filters, rc.tracking.model_copy(update={"experiment": "llmrec-baselines"}).model_dump(
+                mode="json"), str(where / "train"))
+        out[label] = (fingerprint([same, m.model_dump(mode="json"), entry.baselines.train], 16),
+                      partial(_trained_rows, ranking, base, where, m))
+    return out
+
+
+def _trained_rows(ranking: RankingBaselines, base: dict, where: storage.Storage, m: ModelEntry) -> list[dict]:
+    """Train (or read) the model ``m`` on ``base`` (its run under ``where/train``) and rank the samples with it."""
+    from llmrec.pipelines.baselines.rank import trained_ranker
+
+    local = (where.local_path or Path(tempfile.mkdtemp(prefix=f"llmrec-{where.name}-"))) / "train"
+    return ranking.rows(trained_ranker(base, local, m))
+
+
+def _stored_metrics(run_dir: storage.Storage, key: str) -> dict | None:
+    """A baseline's metrics when its run directory holds a result computed from ``key``."""
+    if run_dir.exists(BASELINE_KEY) and run_dir.read_text(BASELINE_KEY).strip() == key:
+        return json.loads(run_dir.read_text("metrics.json"))
+    return None
+
+
 def _run_baselines(cfg: SuiteConfig, data_dir: Path | None, index: SuiteIndex, out: SuiteOutcome) -> None:
-    """Each benchmark's traditional baselines on the same samples (no engine), under ``<suite>/<label>/<entry>``."""
+    """Each benchmark's traditional baselines on the same samples (no engine), under ``<suite>/<label>/<entry>``
+    (metrics.json, samples.parquet, predictions.jsonl). A re-run (``output.resume``) reads the results of
+    baselines computed from the same benchmark config, samples and model settings instead of training again."""
     from llmrec.pipelines.registry import get_benchmark
     from llmrec.pipelines.runner.run_config import absolute_locations
 
@@ -189,20 +249,28 @@ def _run_baselines(cfg: SuiteConfig, data_dir: Path | None, index: SuiteIndex, o
     subject = next(iter(cfg.subjects))
     for entry in cfg.benchmarks:
         rc = absolute_locations(cfg.run_config(subject, entry))
-        if get_benchmark(rc.benchmark.name).baselines is None:
+        found = get_benchmark(rc.benchmark.name)
+        if found.baselines is None and (found.ranking_baselines is None or not entry.baselines.models):
             continue
         bench, samples, assets = build_samples(rc, data_dir)
-        for label, rows in bench.baselines(rc.benchmark, samples, assets).items():
+        producers = _baseline_producers(cfg, entry, rc, bench, samples, assets, data_dir)
+        for label, (key, make_rows) in producers.items():
             if label in cfg.subjects:
                 raise ConfigError(f"suite {cfg.name}: subject '{label}' has the name of a {bench.name} baseline; "
                                   "rename the subject")
             run_dir = suite_dir(cfg) / label / entry.name
-            run_dir.mkdir()
-            p = RunPlan(rc, bench, rows, run_dir, None, [], assets)
-            metrics = bench.aggregate(rc.benchmark, rows, assets)
-            staged = staging_dir(p)
-            files = write_outputs(p, rows, metrics, staged)
-            publish(p, staged, list(files.values()))
+            metrics = _stored_metrics(run_dir, key) if rc.output.resume else None
+            if metrics is None:
+                run_dir.mkdir()
+                rows = make_rows()
+                p = RunPlan(rc, bench, rows, run_dir, None, [], assets)
+                metrics = bench.aggregate(rc.benchmark, rows, assets)
+                staged = staging_dir(p)
+                files = write_outputs(p, rows, metrics, staged)
+                (staged / BASELINE_KEY).write_text(key + "\n")
+                publish(p, staged, [*files.values(), staged / BASELINE_KEY])
+            else:
+                log.info("suite %s: baseline %s × %s: results exist, not computed again", cfg.name, label, entry.name)
             if label not in runs:
                 runs[label] = SubjectRun(cfg, label, "baseline", label)
                 runs[label].open(time.time())

@@ -10,6 +10,7 @@ A suite file::
       - {config: configs/lrworld_demo.yaml, entry: lrw, benchmark: {variants: [base]}}   # a path, amended
       - entry: pr                                        # inline: benchmark (required), judge, data, execution
         benchmark: {name: perrecbench, ...}
+      - {config: configs/beyond_utility_demo.yaml, baselines: {models: [{model: {name: mostpop}}]}}  # trained ones
     execution: {...}   ray: {...}   tracking: {...}   output: {...}     # shared by every run
 
 Every (subject, entry) becomes an ordinary :class:`RunConfig` whose ``engine`` is the subject
@@ -30,7 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from llmrec import storage
 from llmrec.config import PathName, StrictModel, apply_overrides, read_yaml, validate
 from llmrec.errors import ConfigError
-from llmrec.pipelines.registry import benchmark_config
+from llmrec.pipelines.baselines.config import ModelEntry
+from llmrec.pipelines.registry import benchmark_config, get_benchmark
 from llmrec.pipelines.runner.run_config import (DataConfig, ExecutionConfig, OutputConfig, RayConfig, RunConfig)
 from llmrec.serving.engine import engine_config
 from llmrec.tracking import TrackingConfig
@@ -38,6 +40,31 @@ from llmrec.tracking import TrackingConfig
 # execution keys that place the subject's engine: one value for the whole suite
 ENGINE_PLACEMENT = ("mode", "concurrency", "num_cpus_per_worker", "num_gpus_per_worker", "max_restarts")
 RUN_SECTIONS = ("benchmark", "judge", "data", "execution")  # what an entry takes from a run config file
+
+
+RANKERS = ({"model": {"name": "mostpop"}}, {"model": {"name": "bm25"}},
+           {"model": {"name": "bprmf", "embedding_size": 64}})
+RANKER_TRAIN = {"epochs": 5, "batch_size": 2048, "learning_rate": 0.001, "patience": 3, "metric": "ndcg@10",
+                "eval": {"topk": [5, 10]}}
+
+
+class EntryBaselines(StrictModel):
+    """Trained recommenders ranking an entry's own candidates (benchmarks that declare ``ranking_baselines``),
+    each trained through ``llmrec train``'s path on the benchmark's interactions (leave-one-out)."""
+
+    models: list[ModelEntry] = Field(default_factory=lambda: [ModelEntry.model_validate(m) for m in RANKERS],
+                                     description="the baselines (as in `llmrec baselines rank`: model, run_dir, "
+                                                 "label, train, history_cut); [] for none")
+    train: dict[str, Any] = Field(default_factory=lambda: dict(RANKER_TRAIN),
+                                  description="the train section every model shares (a model's own `train` "
+                                              "overrides the whole train config, e.g. {train: {epochs: 3}})")
+
+    def train_base(self, data: dict, filters: dict, tracking: dict | None = None, out_dir: str = "-") -> dict:
+        """The `llmrec train` config each model starts from: leave-one-out on the benchmark's data (so the
+        target each sample asks for is held out), this section's train settings, runs under ``out_dir``."""
+        return {"data": data, "filters": filters, "split": {"protocol": "loo"}, "train": self.train,
+                **({"tracking": tracking} if tracking is not None else {}),
+                "output": {"dir": out_dir, "export_topk": 0, "export_embeddings": False}}
 
 
 class SuiteEntry(StrictModel):
@@ -53,6 +80,9 @@ class SuiteEntry(StrictModel):
     execution: dict[str, Any] = Field(default_factory=dict,
                                       description="per-benchmark execution keys over the suite's (batch_size, "
                                                   "retries, judge_replicas, ...)")
+    baselines: EntryBaselines = Field(default_factory=EntryBaselines,
+                                      description="trained baselines on this entry's candidates, for benchmarks "
+                                                  "that rank candidates (default: MostPop, BM25, BPRMF, 5 epochs)")
 
     @property
     def name(self) -> str:
@@ -145,6 +175,7 @@ def _check_entry(cfg: SuiteConfig, i: int, e: SuiteEntry) -> None:
             raise ConfigError(f"'{where}.execution.{key}' is {e.execution[key]!r} but the suite's execution.{key} "
                               f"is {getattr(cfg.execution, key)!r}: each subject's engine is started once for "
                               "the whole suite; set it in the suite's execution section")
+    _check_rankers(e, where)
     for subject in cfg.subjects:
         try:
             cfg.run_config(subject, e)
@@ -152,6 +183,25 @@ def _check_entry(cfg: SuiteConfig, i: int, e: SuiteEntry) -> None:
             raise ConfigError(f"{where} (entry '{e.name}') with subject '{subject}': {err}") from err
         except ValueError as err:  # a cross-section check of RunConfig (e.g. GPU placement)
             raise ConfigError(f"{where} (entry '{e.name}') with subject '{subject}': {err}") from err
+
+
+def _check_rankers(e: SuiteEntry, where: str) -> None:
+    """``baselines`` only where the benchmark ranks candidates; each model's train config valid before any work."""
+    from llmrec.pipelines.baselines.rank import train_config
+    from llmrec.tuning.config import TrainConfig
+
+    if "baselines" not in e.model_fields_set:
+        return
+    if get_benchmark(str(e.benchmark["name"])).ranking_baselines is None:
+        raise ConfigError(f"'{where}.baselines': benchmark {e.benchmark['name']} has no candidates that trained "
+                          "recommenders could rank; remove the key")
+    for j, m in enumerate(e.baselines.models):
+        if m.model is not None:
+            base = e.baselines.train_base({"format": "csv", "path": "-"}, {})  # the benchmark's data comes later
+            try:
+                validate(TrainConfig, train_config(base, m))
+            except ConfigError as err:
+                raise ConfigError(f"'{where}.baselines.models[{j}]': {err}") from err
 
 
 def load_suite_config(path: str | Path, overrides: list[str] | None = None) -> SuiteConfig:

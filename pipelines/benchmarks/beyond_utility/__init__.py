@@ -9,6 +9,7 @@ mapped to ids → the 14 metrics of the score contract (metrics.py, contract.py)
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from llmrec.config import fingerprint
@@ -18,7 +19,7 @@ from llmrec.pipelines.benchmarks.beyond_utility.contract import ContractLine, sc
 from llmrec.pipelines.benchmarks.beyond_utility.dataset import load_dataset
 from llmrec.pipelines.benchmarks.beyond_utility.metrics import METRIC_KEYS
 from llmrec.pipelines.benchmarks.beyond_utility.stages import build_stages, rank_state, titles
-from llmrec.pipelines.protocol import Benchmark, Outcome, ScoreTask
+from llmrec.pipelines.protocol import Benchmark, Outcome, RankingBaselines, ScoreTask
 from llmrec.pipelines.benchmarks.beyond_utility.payload import TRANSIENT, BeyondUtilityPayload
 
 SCORE_TASK = ScoreTask(
@@ -77,17 +78,27 @@ class BeyondUtility(Benchmark):
         """Every answered row as a contract line plus its setting (per-setting files: predictions/)."""
         out = []
         for r in rows:
-            if r.get("catalog_key") and rank_state(r) is not None:  # asked at least once
+            if r.get("catalog_key") and (rank_state(r) is not None or "ranked" in r):  # asked, or a baseline
                 out.append(dict(results.contract_line(r, assets), setting=results.setting_of(r)))
         return out
 
+    def ranking_baselines(self, cfg: BeyondUtilityConfig, samples: list[dict], assets: dict | None) -> RankingBaselines:
+        """Trained recommenders (MostPop, BM25, BPRMF, ...) on the benchmark's own interactions and filters
+        (leave-one-out holds out each user's target), ranking every sample's candidates in the order the LLM
+        saw them; the same metric code scores them."""
+        return RankingBaselines(cfg.data.model_dump(mode="json", exclude_none=True),
+                                cfg.filters.model_dump(mode="json"), partial(results.ranked_rows, samples, assets))
+
     def drilldown(self, row: dict, assets: dict | None) -> dict:
-        """The user's shown history and the candidates, the titles answered (else the raw answer), the held-out
-        target item as gold, and whether the answer parsed into a list (and after how many asks)."""
+        """The user's shown history and the candidates, the titles answered (a trained baseline: the ids it
+        ranked; else the raw answer), the held-out target item as gold, and whether the answer parsed into a
+        list (and after how many asks)."""
         prompt = (f"user {row.get('user_id')}: {row.get('history_shown')} of {row.get('history_len')} history "
                   f"items shown ({row.get('template')} prompt); rank {len(row.get('candidates') or [])} "
                   f"{row.get('order')} candidates: {row.get('candidates')}")
         ranked = titles(row)
+        if ranked is None:
+            ranked = row.get("ranked")  # a trained baseline's row: the contract ids it ranked
         answer = ranked if ranked is not None else super().drilldown(row, assets)["answer"]
         state = rank_state(row)
         verdict = {"compliant": ranked is not None, "attempts": state["attempts"],

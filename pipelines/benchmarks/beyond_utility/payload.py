@@ -34,3 +34,5 @@ class BeyondUtilityPayload(Payload):
     # the rank stage (re-asked until the list parses) and score
     answers: States | None = None
     compliant: bool | None = None
+    # a trained baseline's row (a suite's ranking_baselines): the contract ids it ranked
+    ranked: list[int] | None = None

@@ -19,7 +19,7 @@ from llmrec.pipelines.benchmarks.beyond_utility.dataset import Dataset
 from llmrec.pipelines.benchmarks.beyond_utility.metrics import compute, hits_and_ndcg, mostpop_hits
 from llmrec.pipelines.benchmarks.beyond_utility.stages import rank_state, titles
 from llmrec.pipelines.common import reask
-from llmrec.pipelines.protocol import Outcome, setting_label
+from llmrec.pipelines.protocol import Outcome, Ranker, setting_label
 
 SETTING_KEYS = ("prompt", "history_shown", "order")
 CONTRACT_KEYS = ("user_id", "target", "candidates", "ranked", "history_len", "base_candidates")
@@ -45,12 +45,20 @@ def setting_of(row: dict) -> str:
     return setting_label(SETTING_KEYS, row)
 
 
+def answered(row: dict) -> bool:
+    """Whether the row ranks something: a compliant LLM answer, or a trained baseline's ``ranked`` ids."""
+    return "ranked" in row or bool(titles(row))
+
+
 def contract_line(row: dict, assets: dict | None) -> dict:
-    """One P.jsonl line; an answer that never complied ranks nothing (all 0)."""
+    """One P.jsonl line; an answer that never complied ranks nothing (all 0); a baseline's row holds its ids."""
     _, index = lookup(assets, row)
     answer = titles(row)
     n = row["list_len"]
-    ranked = index.ids(parsing.fit(answer, n)) if answer else [0] * n
+    if "ranked" in row:
+        ranked = list(row["ranked"])
+    else:
+        ranked = index.ids(parsing.fit(answer, n)) if answer else [0] * n
     line = {k: row[k] for k in CONTRACT_KEYS if k != "ranked"}
     return dict(line, ranked=ranked)
 
@@ -68,7 +76,7 @@ def setting_metrics(cfg: BeyondUtilityConfig, rows: list[dict], assets: dict | N
     m = compute(users, ds.catalog, cfg.k)
     asked = reask.tally(rank_state(r) for r in rows)
     m["compliance"] = 1 - asked.noncompliance if asked.attempts else math.nan
-    m["unanswered"] = float(np.mean([not titles(r) for r in rows]))
+    m["unanswered"] = float(np.mean([not answered(r) for r in rows]))
     m["n_users"] = float(len(rows))
     return m
 
@@ -91,6 +99,16 @@ def _canddif(cfg: BeyondUtilityConfig, groups: dict[str, list[dict]], assets: di
         for key in ("hr", "ndcg"):
             out[f"{prefix}/canddif_{key}" if len(groups) > 2 else f"canddif_{key}"] = a[key] - b[key]
     return out
+
+
+def ranked_rows(samples: list[dict], assets: dict | None, rank: Ranker) -> list[dict]:
+    """Every sample's candidates (as presented) ranked by a trained recommender: the sample with ``ranked``,
+    the contract ids of its top ``list_len`` (the rows ``aggregate`` takes, one per LLM sample)."""
+    ds, _ = lookup(assets, samples[0])
+    raw = ds.raw_id
+    tops = rank([str(s["user_id"]) for s in samples], [[raw[i] for i in s["candidates"]] for s in samples])
+    return [dict({k: v for k, v in s.items() if not k.startswith("_")}, status="ok",
+                 ranked=[ds.int_id[r] for r in top[: s["list_len"]]]) for s, top in zip(samples, tops)]
 
 
 def aggregate(cfg: BeyondUtilityConfig, rows: list[dict], assets: dict | None) -> dict[str, float]:

@@ -78,7 +78,8 @@ def test_suite_starts_each_subject_once_and_resumes(tmp_path, local_ray):
     assert parent.data.metrics["t1.accuracy"] == 1.0 and parent.data.metrics["t2.failed"] == 0.0
     assert runs["s1 · even_yes"].data.metrics["t2.accuracy"] == 0.5  # the baseline is a row of the same view
     view = json.loads(exp.tags["mlflow.sharedViewState.llmrec-headline"])
-    assert view["orderByKey"] == "metrics.`t1.accuracy`" and "metrics.`t3.accuracy`" in view["selectedColumns"]
+    assert "metrics.`t1.accuracy`" in view["selectedColumns"] and "metrics.`t3.accuracy`" in view["selectedColumns"]
+    assert view["orderByKey"] == "attributes.start_time"  # the MLflow UI nests child runs only in this order
     child = runs["a · t2"]
     assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
     assert child.data.tags["llmrec.config_hash"] and "t2" == child.data.tags["llmrec.run_dir"]
@@ -137,6 +138,10 @@ BASE = {"name": "s", "subjects": {"a": {"type": "fake"}}, "benchmarks": [{"bench
     ({"benchmarks": ["missing.yaml"]}, r"bad\.yaml: benchmarks\[0\]\.config: Config file not found: missing\.yaml"),
     ({"output": {"run_name": "x"}}, r"bad\.yaml: .*remove output\.run_name"),
     ({"subjects": {"a/b": {"type": "fake"}}}, r"bad\.yaml: .*subjects\.a/b"),
+    ({"benchmarks": [{"benchmark": {"name": "prefeval"}, "baselines": {}}]},
+     r"bad\.yaml: 'benchmarks\[0\]\.baselines': benchmark prefeval has no candidates .*remove the key"),
+    ({"benchmarks": [{"benchmark": {"name": NAME}, "baselines": {"models": [{"model": {"name": "bprmf", "dim": 2}}]}}]},
+     r"bad\.yaml: 'benchmarks\[0\]\.baselines\.models\[0\]': .*unknown key 'model\.dim'"),
 ])
 def test_bad_suite_config_names_file_and_key(tmp_path, change, expected):
     with pytest.raises(ConfigError, match="(?s)" + expected):
@@ -169,3 +174,47 @@ def test_serve_mode_deploys_one_app_per_subject(tmp_path, local_ray):
     assert not out.errors and starts(tmp_path, "a") == 1
     assert [out.metrics[("a", e)]["accuracy"] for e in ("t1", "t2", "t3")] == [1.0, 1.0, 1.0]
     assert not [a for a in running_apps() if a.startswith("llmrec-")]
+
+
+RANKING = "user_id,item_id,timestamp\n" + "".join(
+    f"{u},{i},{t}\n" for u, seq in {"u0": ["i1", "i2", "i0"], "u1": ["i0", "i3", "i6"], "u2": ["i0", "i4", "i7"],
+                                   "u3": ["i0", "i3", "i8"]}.items() for t, i in enumerate(seq))
+
+
+def test_trained_baselines_rank_the_entrys_candidates_and_are_not_retrained(tmp_path, local_ray, monkeypatch):
+    """A benchmark that ranks candidates (ranking_baselines): the entry's recommenders are trained on its
+    interactions, rank the same samples' candidates, and stand as baseline rows in suite.json and the
+    leaderboard; a re-run reads their results instead of training again, a changed model setting retrains."""
+    from llmrec.pipelines.baselines import rank
+    from llmrec.pipelines.runner.leaderboard import leaderboard
+
+    (tmp_path / "inter.csv").write_text(RANKING)
+    entry = {"entry": "r", "benchmark": {"name": NAME, "n": 4, "rounds": 0, "ranking": str(tmp_path / "inter.csv")},
+             "baselines": {"models": [{"model": {"name": "mostpop"}}], "train": {"epochs": 1}}}
+    path = suite_file(tmp_path, subjects=("a",))
+    cfg = load_suite_config(path, ["benchmarks=[%s]" % json.dumps(entry), "tracking.enabled=false"])
+    out = run_suite(cfg)
+    assert not out.errors
+    index = json.loads((tmp_path / "runs" / "s1" / "suite.json").read_text())
+    assert [(e["subject"], e["kind"]) for e in index["entries"]] == [
+        ("a", "llm"), ("even_yes", "baseline"), ("mostpop", "baseline")]
+    # u0's target i0 is the most popular item in training; the others' targets nobody else touched
+    assert out.metrics[("mostpop", "r")]["accuracy"] == 0.25
+    run_dir = tmp_path / "runs" / "s1" / "mostpop" / "r"
+    assert (run_dir / "samples.parquet").is_file() and list((run_dir / "train").glob("train-mostpop-*"))
+    board = leaderboard([tmp_path / "runs" / "s1"])
+    rows = board[board.metric == "accuracy"].set_index("subject")
+    assert rows.loc["mostpop", "kind"] == "baseline" and rows.loc["mostpop", "value"] == 0.25
+    assert rows.loc["a", "kind"] == "llm" and rows.loc["a", "entry"] == rows.loc["mostpop", "entry"] == "r"
+
+    def no_training(*a, **k):
+        raise AssertionError("a baseline whose result exists was trained again")
+
+    monkeypatch.setattr(rank, "train_from_config", no_training)
+    again = run_suite(cfg)
+    assert again.metrics[("mostpop", "r")] == out.metrics[("mostpop", "r")]
+    assert len(json.loads((tmp_path / "runs" / "s1" / "suite.json").read_text())["entries"]) == 3
+    changed = load_suite_config(path, ["benchmarks=[%s]" % json.dumps(
+        {**entry, "baselines": {**entry["baselines"], "train": {"epochs": 2}}}), "tracking.enabled=false"])
+    with pytest.raises(AssertionError, match="trained again"):
+        run_suite(changed)

@@ -1,5 +1,6 @@
 """A suite logged to a real `mlflow server` on 127.0.0.1: readable run names, real start/end times,
-the subject parents' `<entry>.<metric>` columns, and the runs table as headless Chromium renders it."""
+the subject parents' `<entry>.<metric>` columns, and the runs table as headless Chromium renders it
+(entries and settings nested under their subject's parent run)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,8 @@ def test_suite_runs_in_the_mlflow_ui(tmp_path, local_ray, mlflow_server):  # noq
     child = runs["a · t2"]
     tags = {t["key"]: t["value"] for t in child["data"]["tags"]}
     assert tags["mlflow.parentRunId"] == parent["info"]["run_id"] and len(tags["llmrec.config_hash"]) == 12
+    setting = {t["key"]: t["value"] for t in runs["a · t2 · kind=odd"]["data"]["tags"]}
+    assert setting["mlflow.parentRunId"] == child["info"]["run_id"]  # subject → entry → setting
     # real wall clock: a child lasts as long as its run did (plan → stream → files → MLflow), not ~0.1 s
     span = int(child["info"]["end_time"]) - int(child["info"]["start_time"])
     assert span >= 1000, span
@@ -61,6 +64,10 @@ def test_suite_runs_in_the_mlflow_ui(tmp_path, local_ray, mlflow_server):  # noq
         shutil.copy(shot, os.environ["LLMREC_KEEP_SCREENSHOT"])
     dom = subprocess.run([*CHROMIUM, "--dump-dom", url], check=True, capture_output=True, text=True,
                          timeout=180).stdout
-    for name in ("s1 · a", "s1 · b"):  # the subject parents (their children fold below them)
-        assert name in dom, f"{name!r} not in the rendered runs table"
+    for name in ("s1 · a", "s1 · b"):  # the subject parents, each with the expander that unfolds its entries
+        cell = dom[:dom.index(f">{name}</span>")].rsplit('col-id="attributes.`Run Name`"', 1)[1]
+        assert "runnamecellrenderer" in cell and "<button" in cell, f"{name!r} has no expander: runs listed flat"
+    # nested, the entries and settings stay folded under their parent: not rows of their own (a table sorted by
+    # a metric would list all of them flat, mlflow/mlflow#15802)
+    assert not [n for n in runs if " · t" in n and f">{n}</span>" in dom]
     assert "t1.accuracy" in dom  # the subject × benchmark column

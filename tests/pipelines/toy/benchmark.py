@@ -10,13 +10,15 @@ Referenced in run configs as ``benchmark.name: "tests.pipelines.toy.benchmark:BE
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
+import pandas as pd
 from pydantic import Field
 
 from llmrec.pipelines.common.jsonio import PredictionLine
-from llmrec.pipelines.protocol import (Benchmark, BenchmarkConfig, LLMStage, LoopStage, Outcome, Payload, Sample,
-                                      ScoreTask, outcomes_from_fields)
+from llmrec.pipelines.protocol import (Benchmark, BenchmarkConfig, LLMStage, LoopStage, Outcome, Payload, Ranker,
+                                      RankingBaselines, Sample, ScoreTask, outcomes_from_fields)
 from llmrec.types import Message, Request, Result, SamplingParams
 
 NAME = "tests.pipelines.toy.benchmark:BENCHMARK"
@@ -31,6 +33,9 @@ class ToyConfig(BenchmarkConfig):
     truncate: bool = Field(False, description="shrink over-long prompts word by word until they fit")
     rounds: int = Field(2, ge=0, description="follow-up rounds of the loop stage")
     judged: bool = Field(False, description="a last stage asks the judge engine about each answer")
+    ranking: str | None = Field(None, description="a CSV of interactions (user_id,item_id,timestamp): sample i is "
+                                "its i-th user, whose candidates (the items it never touched before its last one) "
+                                "trained recommenders rank (ranking_baselines); correct: the last item ranked first")
 
 
 def _ask(text: str) -> Request:
@@ -65,6 +70,26 @@ class ToyPayload(Payload):
     follow_ups: list[str] | None = None
     verdict: str | None = None
     correct: bool | None = None
+    user_id: str | None = None  # with ``ranking``: the user, its target and candidates
+    target: str | None = None
+    candidates: list[str] | None = None
+
+
+def ranking_users(cfg: ToyConfig) -> list[dict]:
+    """Each user of ``cfg.ranking`` (sorted): its last item as target, candidates the items it never touched
+    before it, in item order."""
+    inter = pd.read_csv(cfg.ranking, dtype=str).sort_values(["user_id", "timestamp"], kind="stable")
+    items = sorted(inter["item_id"].unique())
+    out = []
+    for user, g in inter.groupby("user_id", sort=True):
+        seq = list(g["item_id"])
+        out.append({"user_id": user, "target": seq[-1], "candidates": [i for i in items if i not in seq[:-1]]})
+    return out
+
+
+def ranked_rows(samples: list[Sample], rank: Ranker) -> list[Sample]:
+    tops = rank([s["user_id"] for s in samples], [s["candidates"] for s in samples])
+    return [dict(s, status="ok", answer=top[0], correct=top[0] == s["target"]) for s, top in zip(samples, tops)]
 
 
 class ToyLine(PredictionLine):
@@ -85,8 +110,10 @@ class Toy(Benchmark):
 
     def build_samples(self, cfg: ToyConfig, data_dir: Path) -> list[Sample]:
         out = []
+        users = ranking_users(cfg) if cfg.ranking else []
         for i in range(cfg.n):
-            s = {"sample_id": f"toy-{i}", "index": i, "kind": "even" if i % 2 == 0 else "odd"}
+            s = {"sample_id": f"toy-{i}", "index": i, "kind": "even" if i % 2 == 0 else "odd",
+                 **(users[i] if i < len(users) else {})}
             if i not in cfg.no_text:
                 s["text"] = ("word " * 200 if i in cfg.long else f"question {i}").strip()
             out.append(s)
@@ -123,6 +150,12 @@ class Toy(Benchmark):
         """A model-free baseline (what a suite lists beside its subjects): answers "yes" to every even sample."""
         rows = [dict(s, status="ok", answer="yes" if s["index"] % 2 == 0 else "no") for s in samples]
         return {"even_yes": [dict(r, **self.score(cfg, r)) for r in rows]}
+
+    def ranking_baselines(self, cfg: ToyConfig, samples: list[Sample], assets: dict | None) -> RankingBaselines | None:
+        """With ``ranking``: trained recommenders rank each sample's candidates on that CSV's interactions."""
+        if cfg.ranking is None:
+            return None
+        return RankingBaselines({"format": "csv", "path": cfg.ranking}, {}, partial(ranked_rows, samples))
 
 
 BENCHMARK = Toy()

@@ -33,7 +33,7 @@ def test_history_cut_trains_and_ranks_on_the_last_n_items(tmp_path):
         models=[{"model": {"name": "mostpop"}, "history_cut": 3}, {"model": {"name": "mostpop"}}],
         tracking={"uri": f"sqlite:///{tmp_path}/ml.db", "artifact_root": str(tmp_path / "art"),
                   "experiment": "beyond-utility"})
-    cut = pd.read_parquet(cut_histories(cfg, 3)["path"])
+    cut = pd.read_parquet(cut_histories(cfg.base, cfg.out, 3)["path"])
     assert cut.groupby("user_id").size().max() == 4  # 3 history items + the target
     last = {u: g.sort_values("timestamp", kind="stable")["item_id"].iloc[-1] for u, g in cut.groupby("user_id")}
     assert all(last[u] == seq[-1] for u, seq in ds.sequences.items())  # the targets are kept
