@@ -122,3 +122,10 @@ def test_the_runner_gives_each_sample_its_setting_as_one_flat_mapping(tmp_path):
     assert [s["setting"] for s in samples] == [{"kind": "even"}, {"kind": "odd"}]
     assert setting_of(bench, samples[1]) == "kind=odd"
     assert setting_of(bench, {"sample_id": "old", "kind": "even"}) == "kind=even"  # stored before records had one
+
+
+def test_a_row_field_nobody_declared_is_named_in_a_warning_not_dropped_silently(caplog):
+    schema = record_schema(_toy())
+    table = schema.table([{"sample_id": "b-1", "index": 1, "kind": "odd", "status": "ok", "score_of_a_baseline": 3}])
+    assert "score_of_a_baseline" not in table.column_names and table.num_rows == 1
+    assert "field(s) ['score_of_a_baseline'] are not declared in ToyPayload" in caplog.text
