@@ -403,6 +403,9 @@ def _mount_extra_verbs() -> None:
 
 
 def main() -> None:
+    from llmrec.ray_start import quiet_false_alarms
+
+    quiet_false_alarms()  # Ray's false alarms stay off this command's stderr (see llmrec.ray_start)
     _mount_extra_verbs()
     # discovery checks every benchmark: one that does not conform stops every verb, `list` included
     exit_on_error(_mount_benchmark_clis)
