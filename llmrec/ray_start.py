@@ -36,17 +36,27 @@ LOCAL_SESSIONS_DIR = "ray-local"  # under the per-user cache: one record per loc
 
 
 def quiet_false_alarms() -> None:
-    """Called by the ``llmrec`` command (never by a library caller): when this process starts Ray, the
-    lines of :data:`RAY_FALSE_ALARMS` are kept off its stderr (see :func:`_filter_native_stderr`)."""
+    """Called by the ``llmrec`` command's entry point (never by a library caller, nor a test's in-process
+    CLI runner): this process's stderr is its own to filter (see :func:`filter_false_alarms`)."""
     _quiet["wanted"] = True
+
+
+def filter_false_alarms() -> None:
+    """Keep the lines of :data:`RAY_FALSE_ALARMS` off this process's stderr from now on, when it is the
+    ``llmrec`` command (:func:`quiet_false_alarms`); once. Called by the verbs that run Ray Data, before
+    their progress bar takes the console."""
+    if _quiet["wanted"] and not _quiet["done"]:
+        _filter_native_stderr(RAY_FALSE_ALARMS)
+        _quiet["done"] = True
 
 
 def _filter_native_stderr(drop: tuple[str, ...]) -> None:
     """From now on what native code (Ray's C++ core worker) writes to this process's stderr, file descriptor
     2, passes through a small child process that drops the lines holding one of ``drop`` and passes the rest
-    on to the real stderr; Python's ``sys.stderr`` (logging, the progress bar) is moved to a copy of the real
-    stderr, so it keeps its terminal. The child ends when this process does (also on kill -9 or a crash,
-    after passing on what was written before), since it holds the only other end of the pipe."""
+    on to the real stderr. ``sys.stderr`` (the progress bar, Rich's console) moves to a copy of the real stderr,
+    so it keeps its terminal; a logging handler made before writes through the filter. The child ends once
+    every writer is gone: this process (also after kill -9 or a crash, passing on what was written before)
+    and any process it started with this stderr (Ray's own processes write to their log files)."""
     sys.stderr.flush()
     real = os.dup(2)
     read, write = os.pipe()
@@ -81,9 +91,6 @@ def start_ray(address: str | None = None, num_cpus: int | None = None, worker_ni
         if worker_niceness is not None:
             kwargs["_system_config"] = {"worker_niceness": worker_niceness}
         reap_local_sessions()
-    if _quiet["wanted"] and not _quiet["done"]:
-        _filter_native_stderr(RAY_FALSE_ALARMS)
-        _quiet["done"] = True
     ray.init(**kwargs)
     if not address:
         record_local_session()

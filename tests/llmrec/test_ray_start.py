@@ -100,17 +100,25 @@ def test_start_ray_records_its_local_instance_and_reaps_first(fake_ray, tmp_path
     assert order == ["reap", "record"]
 
 
-def test_the_stderr_filter_drops_only_rays_false_alarm(tmp_path):
-    """What native code writes to fd 2 loses the known false alarm, nothing else; Python's sys.stderr keeps
-    writing to the real stderr."""
+def test_the_stderr_filter_drops_only_rays_false_alarm():
+    """In the llmrec command, what native code writes to fd 2 loses the known false alarm, nothing else;
+    Python's sys.stderr keeps writing to the real stderr."""
     script = (
         "import os, sys\n"
         "from llmrec import ray_start\n"
-        "ray_start._filter_native_stderr(ray_start.RAY_FALSE_ALARMS)\n"
+        "ray_start.filter_false_alarms()\n"  # not the llmrec command: nothing is filtered
+        "os.write(2, b'before constructor arguments in the object store and max_restarts > 0\\n')\n"
+        "ray_start.quiet_false_alarms()\n"
+        "ray_start.filter_false_alarms()\n"
+        "ray_start.filter_false_alarms()\n"  # once: a second call adds no second filter
         "os.write(2, b'[E core_worker.cc:2465: Actor X has constructor arguments in the object store and "
         "max_restarts > 0. If ...\\n')\n"
         "os.write(2, b'native line kept\\n')\n"
-        "print('python line kept', file=sys.stderr)\n")
+        "print('python line kept', file=sys.stderr)\n"
+        "import psutil; print(len(psutil.Process().children()))\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert sorted(out.stderr.splitlines()) == ["native line kept", "python line kept"]  # the false alarm is not
+    assert sorted(out.stderr.splitlines()) == [
+        "before constructor arguments in the object store and max_restarts > 0", "native line kept",
+        "python line kept"]  # the false alarm written after the filter is not
+    assert out.stdout.strip() == "1"  # one filter process
