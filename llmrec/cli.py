@@ -16,6 +16,7 @@ from rich.table import Table
 from llmrec import storage, tracking
 from llmrec.errors import ConfigError, LlmrecError, RunFailed
 from llmrec.exits import EXIT_CODES_HELP, ErrorsToExitCodes, exit_on_error
+from llmrec.ray_start import filter_false_alarms, quiet_false_alarms
 from llmrec.settings import DEFAULT_TRACKING_URI
 from llmrec.tracking import tracking_uri
 
@@ -63,6 +64,7 @@ def run(
     from llmrec.pipelines.runner.run_config import load_run_config
 
     _setup_logging(verbose)
+    filter_false_alarms()  # before the progress bar takes the console
     overrides = list(set_) + (["output.cache=false"] if no_cache else []) + (["output.resume=false"] if fresh else [])
     if max_failed_share is not None:
         overrides.append(f"execution.max_failed_share={max_failed_share}")
@@ -121,6 +123,7 @@ def suite(
     from llmrec.pipelines.runner.suite_config import load_suite_config
 
     _setup_logging(verbose)
+    filter_false_alarms()  # before the progress bar takes the console
     cfg = load_suite_config(config, list(set_) + (["output.resume=false"] if fresh else []))
     with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, transient=False) as bar:
@@ -403,6 +406,7 @@ def _mount_extra_verbs() -> None:
 
 
 def main() -> None:
+    quiet_false_alarms()  # `run` and `suite` keep Ray's false alarms off this command's stderr (llmrec.ray_start)
     _mount_extra_verbs()
     # discovery checks every benchmark: one that does not conform stops every verb, `list` included
     exit_on_error(_mount_benchmark_clis)

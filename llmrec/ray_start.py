@@ -7,11 +7,65 @@ is imported only when called.
 
 from __future__ import annotations
 
+import atexit
+import json
 import logging
+import os
+import subprocess
+import sys
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
 
+from llmrec import settings
+
 log = logging.getLogger(__name__)
+
+# Lines Ray's native code prints to the driver's stderr that report nothing wrong with an llmrec run. Ray Data
+# hands its DataContext and map transformer to every actor of a map_batches pool by ObjectRef, so Ray's core
+# worker logs an ERROR for each pool whose actors may restart ("... has constructor arguments in the object store
+# and max_restarts > 0", ray-project/ray#57733); those objects are the driver's own puts, alive as long as the
+# pool, so the restart it warns about works. Ray still writes the line to the driver's log in the session folder.
+RAY_FALSE_ALARMS = ("has constructor arguments in the object store and max_restarts > 0",)
+# the filter process: copies its stdin to its stdout line by line, dropping lines holding one of its arguments
+_FILTER = ("import sys\nout = sys.stdout.buffer\ndrop = [a.encode() for a in sys.argv[1:]]\n"
+           "for line in sys.stdin.buffer:\n    if not any(d in line for d in drop):\n"
+           "        out.write(line)\n        out.flush()\n")
+_quiet = {"wanted": False, "done": False}
+LOCAL_SESSIONS_DIR = "ray-local"  # under the per-user cache: one record per local Ray instance llmrec started
+
+
+def quiet_false_alarms() -> None:
+    """Called by the ``llmrec`` command's entry point (never by a library caller, nor a test's in-process
+    CLI runner): this process's stderr is its own to filter (see :func:`filter_false_alarms`)."""
+    _quiet["wanted"] = True
+
+
+def filter_false_alarms() -> None:
+    """Keep the lines of :data:`RAY_FALSE_ALARMS` off this process's stderr from now on, when it is the
+    ``llmrec`` command (:func:`quiet_false_alarms`); once. Called by the verbs that run Ray Data, before
+    their progress bar takes the console."""
+    if _quiet["wanted"] and not _quiet["done"]:
+        _filter_native_stderr(RAY_FALSE_ALARMS)
+        _quiet["done"] = True
+
+
+def _filter_native_stderr(drop: tuple[str, ...]) -> None:
+    """From now on what native code (Ray's C++ core worker) writes to this process's stderr, file descriptor
+    2, passes through a small child process that drops the lines holding one of ``drop`` and passes the rest
+    on to the real stderr. ``sys.stderr`` (the progress bar, Rich's console) moves to a copy of the real stderr,
+    so it keeps its terminal; a logging handler made before writes through the filter. The child ends once
+    every writer is gone: this process (also after kill -9 or a crash, passing on what was written before)
+    and any process it started with this stderr (Ray's own processes write to their log files)."""
+    sys.stderr.flush()
+    real = os.dup(2)
+    read, write = os.pipe()
+    subprocess.Popen([sys.executable, "-I", "-S", "-c", _FILTER, *drop], stdin=read, stdout=real,
+                     stderr=subprocess.DEVNULL, close_fds=True)
+    os.close(read)
+    os.dup2(write, 2)
+    os.close(write)
+    sys.stderr = open(real, "w", buffering=1, encoding=sys.stderr.encoding, errors=sys.stderr.errors)
 
 
 def start_ray(address: str | None = None, num_cpus: int | None = None, worker_niceness: int | None = None,
@@ -36,9 +90,86 @@ def start_ray(address: str | None = None, num_cpus: int | None = None, worker_ni
             kwargs["num_cpus"] = num_cpus
         if worker_niceness is not None:
             kwargs["_system_config"] = {"worker_niceness": worker_niceness}
+        reap_local_sessions()
     ray.init(**kwargs)
+    if not address:
+        record_local_session()
     log.info("Ray ready: %s", ray.cluster_resources())
     return True
+
+
+def _sessions_dir() -> Path:
+    return settings.cache_root() / LOCAL_SESSIONS_DIR
+
+
+def _stamps(procs) -> list[list]:
+    """What identifies each process across pid reuse: [pid, start time] (those that ended are left out)."""
+    import psutil
+
+    out = []
+    for proc in procs:
+        try:
+            out.append([proc.pid, proc.create_time()])
+        except psutil.Error:
+            continue
+    return out
+
+
+def _alive(stamp: list):
+    """The process of ``stamp`` if it still runs (same pid, same start time), else None."""
+    import psutil
+
+    try:
+        proc = psutil.Process(stamp[0])
+        return proc if proc.create_time() == stamp[1] and proc.status() != psutil.STATUS_ZOMBIE else None
+    except psutil.Error:
+        return None
+
+
+def record_local_session() -> None:
+    """Write down the local Ray instance this process just started: its own stamp and those of every process
+    below it (GCS, raylet, the raylet's dashboard and runtime-env agents, ...). A normal exit removes the
+    record (``ray.shutdown`` stops them); after a kill -9 the next start finds it (:func:`reap_local_sessions`)."""
+    import psutil
+
+    me = psutil.Process()
+    record = {"driver": _stamps([me])[0], "processes": _stamps(me.children(recursive=True))}
+    path = _sessions_dir() / f"{me.pid}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record))
+    atexit.register(path.unlink, missing_ok=True)
+
+
+def reap_local_sessions() -> list[int]:
+    """Before starting a local Ray instance: stop what is left of the instances earlier llmrec processes
+    started and did not stop because they were killed (kill -9, OOM). After its driver dies, Ray ends its
+    GCS and raylet, but the raylet's DashboardAgent and RuntimeEnvAgent linger for a minute or more and ignore
+    SIGTERM meanwhile, so the recorded processes that still run are killed. Records of a driver that still
+    runs are left alone, and so is every process llmrec did not record (a cluster it joined, another
+    user's instance). Returns the pids killed."""
+    import psutil
+
+    killed: list[int] = []
+    for path in sorted(_sessions_dir().glob("*.json")) if _sessions_dir().is_dir() else []:
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # being written, or not ours to read
+        if _alive(record["driver"]) is not None:
+            continue
+        for stamp in record["processes"]:
+            proc = _alive(stamp)
+            try:
+                if proc is not None:
+                    proc.kill()
+                    killed.append(proc.pid)
+            except psutil.Error:  # ended meanwhile, or not ours to stop
+                continue
+        path.unlink(missing_ok=True)
+    if killed:
+        log.warning("stopped %d Ray process(es) left by an llmrec run that was killed: pids %s", len(killed),
+                    " ".join(map(str, killed)))
+    return killed
 
 
 @contextmanager

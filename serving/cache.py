@@ -16,6 +16,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
+from llmrec.serving.engine import run_facts
 from llmrec.types import Request, Result
 
 
@@ -93,6 +94,9 @@ class CachedEngine:
 
     def count_tokens(self, request: Request) -> int:
         return self.engine.count_tokens(request)
+
+    def run_facts(self) -> dict:
+        return run_facts(self.engine)
 
     def generate(self, requests: list[Request]) -> list[Result]:
         keys = {i: cache_key(self.identity(), r) for i, r in enumerate(requests) if cacheable(r)}

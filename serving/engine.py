@@ -66,7 +66,12 @@ class EngineBase:
     Planning hooks (callable before ``start``), defaults "unknown": ``kv_capacity()`` (one replica's KV
     budget in tokens, block size, max sequences: planned before start, measured after),
     ``prompt_tokenizer()`` (Request → the prompt's token ids from the model's tokenizer on this
-    machine, or None) and ``capacity_lines(capacity)`` (how the budget comes about, for ``llmrec plan``)."""
+    machine, or None) and ``capacity_lines(capacity)`` (how the budget comes about, for ``llmrec plan``).
+
+    ``run_facts()``: what the engine learned while running that bears on the results but that its config
+    does not say (openai: the constraint format the server took after rejecting the first); {} by default.
+    Unlike ``identity()`` (what the engine is; the request cache key) it may change during a run. The
+    runner records it per role in the run directory (``run_facts.json``) and the MLflow ``protocol`` tag."""
 
     thread_safe: bool = False
     remote: bool = False
@@ -82,6 +87,16 @@ class EngineBase:
 
     def capacity_lines(self, capacity: KVCapacity) -> list[str]:
         return []
+
+    def run_facts(self) -> dict:
+        return {}
+
+
+def run_facts(engine) -> dict:
+    """``engine.run_facts()``, or {} for a caller-side object without the hook (a client of engines that
+    run elsewhere: an engine pool, a Serve app; their facts stay with them)."""
+    hook = getattr(engine, "run_facts", None)
+    return dict(hook()) if callable(hook) else {}
 
 
 @dataclass(frozen=True)

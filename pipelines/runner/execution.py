@@ -25,10 +25,12 @@ from llmrec.pipelines.protocol import Benchmark, Sample, check_stages, record_sc
 from llmrec.pipelines.record import RecordError
 from llmrec.pipelines.registry import benchmark_config, get_benchmark
 from llmrec.pipelines.common.datasets import resolve_data_dir
-from llmrec.pipelines.runner.run_config import REQUEST_CACHE_FILE, RunConfig, absolute_locations, resume_conflicts
+from llmrec.pipelines.runner.run_config import (REQUEST_CACHE_FILE, RUN_FACTS_FILE, RunConfig, absolute_locations,
+                                               resume_conflicts)
 from llmrec.pipelines.common.store import ResultStore
 from llmrec.pipelines.runner.placement import actor_options_accepted, actor_resources, check_gpu_placement
 from llmrec.pipelines.runner.worker import batch_timings, decode, encode, group_by_prefix, process_samples
+from llmrec.serving.engine import run_facts
 
 if TYPE_CHECKING:
     from llmrec.pipelines.runner.ray_env import SharedSubject
@@ -84,7 +86,10 @@ class StageWorker:
             log.error("engine dead, restarting this actor: %s", e)
             os._exit(1)
         load, self._load_s = self._load_s, 0.0
-        return encode(groups, {"engine_start_s": load, "worker_s": time.perf_counter() - t0 - load})
+        out = encode(groups, {"engine_start_s": load, "worker_s": time.perf_counter() - t0 - load})
+        facts = {role: f for role, engine in self._engines.items() if (f := run_facts(engine))}
+        out["facts"] = [json.dumps(facts)] * len(groups)  # what the engines learned so far (see run_facts)
+        return out
 
 
 def open_engine(cfg: dict, mode: str, role: str, cache, app: str = "", timeout_s: float | None = None,
@@ -135,6 +140,7 @@ class RunPlan:
     pending: list[Sample] = field(default_factory=list)
     assets: dict | None = None  # the benchmark's shared read-only data, read on the driver
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase (``time_*`` stats)
+    facts: dict[str, dict] = field(default_factory=dict)  # role → the engine's run_facts (RUN_FACTS_FILE)
 
 
 def run_dir_for(cfg: RunConfig) -> storage.Storage:
@@ -192,7 +198,28 @@ def plan(cfg: RunConfig, data_dir: Path | None = None) -> RunPlan:
         run_dir.delete("mlflow_run_id")  # another config: another MLflow run (params are write-once)
     run_dir.write_text("resolved.yaml", dump_yaml(cfg))
     pending = [s for s in samples if str(s["sample_id"]) not in done]
-    return RunPlan(cfg, bench, samples, run_dir, store, pending, assets, {"time_plan_s": time.perf_counter() - t0})
+    facts = {}  # the engine facts behind the stored results: kept with them, dropped without them
+    if run_dir.exists(RUN_FACTS_FILE) and done:
+        facts = json.loads(run_dir.read_text(RUN_FACTS_FILE))
+    elif run_dir.exists(RUN_FACTS_FILE):
+        run_dir.delete(RUN_FACTS_FILE)
+    return RunPlan(cfg, bench, samples, run_dir, store, pending, assets, {"time_plan_s": time.perf_counter() - t0},
+                   facts)
+
+
+def merge_facts(into: dict[str, dict], batch: dict[str, dict]) -> list[str]:
+    """Fold one batch's engine facts (role → facts) into the run's; a fact that took different values
+    (e.g. in different actors) keeps every value seen. Returns ``role: key=value`` for each change."""
+    changed = []
+    for role, facts in batch.items():
+        mine = into.setdefault(role, {})
+        for key, value in facts.items():
+            seen = mine.get(key)
+            if seen == value or (isinstance(seen, list) and value in seen):
+                continue
+            mine[key] = value if seen is None else [*(seen if isinstance(seen, list) else [seen]), value]
+            changed.append(f"{role}: {key}={value}")
+    return changed
 
 
 def _engine_cfgs(cfg: RunConfig) -> dict:
@@ -295,6 +322,10 @@ def stream(p: RunPlan, progress: Progress | None = None, subject: "SharedSubject
             samples = [s for g in decode(batch) for s in g]
             for k, v in batch_timings(batch).items():
                 t[f"time_{k}"] += v
+            for facts in dict.fromkeys(batch["facts"]):
+                for change in merge_facts(p.facts, json.loads(facts)):
+                    log.warning("engine %s (recorded in the run's %s and MLflow protocol tag)", change,
+                                RUN_FACTS_FILE)
             p.store.write(samples)
             written.extend(samples)
             t["time_store_write_s"] += time.perf_counter() - t_w

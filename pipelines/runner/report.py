@@ -16,6 +16,7 @@ from llmrec.config import dump_yaml, fingerprint
 from llmrec.pipelines.protocol import protocol_record, record_schema, setting_label
 from llmrec.redact import redact_text
 from llmrec.pipelines.runner.execution import RunPlan
+from llmrec.pipelines.runner.run_config import RUN_FACTS_FILE
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,9 @@ def write_outputs(p: RunPlan, rows: list[dict], metrics: dict, d: Path) -> dict[
     samples = d / "samples.parquet"  # one typed column per declared field; nested ones as JSON text
     pq.write_table(record_schema(p.bench).table(rows), samples)
     files = {"metrics": d / "metrics.json", "samples": samples, "config": d / "resolved.yaml"}
+    if p.facts:
+        files["facts"] = d / RUN_FACTS_FILE
+        files["facts"].write_text(json.dumps(p.facts, indent=1, sort_keys=True))
     if p.bench.predictions is not None:
         files["predictions"] = d / "predictions.jsonl"
         with open(files["predictions"], "w") as fh:
@@ -96,6 +100,8 @@ def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Pat
     name = redact_text(title or run_title(p))  # names are shown everywhere: no credentials in them
     engine = cfg.engine
     protocol = protocol_record(p.bench, cfg.benchmark)
+    if p.facts:  # what the engines learned while running (e.g. a constraint format the server took instead)
+        protocol["run_facts"] = p.facts
     tags = tracking.run_tags("run", protocol, data_fingerprint(p), headline, benchmark=p.bench.name,
                              engine=engine.type, model=tracking.model_label(engine), **{
                                  tracking.TAG_CONFIG_HASH: fingerprint(cfg.semantic()),

@@ -17,6 +17,7 @@ from llmrec.pipelines.registry import benchmark_config
 from llmrec.serving.engine import EngineConfig, engine_config
 
 REQUEST_CACHE_FILE = "request_cache.sqlite"  # the request cache's default file name (see OutputConfig.cache_path)
+RUN_FACTS_FILE = "run_facts.json"  # in a run directory: role → what its engine learned while running (run_facts)
 
 
 class DataConfig(StrictModel):

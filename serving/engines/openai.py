@@ -6,7 +6,8 @@ Constraints travel as vLLM's ``structured_outputs`` (``constraint_style: vllm``)
 answer is unwrapped), as ``response_format: json_object`` (``json_object``: JSON, schema not
 enforced), or not at all (``none``: the prompt must ask for the format). The default, ``auto``,
 starts with ``vllm`` and, when the server answers a 400 naming the field as unknown, moves to the
-next format in that order, once for the whole run: logged as a warning and recorded in ``identity()``.
+next format in that order, once for the whole run: logged as a warning and reported by ``run_facts()``
+(``constraint_sent``), which the runner records with the run.
 
 Rate limits: a 429 is waited out, never failed at once. The wait is the reply's ``Retry-After``
 (seconds or an HTTP date; else a doubling backoff), every request of the engine pauses until
@@ -147,10 +148,12 @@ class OpenAIEngine(EngineBase):
 
     def identity(self) -> dict:
         c = self.config
-        ident = {"type": "openai", "model": c.model, "constraint_style": c.constraint_style}
-        if self._style != STYLE_ORDER[0] and c.constraint_style == "auto":
-            ident["constraint_sent"] = self._style  # the server rejected the formats before it
-        return ident
+        return {"type": "openai", "model": c.model, "constraint_style": c.constraint_style}
+
+    def run_facts(self) -> dict:
+        if self.config.constraint_style == "auto" and self._style != STYLE_ORDER[0]:
+            return {"constraint_sent": self._style}  # the server rejected the formats before it
+        return {}
 
     # -- requests -------------------------------------------------------------------------------
     def body(self, request: Request, style: str | None = None) -> dict:

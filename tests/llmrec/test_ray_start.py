@@ -4,17 +4,22 @@ keeps each verb's options (address, local CPUs, worker niceness, where workers' 
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
 import sys
+import time
 import types
 
 import pytest
 
-from llmrec.ray_start import start_ray
+from llmrec import ray_start
+from llmrec.ray_start import reap_local_sessions, start_ray
 from tests.conftest import REPO
 
 
 @pytest.fixture
-def fake_ray(monkeypatch):
+def fake_ray(monkeypatch, tmp_path):
+    monkeypatch.setenv("LLMREC_CACHE_DIR", str(tmp_path / "cache"))  # session records stay in the test's folder
     calls: list[dict] = []
     state = {"up": False}
 
@@ -52,3 +57,68 @@ def test_ray_init_is_called_in_one_module_only():
     folders = ("llmrec", "pipelines", "serving", "models", "tuning", "cluster")
     found = {str(p.relative_to(REPO)): lines for f in folders for p in (REPO / f).rglob("*.py") if (lines := _inits(p))}
     assert list(found) == ["llmrec/ray_start.py"], found
+
+
+def _sleeper() -> subprocess.Popen:
+    return subprocess.Popen(["sleep", "300"])
+
+
+def _record(cache, driver: list, processes: list[list]) -> None:
+    (cache / "ray-local").mkdir(parents=True, exist_ok=True)
+    (cache / "ray-local" / f"{driver[0]}.json").write_text(json.dumps({"driver": driver, "processes": processes}))
+
+
+def test_a_killed_drivers_leftovers_are_stopped_and_nothing_else(tmp_path, monkeypatch):
+    """The record of a driver that no longer runs: its processes that still run are killed (a pid now used
+    by another process, told apart by its start time, is not); the record of a running driver is kept."""
+    import psutil
+
+    monkeypatch.setenv("LLMREC_CACHE_DIR", str(tmp_path))
+    dead = subprocess.Popen(["true"])
+    dead_stamp = [dead.pid, psutil.Process(dead.pid).create_time()]
+    dead.wait()
+    left, reused, other = _sleeper(), _sleeper(), _sleeper()
+    try:
+        stamp = lambda p: [p.pid, psutil.Process(p.pid).create_time()]  # noqa: E731
+        _record(tmp_path, dead_stamp, [stamp(left), [reused.pid, stamp(reused)[1] - 100.0]])
+        me = psutil.Process()
+        _record(tmp_path, [me.pid, me.create_time()], [stamp(other)])
+        assert reap_local_sessions() == [left.pid]
+        assert left.wait(timeout=10) == -9 and reused.poll() is None and other.poll() is None
+        assert [p.name for p in (tmp_path / "ray-local").iterdir()] == [f"{me.pid}.json"]
+        assert reap_local_sessions() == []  # the running driver's record is left alone
+    finally:
+        for p in (left, reused, other):
+            p.kill()
+
+
+def test_start_ray_records_its_local_instance_and_reaps_first(fake_ray, tmp_path, monkeypatch):
+    order = []
+    monkeypatch.setattr(ray_start, "reap_local_sessions", lambda: order.append("reap"))
+    monkeypatch.setattr(ray_start, "record_local_session", lambda: order.append("record"))
+    start_ray(None, num_cpus=1)
+    assert order == ["reap", "record"]
+
+
+def test_the_stderr_filter_drops_only_rays_false_alarm():
+    """In the llmrec command, what native code writes to fd 2 loses the known false alarm, nothing else;
+    Python's sys.stderr keeps writing to the real stderr."""
+    script = (
+        "import os, sys\n"
+        "from llmrec import ray_start\n"
+        "ray_start.filter_false_alarms()\n"  # not the llmrec command: nothing is filtered
+        "os.write(2, b'before constructor arguments in the object store and max_restarts > 0\\n')\n"
+        "ray_start.quiet_false_alarms()\n"
+        "ray_start.filter_false_alarms()\n"
+        "ray_start.filter_false_alarms()\n"  # once: a second call adds no second filter
+        "os.write(2, b'[E core_worker.cc:2465: Actor X has constructor arguments in the object store and "
+        "max_restarts > 0. If ...\\n')\n"
+        "os.write(2, b'native line kept\\n')\n"
+        "print('python line kept', file=sys.stderr)\n"
+        "import psutil; print(len(psutil.Process().children()))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert sorted(out.stderr.splitlines()) == [
+        "before constructor arguments in the object store and max_restarts > 0", "native line kept",
+        "python line kept"]  # the false alarm written after the filter is not
+    assert out.stdout.strip() == "1"  # one filter process

@@ -233,12 +233,13 @@ def test_rejected_constraint_format_falls_back_once_and_says_so(server, caplog):
     server.unknown_fields = {"structured_outputs"}
     choice = Constraint(choices=["A", "B"])
     e = engine(server, max_concurrency=1)
-    assert e.identity()["constraint_style"] == "auto" and "constraint_sent" not in e.identity()
+    assert e.identity() == {"type": "openai", "model": "m", "constraint_style": "auto"} and e.run_facts() == {}
     with caplog.at_level(logging.WARNING, logger="llmrec.serving.engines.openai"):
         out = e.generate([req('}"B":"rewsna"{', constraint=choice) for _ in range(3)])
     assert [r.text for r in out] == ["B", "B", "B"] and all(r.ok for r in out)
     assert sent_formats(server) == ["structured_outputs", "json_schema", "json_schema", "json_schema"]
-    assert e.identity()["constraint_sent"] == "openai"
+    assert e.run_facts() == {"constraint_sent": "openai"}
+    assert "constraint_sent" not in e.identity()  # the request cache key stays what the config says
     warned = [r.getMessage() for r in caplog.records if "rejected" in r.getMessage()]
     assert len(warned) == 1 and "structured_outputs" in warned[0] and "as openai" in warned[0]
     # a server with JSON mode only: on to json_object; unconstrained requests are not affected
@@ -246,7 +247,42 @@ def test_rejected_constraint_format_falls_back_once_and_says_so(server, caplog):
     e = engine(server, max_concurrency=4)
     out = e.generate([req(f"q{i}", constraint=Constraint(json_schema={"type": "object"})) for i in range(4)])
     assert all(r.ok for r in out) and sent_formats(server)[-1] == "json_object"
-    assert e.identity()["constraint_sent"] == "json_object"
+    assert e.run_facts() == {"constraint_sent": "json_object"}
+
+
+def test_a_runs_constraint_fallback_is_recorded_with_the_run(server, tmp_path, local_ray, caplog):
+    """End to end through the runner: the server rejects vLLM's structured_outputs; the fallback the
+    engine made in its Ray actor is logged by the driver and recorded in the run directory
+    (run_facts.json) and in the MLflow protocol tag, also after a resume that sends nothing."""
+    import mlflow
+
+    from llmrec.pipelines.runner.api import run_evaluation
+    from llmrec.pipelines.runner.run_config import RunConfig
+    from tests.pipelines.toy.benchmark import NAME
+
+    server.unknown_fields = {"structured_outputs"}
+    cfg = RunConfig.model_validate({
+        "benchmark": {"name": NAME, "n": 4, "rounds": 0, "choices": ["yes", "no"]},
+        "engine": {"type": "openai", "base_url": server.url, "model": "m"},
+        "execution": {"batch_size": 2, "retries": 0},
+        "output": {"dir": str(tmp_path / "runs"), "run_name": "r", "cache": False},
+        "tracking": {"uri": f"sqlite:///{tmp_path}/mlruns.db", "artifact_root": str(tmp_path / "art")}})
+    with caplog.at_level(logging.WARNING, logger="llmrec.pipelines.runner.execution"):
+        out = run_evaluation(cfg)
+    assert out.metrics["failed"] == 0 and out.metrics["n_samples"] == 4
+    assert "json_schema" in sent_formats(server)
+    facts = {"subject": {"constraint_sent": "openai"}}
+    assert json.loads((tmp_path / "runs" / "r" / "run_facts.json").read_text()) == facts
+    assert [r for r in caplog.records if "subject: constraint_sent=openai" in r.getMessage()]
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlruns.db")
+    assert json.loads(client.get_run(out.mlflow_run_id).data.tags["protocol"])["run_facts"] == facts
+    again = run_evaluation(cfg)  # every sample stored: nothing is sent, the facts stay with the results
+    assert again.stats["samples_resumed"] == 4
+    assert json.loads(client.get_run(again.mlflow_run_id).data.tags["protocol"])["run_facts"] == facts
+    server.unknown_fields = set()  # a server that takes structured_outputs: a fresh run reports no fallback
+    fresh = run_evaluation(cfg.model_copy(update={"output": cfg.output.model_copy(update={"resume": False})}))
+    assert not (tmp_path / "runs" / "r" / "run_facts.json").exists()
+    assert "run_facts" not in json.loads(client.get_run(fresh.mlflow_run_id).data.tags["protocol"])
 
 
 def test_a_fixed_constraint_style_is_not_changed(server):

@@ -19,7 +19,7 @@ from pydantic import Field
 from llmrec.pipelines.common.jsonio import PredictionLine
 from llmrec.pipelines.protocol import (Benchmark, BenchmarkConfig, LLMStage, LoopStage, Outcome, Payload, Ranker,
                                       RankingBaselines, Sample, ScoreTask, outcomes_from_fields)
-from llmrec.types import Message, Request, Result, SamplingParams
+from llmrec.types import Constraint, Message, Request, Result, SamplingParams
 
 NAME = "tests.pipelines.toy.benchmark:BENCHMARK"
 
@@ -36,16 +36,18 @@ class ToyConfig(BenchmarkConfig):
     ranking: str | None = Field(None, description="a CSV of interactions (user_id,item_id,timestamp): sample i is "
                                 "its i-th user, whose candidates (the items it never touched before its last one) "
                                 "trained recommenders rank (ranking_baselines); correct: the last item ranked first")
+    choices: list[str] | None = Field(None, description="constrain the first question's answer to these")
 
 
-def _ask(text: str) -> Request:
-    return Request(messages=[Message(role="user", content=text)], sampling=SamplingParams(max_tokens=4))
+def _ask(text: str, choices: list[str] | None = None) -> Request:
+    return Request(messages=[Message(role="user", content=text)], sampling=SamplingParams(max_tokens=4),
+                   constraint=Constraint(choices=choices) if choices else None)
 
 
 def render(cfg: ToyConfig, s: Sample) -> Request:
     if s["index"] in cfg.bad_render:
         raise ValueError(f"cannot render sample {s['index']}")
-    return _ask(s["text"])
+    return _ask(s["text"], cfg.choices)
 
 
 def shrink(s: Sample, req: Request, res: Result) -> Request | None:
