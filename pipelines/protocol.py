@@ -135,7 +135,10 @@ def setting_of(bench: "Benchmark", row: dict) -> str:
     """The label of a stored sample's setting: its record's ``setting`` mapping (rows stored before the record had
     one: the benchmark's ``group_keys`` read from the row)."""
     setting = row.get("setting")
-    return setting_label(setting, setting) if isinstance(setting, dict) else setting_label(bench.group_keys, row)
+    if not isinstance(setting, dict):
+        return setting_label(bench.group_keys, row)
+    keys = [k for k in bench.group_keys if k in setting] + [k for k in setting if k not in bench.group_keys]
+    return setting_label(keys, setting)  # in group_keys order (a stored mapping may come back key-sorted)
 
 
 def outcomes_from_fields(bench: "Benchmark", rows: list[Sample], fields: dict[str, str],

@@ -121,6 +121,8 @@ def test_the_runner_gives_each_sample_its_setting_as_one_flat_mapping(tmp_path):
     bench, samples, _ = execution.build_samples(run_config(tmp_path, n=2))
     assert [s["setting"] for s in samples] == [{"kind": "even"}, {"kind": "odd"}]
     assert setting_of(bench, samples[1]) == "kind=odd"
+    stored = {"sample_id": "s", "setting": {"b": 1, "a": 2}}  # read back key-sorted: labelled in group_keys order
+    assert setting_of(type("B", (), {"group_keys": ("b", "a")})(), stored) == "b=1,a=2"
     assert setting_of(bench, {"sample_id": "old", "kind": "even"}) == "kind=even"  # stored before records had one
 
 
