@@ -70,8 +70,8 @@ def _filter_native_stderr(drop: tuple[str, ...]) -> None:
 
 def start_ray(address: str | None = None, num_cpus: int | None = None, worker_niceness: int | None = None,
               worker_logs: bool = True) -> bool:
-    """Join the Ray cluster at ``address`` ('auto': the running one), or start a local instance
-    (``num_cpus``; ``worker_niceness``: None keeps Ray's own default); nothing when this process
+    """Join the Ray cluster at ``address`` ('auto': the running one; none given: ``$RAY_ADDRESS`` where set), or
+    start a new local instance (``num_cpus``; ``worker_niceness``: None keeps Ray's own default); nothing when this process
     already runs Ray. ``worker_logs``: False keeps workers' output off the driver's console and Ray's
     own logging at WARNING (a run's progress bar); True leaves llmrec's logging configuration alone.
     Returns True when this call started or joined Ray (the caller then owns ``ray.shutdown``)."""
@@ -79,12 +79,16 @@ def start_ray(address: str | None = None, num_cpus: int | None = None, worker_ni
 
     if ray.is_initialized():
         return False
-    kwargs: dict = {"address": address or None, "ignore_reinit_error": True}
+    # No address: a new local instance ("local"), never a local instance another process started (ray.init()
+    # would join the one recorded in /tmp/ray, e.g. a run or test beside this one, and then refuse num_cpus);
+    # $RAY_ADDRESS, where set (a Ray job's driver), is the user's choice and joined.
+    local = not address and not settings.env_ray_address()
+    kwargs: dict = {"address": address or ("local" if local else None), "ignore_reinit_error": True}
     if worker_logs:
         kwargs["configure_logging"] = False
     else:
         kwargs.update(log_to_driver=False, logging_level=logging.WARNING)
-    if not address:  # a local instance: this process starts its raylet, so these apply
+    if local:  # this process starts its raylet, so these apply
         kwargs["include_dashboard"] = False
         if num_cpus:
             kwargs["num_cpus"] = num_cpus
@@ -92,7 +96,7 @@ def start_ray(address: str | None = None, num_cpus: int | None = None, worker_ni
             kwargs["_system_config"] = {"worker_niceness": worker_niceness}
         reap_local_sessions()
     ray.init(**kwargs)
-    if not address:
+    if local:
         record_local_session()
     log.info("Ray ready: %s", ray.cluster_resources())
     return True

@@ -32,12 +32,20 @@ def fake_ray(monkeypatch, tmp_path):
     return calls
 
 
-def test_local_instance_gets_cpus_and_niceness(fake_ray):
+def test_local_instance_gets_cpus_and_niceness(fake_ray, monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
     assert start_ray(None, num_cpus=2, worker_niceness=0, worker_logs=False) is True
     (kw,) = fake_ray
-    assert kw["address"] is None and kw["num_cpus"] == 2 and kw["_system_config"] == {"worker_niceness": 0}
+    assert kw["address"] == "local" and kw["num_cpus"] == 2 and kw["_system_config"] == {"worker_niceness": 0}
     assert kw["log_to_driver"] is False and kw["include_dashboard"] is False
     assert start_ray(None, num_cpus=4) is False and len(fake_ray) == 1  # already up: joined once
+
+
+def test_no_address_but_ray_address_set_joins_that_cluster(fake_ray, monkeypatch):
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")  # a Ray job's driver
+    start_ray(None, num_cpus=2)
+    (kw,) = fake_ray
+    assert kw["address"] is None and "num_cpus" not in kw  # ray.init reads $RAY_ADDRESS
 
 
 def test_joining_a_cluster_passes_no_local_options(fake_ray):
@@ -122,3 +130,30 @@ def test_the_stderr_filter_drops_only_rays_false_alarm():
         "before constructor arguments in the object store and max_restarts > 0", "native line kept",
         "python line kept"]  # the false alarm written after the filter is not
     assert out.stdout.strip() == "1"  # one filter process
+
+
+@pytest.mark.slow
+def test_a_local_start_never_joins_a_local_ray_another_process_started(tmp_path):
+    """`ray.init()` without an address joins the local instance recorded in /tmp/ray (another llmrec run's, a
+    test's) and then refuses num_cpus: the cause of test_tune_sweep_on_s3_resumes failing beside another Ray.
+    start_ray(None) starts its own instance instead."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    other = subprocess.Popen([sys.executable, "-c", "import ray, time; ray.init(address='local', num_cpus=1, "
+                              "include_dashboard=False); print(ray.get_runtime_context().gcs_address, flush=True); "
+                              "time.sleep(600)"], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        theirs = other.stdout.readline().strip()
+        code = ("import ray; from llmrec.ray_start import start_ray; start_ray(None, 2); "
+                "print(ray.get_runtime_context().gcs_address, ray.cluster_resources()['CPU']); ray.shutdown()")
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env,
+                             cwd=tmp_path)
+        assert res.returncode == 0, res.stderr[-3000:]
+        mine, cpus = res.stdout.split()[-2:]
+        assert theirs and mine != theirs and float(cpus) == 2.0
+    finally:
+        other.terminate()
+        other.wait(timeout=60)
