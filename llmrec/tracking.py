@@ -216,10 +216,18 @@ def ensure_experiment(mlflow_client, name: str, artifact_root: str = settings.DE
                       headline: Iterable[str] = ()) -> str:
     """Id of experiment ``name``; created if new (artifact location, kind tag). The shared
     view lists the union of the headline metrics of every run kind logged to it."""
+    from mlflow.exceptions import MlflowException
+
     exp = mlflow_client.get_experiment_by_name(name)
     if exp is None:
-        exp_id = mlflow_client.create_experiment(name, artifact_location=artifact_location(artifact_root),
-                                                 tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+        try:
+            exp_id = mlflow_client.create_experiment(name, artifact_location=artifact_location(artifact_root),
+                                                     tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+        except MlflowException as e:  # another run (e.g. a second job of the same study) created it meanwhile
+            exp = mlflow_client.get_experiment_by_name(name) if e.error_code == "RESOURCE_ALREADY_EXISTS" else None
+            if exp is None:
+                raise
+    if exp is None:
         known: list[str] = []
     else:
         exp_id = exp.experiment_id
