@@ -171,11 +171,40 @@ HEADER = ("| model | point | seeds | NDCG@10 RecBole | NDCG@10 llmrec | Δ | wit
           "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|")
 
 
+def combine(files: list[Path], out: Path) -> None:
+    """Pool the per-seed runs of several result files (one row per model, point and epoch budget)."""
+    pooled: dict[tuple, dict] = {}
+    for f in files:
+        for row in json.loads(f.read_text()):
+            key = (row["model"], row["point"], row["max_epochs"], row.get("train_samples"))
+            slot = pooled.setdefault(key, {"recbole": {}, "llmrec": {}})
+            for side in ("recbole", "llmrec"):
+                for i, run in enumerate(row["runs"][side]):
+                    seed = run.get("seed", f"{f.name}#{i}")
+                    if seed in slot[side]:
+                        raise SystemExit(f"{f}: {row['model']} seed {seed} is already in an earlier file")
+                    slot[side][seed] = run
+    rows = []
+    print(HEADER, flush=True)
+    for (name, point, epochs, samples), slot in pooled.items():
+        rb, us = list(slot["recbole"].values()), list(slot["llmrec"].values())
+        rows.append(summarize(name, point, epochs, rb, us) | {"runs": {"recbole": rb, "llmrec": us}}
+                    | ({"train_samples": samples} if samples else {}))
+        print(table_row(rows[-1]), flush=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rows, indent=2))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", nargs="+", default=list(SPECS), choices=list(SPECS))
     p.add_argument("--points", nargs="+", default=["budget", "recbole"], choices=["budget", "recbole"])
     p.add_argument("--seeds", type=int, default=5, help="seeds per side (2020, 2021, ...)")
+    p.add_argument("--first-seed", type=int, default=2020,
+                   help="the first seed (more seeds later: --first-seed 2023 --seeds 2, then --combine)")
+    p.add_argument("--combine", nargs="+", type=Path, metavar="JSON",
+                   help="train nothing: print (and write to --out) the table of the runs stored in these result "
+                        "files, rows of the same model, point and epochs pooled (each seed once)")
     p.add_argument("--epochs", type=int, help="budget point: one epoch budget for every model (default: SPECS)")
     p.add_argument("--max-epochs", type=int, default=300, help="recbole point: epoch cap (RecBole's default 300)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads, both sides")
@@ -188,6 +217,9 @@ def main() -> None:
                    help="take a stored RecBole result whose key (model, full config, seed, threads) matches")
     p.add_argument("--out", default=str(REPO / "runs" / "perf" / "recbole_parity.json"))
     args = p.parse_args()
+    if args.combine:
+        combine(args.combine, Path(args.out))
+        return
     recbole_dir = Path(args.data_dir).expanduser().resolve() / "ml-100k-recbole"
     inter = recbole_dir / "ml-100k.inter"
     if not inter.is_file():
@@ -201,11 +233,12 @@ def main() -> None:
         for point in args.points:
             epochs = (args.epochs or SPECS[name]["epochs"]) if point == "budget" else args.max_epochs
             rb, us = [], []
-            for seed in range(2020, 2020 + args.seeds):
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
                 t0 = time.perf_counter()
                 result, work, reused = run_recbole(args, name, point, seed, epochs, inter)
-                rb.append({**result, "reused": reused})
-                us.append(run_llmrec(name, point, seed, epochs, work, recbole_dir, args.threads, args.train_samples))
+                rb.append({**result, "reused": reused, "seed": seed})
+                us.append(run_llmrec(name, point, seed, epochs, work, recbole_dir, args.threads, args.train_samples)
+                          | {"seed": seed})
                 print(f"  {name} {point} seed {seed}: RecBole NDCG@10 {result['ndcg@10']:.4f} "
                       f"({result['epochs_run']} ep{', reused' if reused else ''}), llmrec {us[-1]['ndcg@10']:.4f} "
                       f"({us[-1]['epochs_run']} ep), {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
