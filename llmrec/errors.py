@@ -54,13 +54,13 @@ class RunFailed(LlmrecError):
 
 
 class MissingDependency(LlmrecError):
-    """An optional package is not installed; the message names the extra that provides it."""
+    """A package is not installed; the message names the extra that provides it (``extra=None``: one of
+    llmrec's own dependencies, which a complete install has)."""
 
-    def __init__(self, feature: str, package: str, extra: str):
-        super().__init__(
-            f"{feature} needs the package '{package}', which is not installed. "
-            f"Install it with: pip install 'llmrec[{extra}]'"
-        )
+    def __init__(self, feature: str, package: str, extra: str | None):
+        how = (f"Install it with: pip install 'llmrec[{extra}]'" if extra else
+               "It is a dependency of llmrec itself: reinstall llmrec with its dependencies (pip install llmrec)")
+        super().__init__(f"{feature} needs the package '{package}', which is not installed. {how}")
         self.feature, self.package, self.extra = feature, package, extra
 
 

@@ -139,10 +139,13 @@ def is_count(metric: str) -> bool:
 
 
 def model_label(engine) -> str:
-    """What run names and tables call a subject: its engine's model (a file's name without folders),
-    else its model file, else the engine type. ``engine``: an engine section, as a model or a dict."""
-    get = engine.get if isinstance(engine, dict) else (lambda k: getattr(engine, k, None))
-    model = get("model") or get("model_path") or get("type") or "?"
+    """What run names and tables call a subject: its engine config's ``label`` (``serving/engine.py``: the
+    model's name without folders, else the engine type). ``engine``: a validated engine config, or an engine
+    section as stored (a dict from a run's resolved.yaml), labelled by the same rule from its ``model``, else
+    ``model_path``, else ``type``."""
+    if not isinstance(engine, dict):
+        return engine.label
+    model = engine.get("model") or engine.get("model_path") or engine.get("type") or "?"
     return str(model).replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
 
 

@@ -76,6 +76,9 @@ class Result(BaseModel):
     error: Annotated[str | None, AfterValidator(lambda e: redact_text(e) if e else e)] = None
     from_cache: bool = False
     request_id: str | None = None
+    retry_after_s: float | None = Field(
+        None, exclude=True, description="error only: how long the server asked the caller to wait before it retries "
+                                        "(HTTP Retry-After); a hint to the retry policy, never stored")
 
     @property
     def ok(self) -> bool:
@@ -89,6 +92,6 @@ class Result(BaseModel):
                    context_limit=overflow.context_limit, error=error or str(overflow), request_id=request.request_id)
 
     @classmethod
-    def failure(cls, request: Request, error: str) -> "Result":
-        """The request failed on its own; the caller may retry it."""
-        return cls(finish_reason="error", error=error, request_id=request.request_id)
+    def failure(cls, request: Request, error: str, retry_after_s: float | None = None) -> "Result":
+        """The request failed on its own; the caller may retry it (after ``retry_after_s``, when the server said)."""
+        return cls(finish_reason="error", error=error, request_id=request.request_id, retry_after_s=retry_after_s)

@@ -65,7 +65,7 @@ class BM25(Recommender):
         try:
             import bm25s
         except ImportError as e:  # pragma: no cover - bm25s is a core dependency
-            raise MissingDependency("the BM25 baseline", "bm25s", "core") from e
+            raise MissingDependency("the BM25 baseline", "bm25s", None) from e
         corpus = [[tok for i in h for tok in self.item_tokens[i]] or ["<empty>"] for h in histories]
         index = bm25s.BM25(k1=self.cfg.k1, b=self.cfg.b, method=self.cfg.method)
         index.index(corpus, show_progress=False)

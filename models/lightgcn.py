@@ -69,7 +69,7 @@ class LightGCN(Recommender):
         try:
             from torch_geometric.nn.models import LightGCN as PygLightGCN
         except ImportError as e:  # pragma: no cover - torch-geometric is a core dependency
-            raise MissingDependency("the LightGCN baseline", "torch-geometric", "core") from e
+            raise MissingDependency("the LightGCN baseline", "torch-geometric", None) from e
         self.gcn = PygLightGCN(data.n_users + data.n_items, cfg.embedding_size, cfg.n_layers, normalize=False)
         with torch.no_grad():  # two tables, as RecBole: each gets its own Xavier bound
             torch.nn.init.xavier_uniform_(self.gcn.embedding.weight[: data.n_users])

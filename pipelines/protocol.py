@@ -147,7 +147,8 @@ def outcomes_from_fields(bench: "Benchmark", rows: list[Sample], fields: dict[st
     """Outcomes read from per-sample fields that ``score`` wrote: ``fields`` maps a headline metric to
     the field whose mean over answered samples (status ok) the metric is, e.g. ``{"accuracy": "correct"}``.
     A missing, None or non-finite field gives no outcome for that sample (e.g. an unparsable answer a
-    metric leaves out). ``cluster(row)``: the resampling unit (default: the sample itself)."""
+    metric leaves out). ``cluster(row)``: the resampling unit (default: the benchmark's ``cluster`` hook)."""
+    cluster = cluster or bench.cluster
     out = []
     for r in rows:
         if r.get("status", "ok") != "ok":
@@ -158,9 +159,16 @@ def outcomes_from_fields(bench: "Benchmark", rows: list[Sample], fields: dict[st
                 continue
             v = float(v)
             if math.isfinite(v):
-                out.append(Outcome(str(r["sample_id"]), setting_of(bench, r),
-                                   str(cluster(r) if cluster else r["sample_id"]), metric, v, statistic))
+                out.append(Outcome(str(r["sample_id"]), setting_of(bench, r), str(cluster(r)), metric, v, statistic))
     return out
+
+
+def prediction_lines(line: type[PredictionLine], rows: Iterable[Sample]) -> list[dict]:
+    """Rows as lines of a predictions file whose schema is ``line``: each row's value of every field the
+    model declares, in the model's field order (None where the row has none). For ``Benchmark.predictions``
+    whose lines are the row's own fields, so the keys are written once, on the model."""
+    keys = tuple(line.model_fields)
+    return [{k: r.get(k) for k in keys} for r in rows]
 
 
 @dataclass(frozen=True)
@@ -240,7 +248,11 @@ class Benchmark:
     stages as ``sample[ASSETS_KEY]`` and to ``aggregate`` / ``predictions`` / ``plots``. Stages never read
     files: on a cluster the data directory exists only where the driver runs); ``plots`` (none);
     ``drilldown`` (one stored sample as ``llmrec report`` shows it: the ``DRILLDOWN_FIELDS``);
-    ``paired_outcomes`` (what ``llmrec compare`` pairs across runs: see the method).
+    ``cluster_key`` / ``cluster`` (the resampling unit of ``llmrec compare``'s paired tests: a declared field
+    whose value is a row's cluster, e.g. its user; or a method for a unit made of several fields; default: each
+    sample alone); ``paired_outcomes`` (what ``llmrec compare`` pairs across runs: see the method).
+    ``protocol_keys``, ``group_keys`` and ``cluster_key`` are checked at registration: a name that is not a
+    config field (protocol keys) or a declared record field (the others) fails naming it and what is available.
     """
 
     name: str
@@ -253,6 +265,7 @@ class Benchmark:
     cli: Any = None
     protocol_keys: tuple[str, ...] = ()
     headline_metrics: tuple[str, ...] = ()
+    cluster_key: str | None = None
     predictions: Callable[[list[Sample], dict | None], list[dict]] | None = None
     baselines: Callable[[BenchmarkConfig, list[Sample], dict | None], dict[str, list[Sample]]] | None = None
     ranking_baselines: (Callable[[BenchmarkConfig, list[Sample], dict | None], RankingBaselines | None]
@@ -291,20 +304,25 @@ class Benchmark:
         return {"prompt": row.get("prompt"), "answer": answer, "gold": row.get("gold"),
                 "verdict": row.get("verdict", row.get("correct"))}
 
+    def cluster(self, row: Sample) -> str:
+        """The resampling unit of a stored row for ``llmrec compare`` (units of one cluster are resampled /
+        swapped together): its ``cluster_key`` field, else the sample itself."""
+        return str(row[self.cluster_key] if self.cluster_key is not None else row["sample_id"])
+
     def paired_outcomes(self, cfg: BenchmarkConfig, rows: list[Sample], assets: dict | None) -> list[Outcome]:
         """Per-unit values of the headline metrics, for ``llmrec compare`` (one ``Outcome`` per unit,
         setting and metric). Default: every headline metric that is also a per-sample field ``score``
-        wrote (its mean over answered samples is the metric), each sample its own cluster. Override it
-        to map a metric to its field (``outcomes_from_fields``), to cluster samples (e.g. by user), or to
-        give per-group units for metrics computed per group. Metrics with no outcome (counts such as
-        ``failed``, set-level metrics such as a coverage) are not compared."""
+        wrote (its mean over answered samples is the metric), clustered by ``cluster``. Override it
+        to map a metric to its field (``outcomes_from_fields``) or to give per-group units for metrics
+        computed per group. Metrics with no outcome (counts such as ``failed``, set-level metrics such as
+        a coverage) are not compared."""
         return outcomes_from_fields(self, rows, {m: m for m in self.headline_metrics})
 
 
 _REQUIRED = ("name", "config_cls", "payload", "group_keys", "score_tasks")
 _REQUIRED_METHODS = ("build_samples", "stages", "score", "aggregate")
 _ARITY = {"build_samples": 2, "stages": 1, "score": 2, "aggregate": 3, "assets": 2, "plots": 4, "predictions": 2,
-          "drilldown": 2, "paired_outcomes": 3,
+          "drilldown": 2, "cluster": 1, "paired_outcomes": 3,
           "baselines": 3, "ranking_baselines": 3}
 DRILLDOWN_FIELDS = ("prompt", "answer", "gold", "verdict")
 """The keys ``Benchmark.drilldown`` returns."""
@@ -322,13 +340,25 @@ def check_benchmark(bench: object, where: str) -> None:
     problems += _member_problems(bench, missing)
     if not problems:
         problems += record_schema(bench).problems()
-        problems += [f"group key '{k}' is not a declared field" for k in bench.group_keys
-                     if k not in record_schema(bench).fields]
+        problems += _key_problems(bench)
         problems += _default_stage_problems(bench)
     if problems:
         kind = type(bench)
         raise ConfigError(f"benchmark {where} ({kind.__module__}.{kind.__qualname__}) does not conform to the protocol: "
                           f"{'; '.join(problems)}")
+
+
+def _key_problems(bench) -> list[str]:
+    """Names the benchmark gives as keys: group and cluster keys among its declared record fields, protocol
+    keys among its config's fields (a typo would otherwise drop the option from the protocol record)."""
+    fields = record_schema(bench).fields
+    out = [f"group key '{k}' is not a declared field" for k in bench.group_keys if k not in fields]
+    if bench.cluster_key is not None and bench.cluster_key not in fields:
+        out.append(f"cluster_key '{bench.cluster_key}' is not a declared field")
+    options = bench.config_cls.model_fields
+    out += [f"protocol key '{k}' is not a field of {bench.config_cls.__name__} (fields: {', '.join(options)})"
+            for k in bench.protocol_keys if k not in options]
+    return out
 
 
 def _member_problems(bench, missing: list[str]) -> list[str]:
@@ -342,6 +372,7 @@ def _member_problems(bench, missing: list[str]) -> list[str]:
                            ("group_keys", "a tuple of str", _str_tuple),
                            ("protocol_keys", "a tuple of str", _str_tuple),
                            ("headline_metrics", "a tuple of str", _str_tuple),
+                           ("cluster_key", "a str or None", lambda v: v is None or isinstance(v, str)),
                            ("score_tasks", "a tuple of ScoreTask",
                             lambda v: isinstance(v, tuple) and all(isinstance(t, ScoreTask) for t in v)),
                            ("data", "a DataManifest or None", lambda v: v is None or isinstance(v, DataManifest))):

@@ -23,13 +23,37 @@ from llmrec.registry import Registry
 from llmrec.types import Request, Result
 
 
+def path_tail(value) -> str:
+    """A model's name without its folders (``google/gemma-3-1b-it`` → ``gemma-3-1b-it``)."""
+    return str(value).replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+
+
 class EngineConfig(StrictModel):
-    """Fields every engine has. Subclasses add their own and fix ``type``."""
+    """Fields every engine has. Subclasses add their own and fix ``type``.
+
+    What the runner reads of any engine's config, declared here with defaults that a subclass overrides:
+    ``label`` (what run names and tables call the model), ``gpus_per_replica`` and ``gpu_share`` (placement,
+    ``pipelines/runner/placement.py``)."""
 
     type: str = Field(description="engine name (see `llmrec list`)")
     context_length: int | None = Field(
         None, ge=1, description="prompt+completion token limit; None = the engine's own"
     )
+
+    @property
+    def label(self) -> str:
+        """What run names and tables call this engine's model (its name without folders); default: the type."""
+        return path_tail(self.type)
+
+    @property
+    def gpus_per_replica(self) -> int | None:
+        """GPUs one replica of the engine needs (None: any count works)."""
+        return None
+
+    @property
+    def gpu_share(self) -> float | None:
+        """Share of each GPU's memory one replica takes (None: not known; the GPU-sharing check skips it)."""
+        return None
 
 
 @runtime_checkable

@@ -12,10 +12,11 @@ a local engine.
   least-loaded actor, biggest first, and the results come back in request order, one per
   request, as the engine returned them.
 - Faults: an engine that raises ``EngineDead`` ends its actor's process; Ray restarts the actor
-  (``max_restarts``) and runs its in-flight calls again (``max_task_retries=-1``). A call that
-  still fails because its actor died or is unreachable is re-sent (to the next actor) with
-  doubling backoff; only when the pool keeps failing does the call raise ``EngineError`` (a
-  whole-engine failure that ``resilience.generate_resilient`` retries).
+  (``max_restarts``) and runs its in-flight calls again (``max_task_retries=-1``). When an actor
+  dies for good (or cannot be reached), its requests come back as failures (``finish_reason="error"``)
+  while the other actors' answers are kept, and a dead actor gets no more requests from this client.
+  The pool re-sends nothing itself: ``resilience.generate_resilient`` retries the failed requests
+  under the one retry policy (``serving/retry.py``), and they go to the live actors.
 - The driver owns the pool (``start_engine_pool`` / ``stop_engine_pool``); clients never close it.
 """
 
@@ -110,98 +111,126 @@ def assign(requests: list[Request], loads: list[int], start: int = 0) -> list[li
     return [sorted(ix) for ix in out]
 
 
+class ActorFault(EngineError):
+    """An engine actor died or could not be reached (a fault of the actor, not an error of its engine)."""
+
+
 class PoolEngine:
     """The Engine protocol, answered by a pool of ``EngineActor``s (picklable: it travels to every
-    Ray Data actor; each copy keeps its own load counts)."""
+    Ray Data actor; each copy keeps its own load counts and its own list of dead actors)."""
 
     thread_safe = True
 
-    def __init__(self, actors: list, cfg: dict, backoff_s: float = 1.0, attempts: int | None = None):
+    def __init__(self, actors: list, cfg: dict):
         if not actors:
             raise EngineError("an engine pool needs at least one actor")
         self.config = engine_config(cfg)
-        self._cfg, self._actors, self._backoff = cfg, list(actors), backoff_s
-        self._attempts = attempts if attempts is not None else 2 * len(actors) + 3
+        self._cfg, self._actors = cfg, list(actors)
         self._loads = [0] * len(actors)
+        self._dead: set[int] = set()  # actors this client saw die for good
         self._lock = threading.Lock()
         self._turn = 0
         self._identity: dict | None = None
         self._limit: int | None = None
 
     def __reduce__(self):
-        return PoolEngine, (self._actors, self._cfg, self._backoff, self._attempts)
+        return PoolEngine, (self._actors, self._cfg)
 
     def start(self) -> None:
         pass  # the driver started the actors
 
-    def _call(self, k: int, method: str, *args):
-        """``actor.method(*args)`` on actor ``k``; on an actor fault, re-sent to the next actors."""
-        import ray
-        from ray.exceptions import ObjectLostError, RayActorError
+    def _live(self) -> list[int]:
+        live = [a for a in range(len(self._actors)) if a not in self._dead]
+        if not live:
+            raise EngineError(f"engine pool ({self.config.type}): all {len(self._actors)} engine actor(s) died")
+        return live
 
-        delay, last = self._backoff, None
-        for attempt in range(max(1, self._attempts)):
-            a = (k + attempt) % len(self._actors)
+    def _call(self, k: int, method: str, *args):
+        """``actor.method(*args)`` on actor ``k``, once. An actor fault raises ``ActorFault``, and an actor
+        that died for good gets nothing more from this client."""
+        import ray
+        from ray.exceptions import ActorDiedError, ObjectLostError, RayActorError
+
+        try:
+            return _unwrap(ray.get(getattr(self._actors[k], method).remote(*args)))
+        except (RayActorError, ObjectLostError) as e:  # the actor (or its node) died, its restarts used up
+            if isinstance(e, ActorDiedError):
+                with self._lock:
+                    self._dead.add(k)
+            log.warning("engine actor %d of %d failed (%s)", k + 1, len(self._actors), type(e).__name__)
+            raise ActorFault(f"engine pool ({self.config.type}): actor {k + 1} of {len(self._actors)} failed: "
+                             f"{type(e).__name__}: {' '.join(str(e).split())[:300]}") from e
+
+    def _call_any(self, method: str, *args):
+        """A question any actor answers (token counts, identity): the live actors, least loaded first, until one
+        answers (no wait: a fault of one actor says nothing about the next)."""
+        with self._lock:
+            order = sorted(self._live(), key=self._loads.__getitem__)
+        for k in order[:-1]:
             try:
-                return _unwrap(ray.get(getattr(self._actors[a], method).remote(*args)))
-            except (RayActorError, ObjectLostError) as e:  # the actor (or its node) died: Ray restarts it
-                log.warning("engine actor %d of %d failed (%s); re-sending (%d/%d) in %.1fs", a + 1,
-                            len(self._actors), type(e).__name__, attempt + 1, self._attempts, delay)
-                last = e
-                time.sleep(delay)
-                delay = min(max(delay, 0.01) * 2, 30.0)
-        raise EngineError(f"engine pool ({self.config.type}): no actor answered after {self._attempts} tries: "
-                          f"{type(last).__name__}: {last}")
+                return self._call(k, method, *args)
+            except ActorFault:
+                continue
+        return self._call(order[-1], method, *args)
 
     def generate(self, requests: list[Request]) -> list[Result]:
         if not requests:
             return []
         with self._lock:
-            parts = assign(requests, self._loads, self._turn)
+            live = self._live()
+            shares = assign(requests, [self._loads[a] for a in live], self._turn % len(live))
+            parts: list[list[int]] = [[] for _ in self._actors]
+            for a, ix in zip(live, shares):
+                parts[a] = ix
             self._turn = (self._turn + 1) % len(self._actors)
             for k, ix in enumerate(parts):
                 self._loads[k] += len(ix)
         busy = [(k, ix) for k, ix in enumerate(parts) if ix]
         out: list[Result | None] = [None] * len(requests)
         try:
-            if len(busy) == 1:
-                k, ix = busy[0]
-                answers = [self._call(k, "generate", requests)]
-            else:
-                answers = self._fan_out(busy, requests)
+            answers = self._fan_out(busy, requests)
         finally:
             with self._lock:
                 for k, ix in enumerate(parts):
                     self._loads[k] -= len(ix)
         for (k, ix), res in zip(busy, answers):
+            if isinstance(res, ActorFault):  # this actor's requests failed (the caller retries them); others stand
+                res = [Result.failure(requests[i], str(res)) for i in ix]
             if len(res) != len(ix):
                 raise EngineError(f"engine actor returned {len(res)} results for {len(ix)} requests")
             for i, r in zip(ix, res):
                 out[i] = r
         return out  # type: ignore[return-value]
 
-    def _fan_out(self, busy: list[tuple[int, list[int]]], requests: list[Request]) -> list[list[Result]]:
-        """The parts in parallel threads (each blocks in ``ray.get``, re-sending on faults)."""
+    def _part(self, k: int, ix: list[int], requests: list[Request]):
+        """One actor's share: its results, or the ``ActorFault`` when the actor failed (engine errors raise)."""
+        try:
+            return self._call(k, "generate", requests if len(ix) == len(requests) else [requests[i] for i in ix])
+        except ActorFault as e:
+            return e
+
+    def _fan_out(self, busy: list[tuple[int, list[int]]], requests: list[Request]) -> list:
+        """The parts, in parallel threads when there are several (each blocks in ``ray.get``)."""
+        if len(busy) == 1:
+            return [self._part(*busy[0], requests)]
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(len(busy)) as pool:
-            futs = [pool.submit(self._call, k, "generate", [requests[i] for i in ix]) for k, ix in busy]
+            futs = [pool.submit(self._part, k, ix, requests) for k, ix in busy]
             return [f.result() for f in futs]
 
     def count_tokens(self, request: Request) -> int:
-        with self._lock:
-            k = min(range(len(self._loads)), key=self._loads.__getitem__)
-        return int(self._call(k, "count_tokens", request))
+        return int(self._call_any("count_tokens", request))
 
     def identity(self) -> dict:
         if self._identity is None:
-            self._identity = self._call(0, "identity")
+            self._identity = self._call_any("identity")
         return self._identity
 
     @property
     def context_limit(self) -> int:
         if self._limit is None:
-            self._limit = self._call(0, "context_limit")
+            self._limit = self._call_any("context_limit")
         if self._limit is None:
             raise AttributeError(f"the {self.config.type} engine reports no context_limit")
         return self._limit
@@ -227,8 +256,8 @@ class EnginePool:
     actors: list
     groups: list = field(default_factory=list)
 
-    def client(self, backoff_s: float = 1.0) -> PoolEngine:
-        return PoolEngine(self.actors, self.config, backoff_s)
+    def client(self) -> PoolEngine:
+        return PoolEngine(self.actors, self.config)
 
 
 def start_engine_pool(cfg: dict, replicas: int, name: str, num_cpus: float = 1.0, num_gpus: float = 0.0,

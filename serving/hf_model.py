@@ -52,7 +52,7 @@ def embedded_hf_model() -> Path:
 
     Concurrent callers each write a temporary directory and rename it into place, so a reader
     never sees a partial directory (``build_once``)."""
-    from llmrec.serving.engines.llamacpp import embedded_model
+    from llmrec.serving.local import embedded_model
 
     gguf_path, sha = embedded_model()
     target = cache_root() / "models" / f"hf-{gguf_path.stem}-{sha[:12]}"

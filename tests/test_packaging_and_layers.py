@@ -137,3 +137,17 @@ def test_the_runner_may_not_import_an_engine_or_vllm(site, tmp_path):
     assert "the runner imports no engine" in flat and "BROKEN" in flat
     assert "llmrec.pipelines.runner.sneaky -> llmrec.serving.engines.vllm.planning" in flat, res.stdout[-3000:]
     assert "llmrec.pipelines.runner.sneaky -> vllm" in flat, res.stdout[-3000:]
+
+
+def test_an_engine_may_not_import_another_engine(site, tmp_path):
+    """Engines share code through modules no engine owns (chat formats, the embedded model); the vllm
+    package's own modules may import each other."""
+    bad = tmp_path / "site"
+    shutil.copytree(site, bad)
+    (bad / "llmrec" / "serving" / "engines" / "sneaky.py").write_text(
+        "from llmrec.serving.engines.llamacpp import LlamaCppEngine\n")
+    res = lint(bad)
+    assert res.returncode != 0
+    flat = " ".join(res.stdout.split())
+    assert "no engine imports another engine" in flat and "BROKEN" in flat
+    assert "llmrec.serving.engines.sneaky -> llmrec.serving.engines.llamacpp" in flat, res.stdout[-3000:]

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-import requests
+import httpx
 
 from llmrec import settings
 from llmrec.errors import DataError
@@ -74,9 +74,9 @@ def fetch(manifest: DataManifest, dest: Path | None = None, base_url: str | None
             continue
         url = f.url if base_url is None else base_url.rstrip("/") + "/" + f.path.split("/", 1)[1]
         try:
-            resp = requests.get(url, timeout=timeout_s)
+            resp = httpx.get(url, timeout=timeout_s, follow_redirects=True)
             resp.raise_for_status()
-        except requests.RequestException as e:
+        except httpx.HTTPError as e:
             raise DataError(
                 f"could not download {url}: {e}\nWithout network access, copy the {manifest.name} files "
                 f"into a folder and set ${settings.DATA_DIR_ENV} to it (it must hold {manifest.probe})."

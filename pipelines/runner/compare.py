@@ -234,8 +234,7 @@ def write_files(comp: Comparison, out: Path) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     doc = {"runs": [{"label": r.label, "run_dir": str(r.path), "group": r.group, "benchmark": r.bench.name,
                      "engine": r.cfg.engine.type,
-                     "model": str(getattr(r.cfg.engine, "model", None) or getattr(r.cfg.engine, "model_path", None)
-                                  or r.cfg.engine.type)} for r in comp.runs],
+                     "model": r.cfg.engine.label} for r in comp.runs],
            "protocol_diff": {"allowed": comp.allowed_protocol_diff, "differences": comp.protocol_diff},
            "dropped": comp.dropped, "not_compared": comp.not_compared, "holm": "per metric, over its settings and comparisons",
            **comp.settings, "rows": comp.rows}

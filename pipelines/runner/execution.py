@@ -265,14 +265,14 @@ def stream(p: RunPlan, progress: Progress | None = None, subject: "SharedSubject
         del own["subject"]
         subject.acquire()
         if subject.pool is not None:
-            pools["subject"] = subject.pool.client(ex.backoff_s)
+            pools["subject"] = subject.pool.client()
         if subject.served is not None:
             engines["subject"], apps["subject"] = subject.served, subject.app
     if ex.mode == "serve":
         engines.update(start_serve_apps(own, ex, run))  # an engine's own deployment may add e.g. its base_url
     judge_pool = start_judge_pool(cfg, engines, run)  # actors mode: the judge's own engine actors, or None
     if judge_pool is not None:
-        pools["judge"] = judge_pool.client(ex.backoff_s)
+        pools["judge"] = judge_pool.client()
     thin = "subject" in pools and ("judge" not in engines or "judge" in pools)  # the actors hold no engine
     cache_path = cache_path_for(cfg)
     cache = start_cache_service(cache_path, f"llmrec-cache-{run}") if cache_path else None

@@ -1,8 +1,8 @@
 """Where engine actors go: Ray resources per actor, TP×PP placement groups, GPU-sharing checks.
 
-Engines that span several GPUs expose ``gpus_per_replica`` on their config (e.g. tensor ×
-pipeline parallel size), and engines that take a share of each GPU's memory expose
-``gpu_share``. As in ``ray.data.llm``'s LLM stage, a multi-GPU replica gets a placement group
+An engine config declares what placement needs (``serving/engine.py``, ``EngineConfig``):
+``gpus_per_replica`` for engines that span several GPUs (e.g. tensor × pipeline parallel size)
+and ``gpu_share`` for engines that take a share of each GPU's memory (None where neither applies). As in ``ray.data.llm``'s LLM stage, a multi-GPU replica gets a placement group
 of one ``{GPU: 1, CPU: 1}`` bundle per GPU (PACK: on one node when it fits) that captures child
 tasks, and the actor itself reserves no GPU: the engine's Ray executor places its TP/PP workers
 in that group. In actors mode a (non-remote) judge gets actors of its own
@@ -21,8 +21,8 @@ from llmrec.errors import ConfigError
 
 
 def gpus_needed(engine_cfg) -> int | None:
-    """GPUs one replica of this engine needs, when the engine says (None: any count works)."""
-    return getattr(engine_cfg, "gpus_per_replica", None)
+    """GPUs one replica of this engine needs, when the engine says (None: any count works, or no engine)."""
+    return None if engine_cfg is None else engine_cfg.gpus_per_replica
 
 
 def judge_pooled(judge, ex) -> bool:
@@ -59,7 +59,7 @@ def placement_errors(engine, judge, ex) -> list[str]:
         if need is not None and gpus != 0 and gpus != need:
             errors.append(f"{key} is {gpus:g} but {role} needs tensor_parallel_size x pipeline_parallel_size "
                           f"= {need} GPU(s) per replica; set them equal")
-    shares = [getattr(c, "gpu_share", None) for c in (engine, judge) if c is not None]
+    shares = [c.gpu_share for c in (engine, judge) if c is not None]
     if len(shares) != 2 or None in shares or sum(shares) <= 0.95:
         return errors
     if not pooled and ex.num_gpus_per_worker > 0:

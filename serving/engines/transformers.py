@@ -30,8 +30,8 @@ from typing import Literal
 from pydantic import Field
 
 from llmrec.errors import ContextOverflow, EngineError, MissingDependency
-from llmrec.serving.engine import EngineBase, EngineConfig, register_engine
-from llmrec.serving.engines.llamacpp import render_gemma, render_plain
+from llmrec.serving.engine import EngineBase, EngineConfig, path_tail, register_engine
+from llmrec.serving.chat_formats import render_gemma, render_plain
 from llmrec.types import Constraint, Message, Request, Result
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,10 @@ class TransformersEngineConfig(EngineConfig):
                                   "else all usable CPUs")
     max_context: int = Field(8192, ge=16, description="prompt + completion token limit when `context_length` "
                              "is unset (also capped by the model's max_position_embeddings)")
+
+    @property
+    def label(self) -> str:
+        return path_tail(self.model)
 
 
 def render_prompt(tokenizer, messages: list[Message], prompt_format: str) -> str:
@@ -114,7 +118,7 @@ class TransformersEngine(EngineBase):
             from transformers import AutoModelForCausalLM, AutoTokenizer
         except ImportError as e:
             raise MissingDependency("transformers engine", "transformers torch", "sft") from e
-        from llmrec.serving.engines.llamacpp import default_threads
+        from llmrec.serving.local import default_threads
         from llmrec.serving.hf_model import resolve_model_dir
 
         cfg, t0 = self.config, time.perf_counter()

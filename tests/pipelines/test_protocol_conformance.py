@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from llmrec.errors import ConfigError
-from llmrec.pipelines.protocol import check_benchmark
+from llmrec.pipelines.protocol import Benchmark, check_benchmark
 from llmrec.pipelines.registry import BENCHMARKS
 from llmrec.registry import Registry
 from tests.conftest import REPO
@@ -44,6 +44,30 @@ def test_registration_refuses_it():
     assert "bad" not in r
     with pytest.raises(ConfigError, match="not a subclass of llmrec.pipelines.protocol.Benchmark"):
         r.register("plain", object())
+
+
+def test_a_key_typo_fails_at_registration_naming_the_key_and_the_choices():
+    """A protocol key that is not a config field would silently drop the option from the protocol record; a
+    cluster key that is not a declared field would fail only at ``llmrec compare``. Both fail at registration."""
+    from tests.pipelines.toy.benchmark import Toy
+
+    class Typo(Toy):
+        protocol_keys = ("n", "truncat")
+        cluster_key = "indx"
+
+    r = Registry("benchmark", check=check_benchmark)
+    with pytest.raises(ConfigError) as e:
+        r.register("typo", Typo())
+    msg = str(e.value)
+    assert "protocol key 'truncat' is not a field of ToyConfig (fields: name, limit, n, " in msg
+    assert "truncate" in msg and "cluster_key 'indx' is not a declared field" in msg and "\n" not in msg
+
+    class Keyed(Toy):
+        cluster_key = "kind"
+        cluster = Benchmark.cluster  # the protocol's default: the cluster_key field
+
+    r.register("keyed", Keyed())
+    assert Keyed().cluster({"sample_id": "s", "kind": "odd"}) == "odd"
 
 
 def test_llmrec_list_fails_naming_what_is_missing():

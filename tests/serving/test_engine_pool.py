@@ -13,6 +13,7 @@ import pytest
 from llmrec.errors import EngineError
 from llmrec.serving.engine import build_engine
 from llmrec.serving.engine_pool import assign, runs_in_process, start_engine_pool, stop_engine_pool
+from llmrec.serving.resilience import generate_resilient
 from llmrec.types import Message, Request
 
 FAKE = {"type": "fake", "default": "ok", "report_pid": True,
@@ -59,7 +60,7 @@ def test_pool_answers_each_request_in_order_across_two_actors(local_ray):
 
     pool = start_engine_pool(FAKE, 2, "t-order", num_cpus=0.5)
     try:
-        client = pickle.loads(pickle.dumps(pool.client(0.01)))  # it travels to every Ray Data actor like this
+        client = pickle.loads(pickle.dumps(pool.client()))  # it travels to every Ray Data actor like this
         reqs = [req(i) for i in range(8)]
         out = client.generate(reqs)
         local = build_engine(FAKE).generate(reqs)
@@ -84,7 +85,7 @@ def test_killed_actor_mid_call_is_restarted_and_the_call_answered(local_ray):
 
     pool = start_engine_pool({**FAKE, "delay_s": 0.4}, 1, "t-kill", num_cpus=0.5, max_restarts=2)
     try:
-        client = pool.client(0.01)
+        client = pool.client()
         before = ray.get(pool.actors[0].pid.remote())
         got: dict = {}
         call = threading.Thread(target=lambda: got.update(out=client.generate([req(i) for i in range(5)])))
@@ -109,7 +110,7 @@ def test_dead_engine_ends_its_actor_which_ray_restarts(local_ray, tmp_path):
     pool = start_engine_pool(cfg, 1, "t-dead", num_cpus=0.5, max_restarts=1)
     try:
         before = ray.get(pool.actors[0].pid.remote())
-        out = pool.client(0.01).generate([req(0), req(1)])
+        out = pool.client().generate([req(0), req(1)])
         assert (tmp_path / "died").exists()  # the engine did die once (EngineDead)
         assert all(r.ok and r.text.startswith("ok") for r in out)
         assert {pid_of(r.text) for r in out} == {ray.get(pool.actors[0].pid.remote())} != {before}
@@ -126,7 +127,7 @@ def test_pool_reserves_its_cpus_reraises_engine_errors_and_frees_everything(loca
     try:
         assert _wait_cpu(ray, free - 1.0) == pytest.approx(free - 1.0)
         with pytest.raises(EngineError, match="fake failure 1/1"):  # as if the engine were local
-            pool.client(0.01).generate([req(0)])
+            pool.client().generate([req(0)])
     finally:
         stop_engine_pool(pool)
     assert _wait_cpu(ray, free) == pytest.approx(free)
@@ -156,9 +157,13 @@ def test_a_permanently_dead_actor_s_share_goes_to_the_others(local_ray):
         survivor = ray.get(pool.actors[1].pid.remote())
         ray.kill(pool.actors[0], no_restart=True)  # like a lost node once restarts are used up
         _wait_dead(ray, pool.actors[0])  # ray.kill returns before the actor is gone
-        out = pool.client(0.01).generate([req(i) for i in range(4)])
+        client = pool.client()
+        first = client.generate([req(i) for i in range(4)])  # the dead actor's share fails, the rest is answered
+        failed = [r for r in first if not r.ok]
+        assert failed and all("ActorDiedError" in r.error for r in failed) and len(failed) < 4
+        out = generate_resilient(client, [req(i) for i in range(4)], retries=1, backoff_s=0.01)
         assert [r.text.split()[0] for r in out] == [f"a{i}" for i in range(4)]
-        assert {pid_of(r.text) for r in out} == {survivor}
+        assert {pid_of(r.text) for r in out} == {survivor}  # the retry went to the live actor only
     finally:
         stop_engine_pool(pool)
 
@@ -172,3 +177,21 @@ def test_an_engine_that_cannot_start_fails_the_pool_start_naming_why(local_ray, 
     with pytest.raises(EngineError, match=r"could not start.*model file .*model.gguf not found"):
         start_engine_pool(cfg, 2, "t-broken", num_cpus=0.5, max_restarts=1)
     assert _wait_cpu(ray, total) == pytest.approx(total)  # nothing left behind
+
+
+@pytest.mark.slow
+def test_the_pool_adds_no_attempts_to_a_rate_limited_server(local_ray):
+    """An engine in pool actors behind the resilience layer: a server that always answers 429 sees each
+    request ``retries + 1`` times (the pool re-sends nothing of its own)."""
+    from tests.serving.limited_server import RateLimitedServer
+
+    server = RateLimitedServer(retry_after="0")
+    pool = start_engine_pool({"type": "openai", "base_url": server.url, "model": "m"}, 2, "t-429", num_cpus=0.5)
+    try:
+        reqs = [Request(messages=[Message(role="user", content=f"q{i}")]) for i in range(4)]
+        out = generate_resilient(pool.client(), reqs, retries=2, backoff_s=0.01)
+        assert all(r.finish_reason == "error" and "HTTP 429" in r.error for r in out)
+        assert server.attempts == {f"q{i}": 3 for i in range(4)}
+    finally:
+        stop_engine_pool(pool)
+        server.close()

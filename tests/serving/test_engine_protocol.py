@@ -43,3 +43,27 @@ BAD_SPEC = EngineSpec("headless", EngineConfig, Headless)
 def test_a_nonconforming_engine_by_path_fails_on_import():
     with pytest.raises(ConfigError, match="missing generate"):
         ENGINES.get("tests.serving.test_engine_protocol:BAD_SPEC")
+
+
+def test_engine_configs_declare_label_and_placement_needs():
+    """The runner reads an engine's label and placement needs from its config (no getattr): the base declares
+    them with defaults, and each engine's config gives its own."""
+    from llmrec import tracking
+    from llmrec.pipelines.runner.placement import gpus_needed
+    from llmrec.serving.engine import engine_config
+
+    base = EngineConfig(type="x")
+    assert (base.label, base.gpus_per_replica, base.gpu_share) == ("x", None, None)
+    cases = {"fake": ({"model": "org/fake-7b"}, "fake-7b"),
+             "openai": ({"model": "google/gemma-3-1b-it"}, "gemma-3-1b-it"),
+             "llamacpp": ({"model_path": "/models/q4/gemma.gguf"}, "gemma.gguf"),
+             "transformers": ({"model": "/ckpt/run-1/"}, "run-1"),
+             "vllm": ({"model": "Qwen/Qwen3-8B", "tensor_parallel_size": 2, "pipeline_parallel_size": 2,
+                       "gpu_memory_utilization": 0.45}, "Qwen3-8B")}
+    for kind, (fields, label) in cases.items():
+        cfg = engine_config({"type": kind, **fields})
+        assert cfg.label == label == tracking.model_label(cfg) == tracking.model_label({"type": kind, **fields})
+    assert engine_config({"type": "llamacpp"}).label == "llamacpp"  # the embedded model: the engine type
+    vllm = engine_config({"type": "vllm", **cases["vllm"][0]})
+    assert gpus_needed(vllm) == 4 and vllm.gpu_share == 0.45
+    assert gpus_needed(engine_config({"type": "fake"})) is None and gpus_needed(None) is None

@@ -10,8 +10,9 @@ import pytest
 
 from llmrec.errors import ConfigError
 from llmrec.serving.engine import build_engine, engine_config
-from llmrec.serving.engines.llamacpp import (choice_grammar, embedded_model, eval_chunks, gbnf_literal, render_gemma,
-                                      render_plain)
+from llmrec.serving.chat_formats import render_gemma, render_plain
+from llmrec.serving.engines.llamacpp import choice_grammar, eval_chunks, gbnf_literal
+from llmrec.serving.local import embedded_model
 from llmrec.types import Constraint, Message, Request, SamplingParams
 
 M = Message

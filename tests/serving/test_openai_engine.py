@@ -293,30 +293,32 @@ def test_a_fixed_constraint_style_is_not_changed(server):
 
 
 def test_429_waits_for_retry_after_and_lowers_concurrency(server):
-    """A rate-limited server: the requests wait out Retry-After instead of failing, and fewer are sent at
-    once afterwards (4 before the 429; halved to 2, grown by at most 1 per success since)."""
+    """A rate-limited server: the 429'd request fails with the server's Retry-After, which the retry waits out
+    (not a fast retry), and fewer requests are sent at once afterwards (4 before the 429; halved to 2, grown by
+    at most 1 per success since)."""
     e = engine(server, max_concurrency=4)
     server.delay_s = 0.2
     server.retry_after = ["1"]
     t0 = time.monotonic()
-    out = e.generate([req(f"q{i}") for i in range(8)])
+    out = generate_resilient(e, [req(f"q{i}") for i in range(8)], retries=1, backoff_s=0.01)
     assert time.monotonic() - t0 >= 1.0  # the wait was honoured, not a fast retry
     assert all(r.ok for r in out) and [r.text for r in out] == [f"{i}q" for i in range(8)]
     assert 1 <= server.max_in_flight <= 3
     # Retry-After as an HTTP date
     server.delay_s, server.retry_after = 0.0, [email.utils.formatdate(time.time() + 2, usegmt=True)]
     t0 = time.monotonic()
-    out = e.generate([req("abc")])
+    out = generate_resilient(e, [req("abc")], retries=1, backoff_s=0.01)
     assert out[0].ok and time.monotonic() - t0 >= 0.9
 
 
-def test_429_without_retry_after_backs_off_and_gives_up_after_the_budget(server):
+def test_429_is_one_attempt_with_the_server_s_wait_cut_to_rate_limit_wait_s(server):
     server.retry_after = [None]
-    out = engine(server).generate([req("abc")])
-    assert out[0].ok and out[0].text == "cba"
+    out = engine(server).generate([req("abc")])  # no retry inside the engine: the caller's policy retries
+    assert out[0].finish_reason == "error" and "HTTP 429" in out[0].error and out[0].retry_after_s is None
     server.retry_after = ["30"]
-    out = engine(server, rate_limit_wait_s=5).generate([req("abc")])
-    assert out[0].finish_reason == "error" and "HTTP 429" in out[0].error
+    out = engine(server, rate_limit_wait_s=0.2).generate([req("abc")])
+    assert out[0].finish_reason == "error" and out[0].retry_after_s == 0.2
+    assert "retry_after_s" not in out[0].model_dump()  # a hint to the retry policy, never stored
 
 
 def test_retry_after_header_values():

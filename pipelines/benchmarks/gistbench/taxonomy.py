@@ -140,7 +140,7 @@ class EmbeddingMapper:
             try:
                 from sentence_transformers import SentenceTransformer
             except ImportError as e:
-                raise MissingDependency("the embedding taxonomy mapper", "sentence-transformers", "cpu") from e
+                raise MissingDependency("the embedding taxonomy mapper", "sentence-transformers", None) from e
             self._model = SentenceTransformer(str(self._path()), device="cpu")
             log.info("taxonomy: embedding mapper loaded from %s", self._path())
         return self._model

@@ -15,10 +15,7 @@ from llmrec.pipelines.benchmarks.lrworld import metrics, samples
 from llmrec.pipelines.benchmarks.lrworld.config import LRWorldConfig
 from llmrec.pipelines.benchmarks.lrworld.payload import TRANSIENT, LRWorldPayload
 from llmrec.pipelines.benchmarks.lrworld.stages import build_stages
-from llmrec.pipelines.protocol import Benchmark, Outcome, ScoreTask, outcomes_from_fields
-
-LINE_KEYS = ("sample_id", "base_id", "measure", "factor", "scale", "dataset", "field", "variant", "run",
-             "gold", "gold_pos", "gold_pop", "options", "output", "parsed", "status")
+from llmrec.pipelines.protocol import Benchmark, Outcome, ScoreTask, outcomes_from_fields, prediction_lines
 
 
 class LRWorld(Benchmark):
@@ -69,20 +66,23 @@ class LRWorld(Benchmark):
         out["failed_rows"] = float(sum(r.get("status", "ok") != "ok" for r in rows))
         return out
 
+    def cluster(self, row: dict) -> str:
+        """The user where the probe has one (per source), else the built sample (its position runs and variants
+        together)."""
+        return f"{row.get('domain')}/user/{row['user_id']}" if row.get("user_id") else row["base_id"]
+
     def paired_outcomes(self, cfg: LRWorldConfig, rows: list[dict], assets: dict | None) -> list[Outcome]:
         """Per-sample means per variant: ``<variant>/accuracy`` ← ``correct``, ``<variant>/missed_rate`` ←
-        ``missed`` (answered rows; ``llmrec compare`` drops failed ones). Cluster: the user where the probe
-        has one (per source), else the built sample (its position runs and variants together)."""
+        ``missed`` (answered rows; ``llmrec compare`` drops failed ones)."""
         by_variant: dict[str, list[dict]] = {}
         for r in rows:
             by_variant.setdefault(r.get("variant") or "base", []).append(r)
-        return [o for v, rs in by_variant.items() for o in outcomes_from_fields(
-            self, rs, {f"{v}/accuracy": "correct", f"{v}/missed_rate": "missed"},
-            cluster=lambda r: f"{r.get('domain')}/user/{r['user_id']}" if r.get("user_id") else r["base_id"])]
+        return [o for v, rs in by_variant.items()
+                for o in outcomes_from_fields(self, rs, {f"{v}/accuracy": "correct", f"{v}/missed_rate": "missed"})]
 
     def predictions(self, rows: list[dict], assets: dict | None) -> list[dict]:
         """Lines of the ``llmrec score lrworld`` contract (every row; a failed one has output null)."""
-        return [{k: r.get(k) for k in LINE_KEYS} for r in rows]
+        return prediction_lines(metrics.ContractLine, rows)
 
     def drilldown(self, row: dict, assets: dict | None) -> dict:
         """The probe (measure, variant, its target or history) and its numbered options, the raw answer, the

@@ -30,20 +30,26 @@ from llmrec.pipelines.common.stats import mean_with_ci
 
 class ContractLine(PredictionLine):
     """A line of ``llmrec score lrworld``: one sample in one variant and position-bias run (its
-    ``sample_id`` names both: ``<base_id>|<variant>|r<run>``)."""
+    ``sample_id`` names both: ``<base_id>|<variant>|r<run>``). The fields, in this order, are the lines a run
+    writes (``predictions.jsonl``); the optional ones describe the sample for reports and are not scored."""
 
     unique = ("sample_id",)
     sample_id: str
+    base_id: str | None = None
     measure: str
     factor: str
+    scale: str | None = None
+    dataset: str | None = None
+    field: str | None = None
+    variant: str | None = None
+    run: int | None = None
     gold: str
+    gold_pos: int | None = None
+    gold_pop: str | None = None
     options: list[str] = Field(min_length=2)
     output: str | None
     parsed: str | None
-    variant: str | None = None
-    run: int | None = None
-    base_id: str | None = None
-    gold_pop: str | None = None
+    status: str | None = None
 
     @model_validator(mode="after")
     def _gold_is_a_label(self):

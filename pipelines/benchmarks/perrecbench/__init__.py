@@ -12,14 +12,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llmrec.pipelines.protocol import Benchmark, Outcome, ScoreTask, outcomes_from_fields
+from llmrec.pipelines.protocol import Benchmark, ScoreTask, prediction_lines
 from llmrec.pipelines.benchmarks.perrecbench import metrics, samples
 from llmrec.pipelines.benchmarks.perrecbench.config import PerRecBenchConfig
 from llmrec.pipelines.benchmarks.perrecbench.profiles import profile_stage
 from llmrec.pipelines.benchmarks.perrecbench.stages import build_stages, finalize
 from llmrec.pipelines.benchmarks.perrecbench.payload import TRANSIENT, PerRecBenchPayload
-
-CONTRACT_KEYS = ("group_id", "mode", "relative_ratings", "avg_ratings", "ratings", "prediction")
 
 
 class PerRecBench(Benchmark):
@@ -30,6 +28,9 @@ class PerRecBench(Benchmark):
     group_keys = ("level", "mode")
     protocol_keys = ("data", "levels", "modes", "groups", "prompt", "sampling")
     headline_metrics = ("ptc", "ptc_rank", "exact_match", "failed")
+    # llmrec compare's unit: the query item, whose users recur across levels and modes (a sample holds several
+    # users, so clustering by user would not partition the samples); ptc / ptc_rank / exact_match pair per group
+    cluster_key = "item_id"
     data = None  # built from rating data read by pipelines/interactions (cfg.data)
     score_tasks = (
         ScoreTask("perrecbench", metrics.ContractLine, metrics.score_predictions,
@@ -63,19 +64,9 @@ class PerRecBench(Benchmark):
     def aggregate(self, cfg: PerRecBenchConfig, rows: list[dict], assets: dict | None) -> dict[str, float]:
         return metrics.aggregate_rows(rows, cfg.levels)
 
-    def paired_outcomes(self, cfg: PerRecBenchConfig, rows: list[dict], assets: dict | None) -> list[Outcome]:
-        """Per-sample (one group in one mode) values whose mean over usable answers the headline metric
-        is: ``ptc`` and ``ptc_rank`` (a rank correlation per group: the group is the unit of pairing),
-        ``exact_match`` (binary). An unusable answer has no outcome. Cluster: the query item, whose users
-        recur across levels and modes (a sample holds several users, so clustering by user would not
-        partition the samples)."""
-        return outcomes_from_fields(self, rows, {m: m for m in ("ptc", "ptc_rank", "exact_match")},
-                                    cluster=lambda r: r["item_id"])
-
     def predictions(self, rows: list[dict], assets: dict | None) -> list[dict]:
         """Lines of the ``llmrec score perrecbench`` contract (answered samples)."""
-        keep = CONTRACT_KEYS + ("level", "item_id", "user_ids", "item_avg_ratings")
-        return [{k: r.get(k) for k in keep} for r in rows if r.get("status", "ok") == "ok"]
+        return prediction_lines(metrics.ContractLine, [r for r in rows if r.get("status", "ok") == "ok"])
 
     def drilldown(self, row: dict, assets: dict | None) -> dict:
         """The group (users, query item, mode), the predicted ordering (else the raw answer), the users'

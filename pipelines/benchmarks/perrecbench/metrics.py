@@ -43,8 +43,12 @@ class ContractLine(PredictionLine):
     relative_ratings: list[float] = Field(min_length=2)
     avg_ratings: list[float] = Field(min_length=2)
     ratings: list[float] | None = None
-    item_avg_ratings: list[float] | None = None
     prediction: list[float | None] | None  # point: predicted ratings; pair/list: user indices 1..n
+    # the group, for reports (not scored); with the fields above, in this order, the lines a run writes
+    level: str | None = None
+    item_id: Id | None = None
+    user_ids: list[Id] | None = None
+    item_avg_ratings: list[float] | None = None
 
 
 def ordering_from_values(values: Sequence[float]) -> list[int]:

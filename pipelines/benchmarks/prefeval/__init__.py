@@ -80,17 +80,20 @@ class PrefEval(Benchmark):
             return metrics.mcq_metrics(rows)
         return gen_metrics.gen_metrics(rows, cfg.judge_mode)
 
+    def cluster(self, row: dict) -> str:
+        """The preference (topic + pair index; its forms are index-aligned), so a preference's settings are
+        resampled together when settings are pooled."""
+        return f"{row['topic']}/{int(row['task_id']):04d}"
+
     def paired_outcomes(self, cfg: PrefEvalConfig, rows: list[dict], assets: dict | None) -> list[Outcome]:
         """Per-sample means: ``accuracy`` ← ``correct`` (MCQ: answered samples; generation: the scored
-        ones, i.e. judged, and in strict mode not ``judge_failed``), ``missed_rate`` ← ``missed`` (MCQ).
-        Cluster: the preference (topic + pair index; its forms are index-aligned), so a preference's
-        settings are resampled together when settings are pooled."""
+        ones, i.e. judged, and in strict mode not ``judge_failed``), ``missed_rate`` ← ``missed`` (MCQ)."""
         if cfg.task == "mcq":
             fields = {"accuracy": "correct", "missed_rate": "missed"}
         else:
             fields = {"accuracy": "correct"}
             rows = [r for r in rows if "judge_failed" in r and not (cfg.judge_mode == "strict" and r["judge_failed"])]
-        return outcomes_from_fields(self, rows, fields, cluster=lambda r: f"{r['topic']}/{int(r['task_id']):04d}")
+        return outcomes_from_fields(self, rows, fields)
 
     def predictions(self, rows: list[dict], assets: dict | None) -> list[dict]:
         """Lines for `llmrec score prefeval-mcq` / `prefeval-gen` (answered samples)."""

@@ -45,7 +45,7 @@ class Embedder:
             try:
                 from sentence_transformers import SentenceTransformer
             except ImportError as e:
-                raise MissingDependency("the PrefEval rag method", "sentence-transformers", "cpu") from e
+                raise MissingDependency("the PrefEval rag method", "sentence-transformers", None) from e
             self._model = SentenceTransformer(str(self.model_path), device="cpu")
             log.info("rag: embedding model loaded from %s", self.model_path)
         return self._model
@@ -77,7 +77,7 @@ def top_k(query_vec: np.ndarray, doc_vecs: np.ndarray, k: int) -> list[int]:
     try:
         import faiss
     except ImportError as e:
-        raise MissingDependency("the PrefEval rag method", "faiss-cpu", "cpu") from e
+        raise MissingDependency("the PrefEval rag method", "faiss-cpu", None) from e
     n = int(doc_vecs.shape[0])
     if n == 0 or k <= 0:
         return []

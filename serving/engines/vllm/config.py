@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from llmrec.serving.engine import EngineConfig
+from llmrec.serving.engine import EngineConfig, path_tail
 from llmrec.serving.engines.vllm.scale_model import NOT_QUALITY, SCALE_MODEL
 
 EMBEDDED = "embedded"
@@ -85,6 +85,10 @@ class VLLMEngineConfig(EngineConfig):
                              "and memory (its identity then records scale_run, so no one takes its metrics "
                              "for a model's quality)")
         return self
+
+    @property
+    def label(self) -> str:
+        return path_tail(self.model)
 
     @property
     def gpus_per_replica(self) -> int:

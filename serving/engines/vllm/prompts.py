@@ -11,7 +11,7 @@ import logging
 from typing import Any, Callable
 
 from llmrec.errors import LlmrecError
-from llmrec.serving.engines.llamacpp import render_gemma, render_plain
+from llmrec.serving.chat_formats import render_gemma, render_plain
 from llmrec.serving.engines.vllm.config import VLLMEngineConfig
 from llmrec.serving.engines.vllm.embedded import resolve_model
 from llmrec.types import Message, Request

@@ -18,7 +18,7 @@ from pydantic import Field
 
 from llmrec.pipelines.common.jsonio import PredictionLine
 from llmrec.pipelines.protocol import (Benchmark, BenchmarkConfig, LLMStage, LoopStage, Outcome, Payload, Ranker,
-                                      RankingBaselines, Sample, ScoreTask, outcomes_from_fields)
+                                      RankingBaselines, Sample, ScoreTask, outcomes_from_fields, prediction_lines)
 from llmrec.types import Constraint, Message, Request, Result, SamplingParams
 
 NAME = "tests.pipelines.toy.benchmark:BENCHMARK"
@@ -142,11 +142,15 @@ class Toy(Benchmark):
                 "accuracy": sum(r["correct"] for r in ok) / len(ok) if ok else float("nan")}
 
     def predictions(self, rows: list[dict], assets: dict | None) -> list[dict]:
-        return [{"sample_id": r["sample_id"], "answer": r.get("answer")} for r in rows]
+        return prediction_lines(ToyLine, rows)
+
+    def cluster(self, row: dict) -> str:
+        """Consecutive index pairs (one even, one odd sample)."""
+        return f"c{row['index'] // 2}"
 
     def paired_outcomes(self, cfg: ToyConfig, rows: list[dict], assets: dict | None) -> list[Outcome]:
-        """accuracy ← correct; cluster: consecutive index pairs (one even, one odd sample)."""
-        return outcomes_from_fields(self, rows, {"accuracy": "correct"}, cluster=lambda r: f"c{r['index'] // 2}")
+        """accuracy ← correct."""
+        return outcomes_from_fields(self, rows, {"accuracy": "correct"})
 
     def baselines(self, cfg: ToyConfig, samples: list[Sample], assets: dict | None) -> dict[str, list[Sample]]:
         """A model-free baseline (what a suite lists beside its subjects): answers "yes" to every even sample."""

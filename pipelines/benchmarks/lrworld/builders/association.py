@@ -68,11 +68,6 @@ def rules_for(freq: pd.DataFrame, min_confidence: float, max_len: int,
     return rules[RULE_COLUMNS].reset_index(drop=True)
 
 
-def mine_rules(catalog: Catalog, min_support: float, min_confidence: float, max_len: int) -> pd.DataFrame:
-    """Every rule with one consequent item (small data and tests; the builder asks per antecedent)."""
-    return rules_for(frequent_itemsets(catalog, min_support, max_len), min_confidence, max_len)
-
-
 def build_association(catalog: Catalog, n: int, seed: int, min_support: float = 0.01,
                       min_confidence: float = 0.01, max_len: int = 2) -> list[dict]:
     """Frequent itemsets smaller than ``max_len`` are the antecedent pool, visited in a seeded random

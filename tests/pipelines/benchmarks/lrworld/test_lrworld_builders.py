@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from llmrec.pipelines.benchmarks.lrworld.builders import build_measures
-from llmrec.pipelines.benchmarks.lrworld.builders.association import build_association, mine_rules
+from llmrec.pipelines.benchmarks.lrworld.builders.association import build_association, frequent_itemsets, rules_for
 from llmrec.pipelines.benchmarks.lrworld.builders.knowledge import build_knowledge
 from llmrec.pipelines.benchmarks.lrworld.builders.memory import build_memory
 from llmrec.pipelines.benchmarks.lrworld.builders.neural import build_neural, prototypes
@@ -12,7 +12,7 @@ from llmrec.pipelines.benchmarks.lrworld.config import BuildConfig
 
 
 def test_rule_must_be_found(rule_catalog):
-    rules = mine_rules(rule_catalog, 0.01, 0.01, 2)
+    rules = rules_for(frequent_itemsets(rule_catalog, 0.01, 2), 0.01, 2)
     ab = rules[(rules.antecedents == ("a",)) & (rules.consequents == ("b",))]
     assert len(ab) == 1 and float(ab.confidence.iloc[0]) == 1.0
     samples = build_association(rule_catalog, 100, seed=3)
