@@ -89,8 +89,8 @@ def check_existing_run(cfg: TrainConfig, files: RunFiles, resume: bool, fresh: b
     if held and not resume:
         raise ConfigError(f"{files.uri} already holds a trained run ({', '.join(held)}): use --resume to continue "
                           "it, --fresh to discard it and train again, or another output.run_name")
-    if not resume:
-        return
+    if not resume or not any(rel.startswith("checkpoint/") for rel in held):
+        return  # nothing to continue: _train says so
     if not files.exists(RunDir.CONFIG):
         raise ConfigError(f"--resume: {files.uri} has no {RunDir.CONFIG}, so nothing says which config its "
                           "checkpoint was trained under; use --fresh to train again")
