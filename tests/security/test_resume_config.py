@@ -263,3 +263,20 @@ def test_train_without_resume_does_not_overwrite_a_trained_run(tmp_path):
     out = CliRunner().invoke(app, ["train", path, "--set", "split.seed=3", "--fresh"])
     assert out.exit_code == 0, out.output
     assert yaml.safe_load((tmp_path / "runs" / "bpr" / "resolved.yaml").read_text())["split"]["seed"] == 3
+
+
+def test_a_real_run_then_llmrec_run_on_other_questions_is_refused(tmp_path, local_ray):
+    """The whole runner (local Ray, fake engine): a finished run's answers are not taken for other questions."""
+    from llmrec.pipelines.runner.api import run_evaluation
+
+    data = _questions(tmp_path / "a", "what is 1+1?", "what is 2+2?", "what is 3+3?")
+    bench = {"name": NAME, "n": 3, "questions": "questions.txt", "rounds": 0}
+    done = run_evaluation(cfg(tmp_path, benchmark=bench, data=data, ray={"num_cpus": 2},
+                              execution={"backoff_s": 0.01, "retries": 0}))
+    assert done.metrics["n_samples"] == 3
+    other = raw(tmp_path, benchmark=bench, data=_questions(tmp_path / "b", "who wrote Faust?", "2+2?", "3+3?"))
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(other))
+    out = CliRunner().invoke(app, ["run", str(path)])
+    assert out.exit_code == 2 and "Traceback" not in out.output, out.output
+    assert "data: questions.txt: other content" in out.output and "--fresh" in out.output
