@@ -349,11 +349,13 @@ def train(
     set_: list[str] = typer.Option([], "--set", help=SET_HELP),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run of the same config after its "
                                 "last validated epoch (optimizer, early-stopping counters and RNG restored)."),
+    fresh: bool = typer.Option(False, "--fresh", help="Discard the run directory's checkpoint and metrics and "
+                               "train again."),
 ) -> None:
     """Train one traditional recommender configuration and log it to MLflow."""
     from llmrec.tuning.api import train_from_config
 
-    result = train_from_config(str(config), list(set_), resume=resume)
+    result = train_from_config(str(config), list(set_), resume=resume, fresh=fresh)
     console.print_json(json.dumps(result, default=str))
 
 

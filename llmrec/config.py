@@ -128,12 +128,35 @@ def yaml_problem(path: Path, e: yaml.MarkedYAMLError) -> str:
     return f"{head}: not valid YAML: {what}" + (f"\n{snippet}" if snippet else "")
 
 
+class DuplicateKeyError(yaml.MarkedYAMLError):
+    """A mapping names one key twice (PyYAML keeps the last value without a word)."""
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping, naming it and its line."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # ``<<: *base``: its keys may be overridden here
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node)
+            except TypeError:  # an unhashable key: the base class reports it
+                continue
+            if first is not key_node:
+                raise DuplicateKeyError(f"first given at line {first.start_mark.line + 1}", None,
+                                        f"duplicate key {key!r}", key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml(path: str | Path) -> dict:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"Config file not found: {p}")
     try:
-        data = yaml.safe_load(read_utf8(p)) or {}
+        data = yaml.load(read_utf8(p), Loader=UniqueKeyLoader) or {}
     except yaml.MarkedYAMLError as e:
         raise ConfigError(yaml_problem(p, e)) from e
     except yaml.YAMLError as e:
@@ -168,6 +191,28 @@ def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
         else:
             out[key] = v
     return out
+
+
+def semantic_conflicts(now: dict, stored: dict) -> list[str]:
+    """``key: stored → now`` for each result-determining key (``now``: a config's ``semantic()``) whose value
+    differs in ``stored`` (the config stored results were produced under). A key only one side has (an option
+    added or removed by an llmrec upgrade) is not compared, unless the other side holds a value where it has a
+    mapping (``judge: null`` → a judge)."""
+    now_flat = flatten(now)
+    before = flatten({k: stored.get(k) for k in now})
+    out: dict[str, tuple[str, str]] = {}
+    for key in before.keys() | now_flat.keys():
+        if key in before and key in now_flat:
+            if before[key] != now_flat[key]:
+                out[key] = (repr(before[key]), repr(now_flat[key]))
+            continue
+        parts = key.split(".")
+        other = now_flat if key in before else before
+        parent = next((p for p in (".".join(parts[:i]) for i in range(1, len(parts))) if p in other), None)
+        if parent is not None:
+            value = repr(other[parent])
+            out[parent] = (value, "a mapping") if other is before else ("a mapping", value)
+    return [f"{k}: {a} → {b}" for k, (a, b) in sorted(out.items())]
 
 
 class OutputBase(StrictModel):

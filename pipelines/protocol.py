@@ -176,7 +176,9 @@ class ScoreTask:
     """``llmrec score NAME``: recompute metrics from a predictions file without a model.
 
     ``line`` is the schema every line must match (``common.jsonio.PredictionLine``: types, allowed
-    values, the fields that identify a line); ``run(lines, options) -> metrics``.
+    values, the fields that identify a line); ``run(lines, options) -> metrics``. ``streams``: ``run``
+    reads ``lines`` once, in order, so they are given as an iterator over the file (memory flat in its
+    length) instead of a list.
     """
 
     name: str
@@ -184,6 +186,7 @@ class ScoreTask:
     run: Callable[[list[dict], dict], dict[str, Any]]
     description: str = ""
     options: tuple[str, ...] = ()
+    streams: bool = False
 
 
 Ranker = Callable[[list[str], list[list[str]]], list[list[str]]]

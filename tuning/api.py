@@ -16,10 +16,12 @@ from typing import Any
 import yaml
 
 from llmrec import storage
-from llmrec.config import dump_yaml, fingerprint, load_config, validate
+from llmrec.config import dump_yaml, fingerprint, load_config, semantic_conflicts, validate
 from llmrec.errors import ConfigError
 from llmrec.models.export import candidate_lists, export_embeddings, topk_frame
-from llmrec.models.trainer import CHECKPOINT
+from llmrec.models.trainer import CHECKPOINT, LAST
+from llmrec.redact import redacted
+from llmrec.rundir import RunDir
 from llmrec.ray_start import ray_session
 from llmrec.tuning import sweep as sweep_
 from llmrec.tuning.config import TrainConfig, TuneConfig, set_path
@@ -44,11 +46,14 @@ def _run_files(cfg: TrainConfig, kind: str) -> RunFiles:
     return RunFiles(storage.resolve(cfg.output.dir), name)
 
 
-def train_from_config(path: str, overrides: list[str], resume: bool = False) -> dict:
+def train_from_config(path: str, overrides: list[str], resume: bool = False, fresh: bool = False) -> dict:
     """Train one configuration; returns metrics, best epoch and the locations written.
 
     ``resume`` continues an interrupted run of the same config from ``checkpoint/last.pt``
-    (after its last validated epoch, with optimizer, early-stopping counters and RNG state).
+    (after its last validated epoch, with optimizer, early-stopping counters and RNG state); it is
+    refused when the run directory's config differs in a key that determines the result. Without
+    ``resume``, a run directory that already holds a checkpoint or metrics is refused, unless
+    ``fresh`` (which discards them first).
 
     Writes ``resolved.yaml``, ``protocol.json``, ``metrics.json``, ``checkpoint/best.pt``,
     ``per_user_test.parquet``, ``topk_test.parquet`` and embeddings under the run directory
@@ -58,9 +63,47 @@ def train_from_config(path: str, overrides: list[str], resume: bool = False) -> 
     cfg = _absolute(load_config(TrainConfig, path, overrides))
     files = _run_files(cfg, "train")
     try:
+        check_existing_run(cfg, files, resume, fresh)
         return _train(cfg, files, resume)
     finally:
         files.close()
+
+
+TRAINED = (f"checkpoint/{CHECKPOINT}", f"checkpoint/{LAST}", RunDir.METRICS)  # what a (partly) trained run holds
+# keys a resumed run may change: more epochs continue the same trajectory an uninterrupted run would have taken
+RESUMABLE_CHANGES = ("train.epochs:",)
+
+
+def check_existing_run(cfg: TrainConfig, files: RunFiles, resume: bool, fresh: bool) -> None:
+    """A run directory's checkpoint and metrics belong to the config that made them: ``resume`` continues only
+    under that config (the differing keys are named otherwise); a new run never writes over them (``fresh``
+    discards them first)."""
+    if resume and fresh:
+        raise ConfigError("--resume and --fresh contradict each other: pick one")
+    held = [rel for rel in TRAINED if files.exists(rel)]
+    if fresh:
+        for rel in held:
+            folder, _, name = rel.rpartition("/")
+            (files.store / folder if folder else files.store).delete(name)
+        return
+    if held and not resume:
+        raise ConfigError(f"{files.uri} already holds a trained run ({', '.join(held)}): use --resume to continue "
+                          "it, --fresh to discard it and train again, or another output.run_name")
+    if not resume or not any(rel.startswith("checkpoint/") for rel in held):
+        return  # nothing to continue: _train says so
+    if not files.exists(RunDir.CONFIG):
+        raise ConfigError(f"--resume: {files.uri} has no {RunDir.CONFIG}, so nothing says which config its "
+                          "checkpoint was trained under; use --fresh to train again")
+    try:
+        stored = yaml.safe_load(files.read_text(RunDir.CONFIG))
+    except yaml.YAMLError as e:
+        raise ConfigError(f"--resume: {files.location(RunDir.CONFIG)} is not readable YAML ({e})") from None
+    differ = [d for d in semantic_conflicts(redacted(cfg.semantic()), stored if isinstance(stored, dict) else {})
+              if not d.startswith(RESUMABLE_CHANGES)]
+    if differ:
+        raise ConfigError(f"--resume: the checkpoint in {files.uri} was trained under a different config, so it "
+                          "is not continued:\n  " + "\n  ".join(differ) + "\nUse --fresh to discard it and train "
+                          "again, or give this config another output.run_name")
 
 
 def _train(cfg: TrainConfig, files: RunFiles, resume: bool) -> dict:

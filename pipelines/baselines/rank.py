@@ -101,7 +101,7 @@ def trained_run(base: dict, out: Path, entry: ModelEntry) -> str:
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"train_{label_of(entry, entry.model['name'])}.yaml"
     path.write_text(yaml.safe_dump(train, sort_keys=False), encoding="utf-8")
-    return str(train_from_config(str(path), [])["run_dir"])
+    return str(train_from_config(str(path), [], fresh=True)["run_dir"])  # trained anew each time, as before
 
 
 def load_run(run_dir: str | Path):

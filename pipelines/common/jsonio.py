@@ -7,13 +7,14 @@ same way, and every error names the file and the line.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Iterator
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
-from llmrec.errors import DataError, read_utf8
+from llmrec.errors import DataError
 
 
 def iter_jsonl(path: Path, what: str = "file", hint: str = "") -> Iterator[tuple[int, dict]]:
@@ -23,7 +24,7 @@ def iter_jsonl(path: Path, what: str = "file", hint: str = "") -> Iterator[tuple
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{what} not found: {path}" + (f" ({hint})" if hint else ""))
-    for no, text in enumerate(read_utf8(path).splitlines(), 1):
+    for no, text in utf8_lines(path):
         if not text.strip():
             continue
         try:
@@ -33,6 +34,21 @@ def iter_jsonl(path: Path, what: str = "file", hint: str = "") -> Iterator[tuple
         if not isinstance(obj, dict):
             raise DataError(f"{path}: line {no} must be a JSON object, got {type(obj).__name__}")
         yield no, obj
+
+
+def utf8_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of a UTF-8 file, read one line at a time (memory does not grow with the file); a bad
+    byte raises ``DataError`` naming its offset and line."""
+    offset = 0
+    with open(path, "rb") as fh:
+        for no, raw in enumerate(fh, 1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DataError(f"{path}: not UTF-8 text: byte 0x{raw[e.start]:02x} at offset {offset + e.start} "
+                                f"(line {no}, {e.reason}); save the file as UTF-8") from None
+            offset += len(raw)
+            yield no, text.rstrip("\r\n")
 
 
 def _id(value: Any) -> str | int:
@@ -70,9 +86,16 @@ def describe_problems(e: ValidationError) -> str:
 
 def read_predictions(path: Path, schema: type[PredictionLine], what: str = "predictions file") -> list[dict]:
     """Every line of a JSON-lines file, checked against ``schema``; the lines are returned as read."""
+    return list(iter_predictions(path, schema, what))
+
+
+def iter_predictions(path: Path, schema: type[PredictionLine], what: str = "predictions file") -> Iterator[dict]:
+    """``read_predictions`` one line at a time: each line is checked and yielded as it is read (only the
+    identifying fields of the lines so far are kept, to refuse a repeated one); a file without lines raises
+    ``DataError`` once it is read to its end."""
     required = [name for name, f in schema.model_fields.items() if f.is_required()]
-    lines: list[dict] = []
-    seen: dict[tuple, int] = {}
+    count = 0
+    seen: dict[bytes, int] = {}
     for no, obj in iter_jsonl(path, what):
         missing = [k for k in required if k not in obj]
         if missing:
@@ -81,14 +104,15 @@ def read_predictions(path: Path, schema: type[PredictionLine], what: str = "pred
             schema.model_validate(obj)
         except ValidationError as e:
             raise DataError(f"{path}: line {no}: {describe_problems(e)}") from e
-        if schema.unique:
-            key = tuple(json.dumps(obj.get(k), sort_keys=True) for k in schema.unique)
+        if schema.unique:  # a 16-byte digest per line, not the values: flat in the values' size
+            key = hashlib.blake2b(json.dumps([obj.get(k) for k in schema.unique], sort_keys=True).encode(),
+                                  digest_size=16).digest()
             if key in seen:
                 ident = ", ".join(f"{k}={obj.get(k)!r}" for k in schema.unique)
                 raise DataError(f"{path}: line {no}: {ident} already on line {seen[key]}; one line per "
                                 f"{' + '.join(schema.unique)}")
             seen[key] = no
-        lines.append(obj)
-    if not lines:
+        count += 1
+        yield obj
+    if not count:
         raise DataError(f"{path}: no lines (an empty {what})")
-    return lines

@@ -6,6 +6,10 @@ name then rename; object store: one whole-object upload), so a kill at any momen
 either a whole shard or none. Loading de-duplicates by ``sample_id`` (the newest record wins:
 a failed sample retried on resume supersedes its failure). A shard damaged outside llmrec (a
 truncated copy) is moved aside to ``<shard>.corrupt`` with a warning and its samples are redone.
+
+Each shard carries, in its parquet metadata, the provenance of its results (``pipelines.common.provenance``:
+the result-determining config and the content fingerprint of the data read), so resume can take only the
+shards produced from the config and data of the run at hand (``provenances``).
 """
 
 from __future__ import annotations
@@ -34,13 +38,17 @@ SCHEMA = pa.schema([
 ])
 
 FINAL = ("ok", "over_context")
+PROVENANCE_KEY = b"llmrec.provenance"  # parquet metadata: JSON of what the shard's results were produced from
 CORRUPT = ".corrupt"  # suffix of a quarantined shard
 
 
 class ResultStore:
-    def __init__(self, root: str | Path | Storage):
+    def __init__(self, root: str | Path | Storage, provenance: dict | None = None):
+        """``provenance``: what this run's results are produced from, written with every shard."""
         self.root = Storage.of(root)
         self.root.mkdir()
+        self.provenance = provenance
+        self._seen: dict[str, tuple[dict | None, int]] = {}  # shard → (provenance, finished records), by load()
 
     def write(self, records: list[dict]) -> str | None:
         """records: dicts with sample_id, status, error and the full sample. Returns the shard name."""
@@ -55,6 +63,8 @@ class ResultStore:
             "record": [json.dumps(r, sort_keys=True, default=str) for r in records],
             "written_at": [now] * len(records),
         }, schema=SCHEMA)
+        if self.provenance is not None:
+            table = table.replace_schema_metadata({PROVENANCE_KEY: json.dumps(self.provenance, sort_keys=True)})
         buf = io.BytesIO()
         pq.write_table(table, buf)
         name = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
@@ -68,6 +78,7 @@ class ResultStore:
     def load(self) -> dict[str, dict]:
         """sample_id → newest record. A damaged shard is quarantined (see ``_quarantine``)."""
         latest: dict[str, dict] = {}
+        self._seen = {}
         for shard in self.shards():
             data = self.root.read_bytes(shard)
             try:
@@ -78,7 +89,14 @@ class ResultStore:
             for rec in table.column("record").to_pylist():
                 r = json.loads(rec)
                 latest[str(r["sample_id"])] = r
+            final = sum(s in FINAL for s in table.column("status").to_pylist())
+            self._seen[shard] = (_provenance(table.schema.metadata), final)
         return latest
+
+    def provenances(self) -> dict[str, tuple[dict | None, int]]:
+        """shard → (the provenance it was written with, None if it has none; its finished records), as of the
+        last ``load`` (or ``finished_ids``)."""
+        return dict(self._seen)
 
     def _quarantine(self, shard: str, data: bytes, error: Exception) -> None:
         """Move a shard that cannot be decoded (truncated or overwritten outside llmrec: our own writes
@@ -95,3 +113,12 @@ class ResultStore:
     def clear(self) -> None:
         for name in self.root.list(".parquet") + self.root.list(".tmp"):
             self.root.delete(name)
+
+
+def _provenance(metadata: dict | None) -> dict | None:
+    raw = (metadata or {}).get(PROVENANCE_KEY)
+    try:
+        value = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

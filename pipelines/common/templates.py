@@ -28,6 +28,18 @@ def read_templates(package_dir: Path, overrides: dict[str, Path | None], suffix:
     return {name: load_template(package_dir, f"{name}{suffix}", path) for name, path in overrides.items()}
 
 
+def missing_placeholders(path: Path, required: tuple[str, ...]) -> str | None:
+    """Why the template file at ``path`` cannot stand in for its default: it does not exist, or it lacks
+    one of the ``required`` placeholders (``"question"`` → ``{question}``), whose text would then never reach the
+    model; None when it is fit. Meant for config validation, before any work."""
+    p = Path(path)
+    if not p.is_file():
+        return f"template file not found: {p}"
+    text = read_utf8(p)
+    lacking = [f"{{{name}}}" for name in required if f"{{{name}}}" not in text]
+    return f"{p} lacks the placeholder(s) {', '.join(lacking)}" if lacking else None
+
+
 def fill(template: str, **values: str) -> str:
     """Replace ``{key}`` placeholders in one pass (no str.format: data may contain braces,
     and a value that itself contains ``{other_key}`` is left as it is)."""

@@ -26,8 +26,11 @@ from llmrec.pipelines.record import RecordError
 from llmrec.pipelines.registry import benchmark_config, get_benchmark
 from llmrec.pipelines.common.datasets import resolve_data_dir
 from llmrec.pipelines.runner.run_config import (REQUEST_CACHE_FILE, RUN_FACTS_FILE, RunConfig, absolute_locations,
-                                               resume_conflicts)
+                                               config_conflicts, resume_conflicts)
+from llmrec.pipelines.common.provenance import data_conflicts, data_fingerprint, named_paths, reads_recorded
 from llmrec.pipelines.common.store import ResultStore
+from llmrec.redact import redacted
+from llmrec.rundir import RunDir
 from llmrec.pipelines.runner.placement import actor_options_accepted, actor_resources, check_gpu_placement
 from llmrec.pipelines.runner.worker import batch_timings, decode, encode, group_by_prefix, process_samples
 from llmrec.serving.engine import run_facts
@@ -162,6 +165,9 @@ def build_samples(cfg: RunConfig, data_dir: Path | None = None) -> tuple[Benchma
     bench = get_benchmark(cfg.benchmark.name)
     root = data_root(cfg, bench, data_dir)
     samples = bench.build_samples(cfg.benchmark, root)
+    if not samples:  # e.g. an empty list of settings: a run of nothing would "succeed"
+        raise ConfigError(f"benchmark '{bench.name}': the config selects 0 samples; check the benchmark section's "
+                          "lists and limits")
     assets = bench.assets(cfg.benchmark, root)
     schema = record_schema(bench)
     try:
@@ -178,33 +184,69 @@ def build_samples(cfg: RunConfig, data_dir: Path | None = None) -> tuple[Benchma
 
 
 def plan(cfg: RunConfig, data_dir: Path | None = None) -> RunPlan:
+    """The run's samples, its run directory and what is left to do. Stored results are resumed only when they
+    were produced from this config and this data (see ``check_resumable``); anything else is refused."""
     t0 = time.perf_counter()
     cfg = absolute_locations(cfg)
-    bench, samples, assets = build_samples(cfg, data_dir)
+    with reads_recorded() as read:
+        bench, samples, assets = build_samples(cfg, data_dir)
+    root = data_root(cfg, bench, data_dir)
+    named = named_paths(cfg.benchmark.model_dump(mode="json"), root)
+    provenance = {"config": redacted(cfg.semantic()), "data": data_fingerprint(read, root, named)}
     check_stages(bench, cfg.benchmark)
     run_dir = run_dir_for(cfg)
     run_dir.mkdir()
-    store = ResultStore(run_dir / "results")
+    rd = RunDir(run_dir)
+    store = ResultStore(rd.results, provenance)
     if not cfg.output.resume:
         store.clear()
     done = store.finished_ids()
-    differ = resume_conflicts(cfg, run_dir.read_text("resolved.yaml")) if run_dir.exists("resolved.yaml") else []
-    if differ and done:
-        raise ConfigError(
-            f"{run_dir}: its {len(done)} stored result(s) were produced under a different config, so they are not "
-            "resumed:\n  " + "\n  ".join(differ) + "\nRun with --fresh (output.resume=false) to discard them and "
-            "start over, or give this config another output.run_name")
-    if differ and run_dir.exists("mlflow_run_id"):
-        run_dir.delete("mlflow_run_id")  # another config: another MLflow run (params are write-once)
-    run_dir.write_text("resolved.yaml", dump_yaml(cfg))
+    differ = check_resumable(cfg, rd, store, done)
+    if differ and rd.mlflow_run_id() is not None:
+        rd.drop_mlflow_run_id()  # another config: another MLflow run (params are write-once)
+    rd.write_config(dump_yaml(cfg))
     pending = [s for s in samples if str(s["sample_id"]) not in done]
     facts = {}  # the engine facts behind the stored results: kept with them, dropped without them
-    if run_dir.exists(RUN_FACTS_FILE) and done:
-        facts = json.loads(run_dir.read_text(RUN_FACTS_FILE))
-    elif run_dir.exists(RUN_FACTS_FILE):
-        run_dir.delete(RUN_FACTS_FILE)
+    if rd.exists(RunDir.FACTS) and done:
+        facts = rd.facts()
+    elif rd.exists(RunDir.FACTS):
+        rd.drop_facts()
     return RunPlan(cfg, bench, samples, run_dir, store, pending, assets, {"time_plan_s": time.perf_counter() - t0},
                    facts)
+
+
+def check_resumable(cfg: RunConfig, rd: RunDir, store: ResultStore, done: set[str]) -> list[str]:
+    """Refuse (ConfigError) stored finished results that were not produced from ``cfg`` and the data read now:
+    results without ``resolved.yaml``, a ``resolved.yaml`` whose result-determining keys differ, or a shard whose
+    provenance (config and data fingerprint) differs or is missing (e.g. copied in from another run). Returns the
+    keys in which ``resolved.yaml`` differs (non-empty only when nothing finished is stored)."""
+    fresh = "Run with --fresh (output.resume=false) to discard them and start over, or give this config another " \
+            "output.run_name"
+    if done and not rd.has_config():
+        raise ConfigError(f"results without the config that made them: {rd.results} holds {len(done)} finished "
+                          f"result(s) but {rd.uri}/{RunDir.CONFIG} is missing, so nothing says what produced them. "
+                          + fresh)
+    differ = resume_conflicts(cfg, rd.config_text()) if rd.has_config() else []
+    if differ and done:
+        raise ConfigError(
+            f"{rd.uri}: its {len(done)} stored result(s) were produced under a different config, so they are not "
+            "resumed:\n  " + "\n  ".join(differ) + "\n" + fresh)
+    for shard, (stored, finished) in store.provenances().items():
+        if not finished:
+            continue  # failures only: every one of them is redone, nothing of it is resumed
+        if stored is None:
+            raise ConfigError(f"{store.root}/{shard}: a result shard without the fingerprint of the config and data "
+                              "that produced it (copied in, or written by an older llmrec), so it is not resumed. "
+                              + fresh)
+        if stored == store.provenance:
+            continue
+        why = config_conflicts(cfg, stored.get("config") or {}) + data_conflicts(stored.get("data") or {},
+                                                                                 store.provenance["data"])
+        if why:
+            raise ConfigError(f"{store.root}/{shard}: its {finished} result(s) were produced from another config "
+                              "or other data (copied in from another run?), so they are not resumed:\n  "
+                              + "\n  ".join(why) + "\n" + fresh)
+    return differ
 
 
 def merge_facts(into: dict[str, dict], batch: dict[str, dict]) -> list[str]:

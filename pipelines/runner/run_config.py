@@ -9,7 +9,7 @@ from pydantic import Field, SerializeAsAny, model_validator
 
 import yaml
 
-from llmrec.config import OutputBase, StrictModel, apply_overrides, flatten, read_yaml, validate
+from llmrec.config import OutputBase, StrictModel, apply_overrides, read_yaml, semantic_conflicts, validate
 from llmrec.errors import ConfigError
 from llmrec.tracking import TrackingConfig
 from llmrec.pipelines.protocol import BenchmarkConfig
@@ -130,28 +130,18 @@ def resume_conflicts(cfg: RunConfig, stored_yaml: str) -> list[str]:
     ``key: stored → now`` line per key. A key only one side has (an option added or removed by an
     llmrec upgrade) is not compared, unless the other side holds a value where it has a mapping
     (``judge: null`` → a judge). URLs are compared as recorded (credentials redacted)."""
-    from llmrec.redact import redacted
-
     try:
         stored = yaml.safe_load(stored_yaml)
     except yaml.YAMLError as e:
         return [f"resolved.yaml is not readable YAML ({e})"]
-    stored = stored if isinstance(stored, dict) else {}
-    now = flatten(redacted(cfg.semantic()))
-    before = flatten({k: stored.get(k) for k in cfg.semantic()})
-    out: dict[str, tuple[str, str]] = {}
-    for key in before.keys() | now.keys():
-        if key in before and key in now:
-            if before[key] != now[key]:
-                out[key] = (repr(before[key]), repr(now[key]))
-            continue
-        parts = key.split(".")
-        other = now if key in before else before
-        parent = next((p for p in (".".join(parts[:i]) for i in range(1, len(parts))) if p in other), None)
-        if parent is not None:
-            value = repr(other[parent])
-            out[parent] = (value, "a mapping") if other is before else ("a mapping", value)
-    return [f"{k}: {a} → {b}" for k, (a, b) in sorted(out.items())]
+    return config_conflicts(cfg, stored if isinstance(stored, dict) else {})
+
+
+def config_conflicts(cfg: RunConfig, stored: dict) -> list[str]:
+    """``resume_conflicts`` against a stored config given as a mapping (e.g. a result shard's provenance)."""
+    from llmrec.redact import redacted
+
+    return semantic_conflicts(redacted(cfg.semantic()), stored)
 
 
 def absolute_locations(cfg: RunConfig) -> RunConfig:

@@ -5,7 +5,8 @@ same type, finiteness, allowed-value and repeated-id checks for every task, erro
 Options reach the task's ``run(lines, options)`` as a dict. A task declares the options it
 takes (``ScoreTask.options``); giving one it does not take is an error naming what it takes.
 ``model`` and ``oracle`` are always passed (None when unset), as before, and ``predictions``
-(the file's path) is added so a task can report errors by file line.
+(the file's path) is added so a task can report errors by file line. A task that ``streams`` gets
+the lines as an iterator, read from the file one at a time, so its memory does not grow with the file.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from llmrec.errors import ConfigError
-from llmrec.pipelines.common.jsonio import read_predictions
+from llmrec.pipelines.common.jsonio import iter_predictions, read_predictions
 from llmrec.pipelines.registry import SCORE_TASKS
 
 ALWAYS_PASSED = ("model", "oracle")
@@ -37,6 +38,16 @@ def score_file(task: str, path: Path, options: dict | None = None) -> dict:
     if unknown:
         takes = ", ".join(t.options) or "none"
         raise ConfigError(f"score task '{task}' takes no option(s) {unknown}; it takes: {takes}")
-    lines = read_predictions(path, t.line)
     opts["predictions"] = str(path)
-    return {"task": task, "n_lines": len(lines), "metrics": t.run(lines, opts)}
+    if not t.streams:
+        lines = read_predictions(path, t.line)
+        return {"task": task, "n_lines": len(lines), "metrics": t.run(lines, opts)}
+    counted = [0]
+
+    def lines_counted():
+        for line in iter_predictions(path, t.line):
+            counted[0] += 1
+            yield line
+
+    metrics = t.run(lines_counted(), opts)  # a streaming task reads the file once, a line at a time
+    return {"task": task, "n_lines": counted[0], "metrics": metrics}

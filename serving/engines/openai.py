@@ -164,7 +164,10 @@ class OpenAIEngine(EngineBase):
 
     def identity(self) -> dict:
         c = self.config
-        return {"type": "openai", "model": c.model, "constraint_style": c.constraint_style}
+        # the server is part of the engine: another server serving the same model name is another engine, so it
+        # never answers from this one's cache entries (its credentials are not part of the key)
+        return {"type": "openai", "model": c.model, "constraint_style": c.constraint_style,
+                "base_url": redact_url(c.base_url.rstrip("/"))}
 
     def run_facts(self) -> dict:
         if self.config.constraint_style == "auto" and self._style != STYLE_ORDER[0]:

@@ -61,6 +61,11 @@ def test_llmrec_train_resume_refuses_a_planted_last_pt(tmp_path, tiny_csv):
     path = write_config(tmp_path, cfg)
     marker = tmp_path / "pwned"
     plant(tmp_path / "runs" / "r" / "checkpoint" / "last.pt", marker)
+    from llmrec.config import dump_yaml, load_config
+    from llmrec.tuning.config import TrainConfig
+
+    # the planted file sits beside the run's own config, so only the loader stands between it and the process
+    (tmp_path / "runs" / "r" / "resolved.yaml").write_text(dump_yaml(load_config(TrainConfig, path)))
     out = CliRunner().invoke(app, ["train", path, "--resume"])
     assert out.exit_code == 2, out.output
     assert "refused to load" in out.output and "Traceback" not in out.output

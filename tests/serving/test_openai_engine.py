@@ -233,7 +233,8 @@ def test_rejected_constraint_format_falls_back_once_and_says_so(server, caplog):
     server.unknown_fields = {"structured_outputs"}
     choice = Constraint(choices=["A", "B"])
     e = engine(server, max_concurrency=1)
-    assert e.identity() == {"type": "openai", "model": "m", "constraint_style": "auto"} and e.run_facts() == {}
+    assert e.identity() == {"type": "openai", "model": "m", "constraint_style": "auto",
+                            "base_url": e.config.base_url.rstrip("/")} and e.run_facts() == {}
     with caplog.at_level(logging.WARNING, logger="llmrec.serving.engines.openai"):
         out = e.generate([req('}"B":"rewsna"{', constraint=choice) for _ in range(3)])
     assert [r.text for r in out] == ["B", "B", "B"] and all(r.ok for r in out)

@@ -77,10 +77,10 @@ class BeyondUtilityConfig(BenchmarkConfig):
     list_len: int = Field(10, ge=1, description="titles the model must return (L)")
     users: UserSampling = Field(default_factory=UserSampling)
     prompts: list[Prompt] = Field(default_factory=lambda: ["history"],
-                                  description=f"prompt strategies, each a setting: {', '.join(PROMPTS)}")
-    history_lens: list[int | None] = Field(default_factory=lambda: [10], description="most recent history items "
+                                  min_length=1, description=f"prompt strategies, each a setting: {', '.join(PROMPTS)}")
+    history_lens: list[int | None] = Field(default_factory=lambda: [10], min_length=1, description="most recent history items "
                                            f"shown (None: all; paper sweep {list(PAPER_HISTORY_LENS)}; 0: no history)")
-    orders: list[Order] = Field(default_factory=lambda: ["shuffled"], description="candidate order: shuffled "
+    orders: list[Order] = Field(default_factory=lambda: ["shuffled"], min_length=1, description="candidate order: shuffled "
                                 "(stable per user) and/or target_first (position-bias control → CandDif)")
     paraphrase: Literal["per_user", "fixed"] = Field(
         "per_user", description="which of the 5 template paraphrases: per_user = stable seeded pick, recorded "

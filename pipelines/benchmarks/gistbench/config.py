@@ -136,7 +136,7 @@ class GistbenchConfig(BenchmarkConfig):
         None, description="published-column file (CSV, parquet, JSON, JSONL); relative to the data directory",
     )
     users: int | None = Field(1000, ge=1, description="at most N users, chosen by a stable hash of user_id (paper §5)")
-    user_ids: list[str] | None = Field(None, description="evaluate exactly these users (overrides `users`)")
+    user_ids: list[str] | None = Field(None, min_length=1, description="evaluate exactly these users (overrides `users`)")
     play_quantiles: tuple[float, float] = Field(
         (0.2, 0.8), description="lastfm: per-user play-count percentile ranks; ≤ low → implicit_negative, "
         "> high → explicit_positive, else implicit_positive",

@@ -32,7 +32,7 @@ class BuildConfig(StrictModel):
     sources: list[SourceConfig] = Field(
         default_factory=lambda: [SourceConfig(name="ml-100k", data=DataSpec(format="movielens-100k",
                                                                             path=Path("ml-100k")))],
-        description="datasets to build from")
+        min_length=1, description="datasets to build from")
     per_measure: int = Field(200, ge=1, description="samples per measure at most (fewer when the data has fewer)")
     seed: int = Field(0, description="seed of every random draw (targets, negatives)")
     min_support: float = Field(0.01, gt=0, le=1, description="association: apriori min support (paper 0.01)")
@@ -45,7 +45,7 @@ class BuildConfig(StrictModel):
     user_items: int = Field(10, ge=1, description="items that describe a user (user targets/candidates): the "
                             "latest, or the most played where the data has no time (LastFM)")
     max_text_chars: int = Field(300, ge=20, description="text knowledge / multimodal: texts are cut to this length")
-    factors: list[str] | None = Field(None, description="build only these factors (default: all)")
+    factors: list[str] | None = Field(None, min_length=1, description="build only these factors (default: all)")
 
 
 class SamplingConfig(StrictModel):
@@ -63,9 +63,9 @@ class LRWorldConfig(BenchmarkConfig):
                                       "the working dir if it exists there, else the data dir); absent: samples "
                                       "are built from `build` at run time")
     build: BuildConfig = Field(default_factory=BuildConfig)
-    measures: list[str] | None = Field(None, description="run only these measures (factor/dataset/field)")
+    measures: list[str] | None = Field(None, min_length=1, description="run only these measures (factor/dataset/field)")
     per_measure: int | None = Field(None, ge=1, description="run only the first N samples of each measure")
-    variants: list[Variant] = Field(default_factory=lambda: ["base"], description="base; noisy (one history "
+    variants: list[Variant] = Field(default_factory=lambda: ["base"], min_length=1, description="base; noisy (one history "
                                     "item replaced by a random pool item); fewshot (k examples of other users); "
                                     "cot (\"Let's think step by step.\")")
     position_runs: int = Field(1, ge=1, le=20, description="runs with the answer at a new random position "

@@ -91,8 +91,8 @@ class PerRecBenchConfig(BenchmarkConfig):
     data: DataSpec = Field(default_factory=lambda: DataSpec(format="movielens-100k", path=Path("ml-100k")),
                            description="timestamped rating data read by the interaction data layer; relative "
                            "paths resolve against the run's data dir")
-    levels: list[Level] = Field(default_factory=lambda: list(LEVELS), description="levels to run")
-    modes: list[Mode] = Field(default_factory=lambda: list(MODES), description="ranking modes to run")
+    levels: list[Level] = Field(default_factory=lambda: list(LEVELS), min_length=1, description="levels to run")
+    modes: list[Mode] = Field(default_factory=lambda: list(MODES), min_length=1, description="ranking modes to run")
     groups: GroupConfig = Field(default_factory=GroupConfig)
     prompt: PromptConfig = Field(default_factory=PromptConfig)
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)

@@ -42,9 +42,10 @@ class PrefEval(Benchmark):
     data = _manifest()
     score_tasks = (
         ScoreTask("prefeval-mcq", metrics.McqLine, metrics.score_predictions,
-                  "PrefEval classification: accuracy and missed_rate from raw outputs"),
+                  "PrefEval classification: accuracy and missed_rate from raw outputs", streams=True),
         ScoreTask("prefeval-gen", gen_metrics.GenLine, gen_metrics.score_predictions,
-                  "PrefEval generation: accuracy, error-type rates and judge_failed from raw judge outputs"),
+                  "PrefEval generation: accuracy, error-type rates and judge_failed from raw judge outputs",
+                  streams=True),
     )
 
     @property

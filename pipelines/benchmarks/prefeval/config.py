@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from llmrec.config import StrictModel
+from llmrec.pipelines.common.templates import missing_placeholders
 from llmrec.pipelines.protocol import BenchmarkConfig
 
 TOPICS = (
@@ -42,15 +43,30 @@ class PrefEvalTemplates(StrictModel):
     judge_hallucinate: Path | None = Field(None, description="judge prompt; default <data>/prefeval/error_type/check_hallucination.txt")
     judge_helpful: Path | None = Field(None, description="judge prompt; default <data>/prefeval/error_type/check_helpful.txt")
 
+    @model_validator(mode="after")
+    def _placeholders(self) -> "PrefEvalTemplates":
+        problems = [f"templates.{name}: {why}" for name, needs in REQUIRED_PLACEHOLDERS.items()
+                    if getattr(self, name) is not None and (why := missing_placeholders(getattr(self, name), needs))]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+# the placeholders a replacement template must keep: without them the question, its options or the retrieved
+# exchanges never reach the model, and the answers are scored all the same
+REQUIRED_PLACEHOLDERS: dict[str, tuple[str, ...]] = {
+    "mcq_question": ("question", "options"), "gen_question": ("question",), "revision": ("question",),
+    "rag": ("exchanges",)}
+
 
 class PrefEvalConfig(BenchmarkConfig):
     name: Literal["prefeval"] = "prefeval"
     task: Literal["mcq", "gen"] = Field("mcq", description="mcq: classification task; gen: generation task scored by an LLM judge")
-    topics: list[str] = Field(default_factory=lambda: list(TOPICS), description="topics to run (default: all 20)")
+    topics: list[str] = Field(default_factory=lambda: list(TOPICS), min_length=1, description="topics to run (default: all 20)")
     forms: list[Literal["explicit", "choice", "persona"]] = Field(
-        default_factory=lambda: ["explicit"], description="preference forms: explicit, choice (implicit choice-based), persona (implicit persona-driven)")
-    turns: list[int] = Field(default_factory=lambda: [8], description="inter-turn pairs in the conversation (0..298; leaderboard 10/300 turns = 8/298)")
-    methods: list[Method] = Field(default_factory=lambda: ["zero-shot"], description="zero-shot, reminder, self-critic, cot, rag")
+        default_factory=lambda: ["explicit"], min_length=1, description="preference forms: explicit, choice (implicit choice-based), persona (implicit persona-driven)")
+    turns: list[int] = Field(default_factory=lambda: [8], min_length=1, description="inter-turn pairs in the conversation (0..298; leaderboard 10/300 turns = 8/298)")
+    methods: list[Method] = Field(default_factory=lambda: ["zero-shot"], min_length=1, description="zero-shot, reminder, self-critic, cot, rag")
     per_topic: int | None = Field(None, ge=1, description="first N preference/question pairs per topic (None = all)")
     seed: int = Field(41, description="seed for option shuffling and for picking extra preferences (stable per sample)")
     system_prompt: str | None = Field("You are a helpful assistant.", description="system message (None: none)")
@@ -80,12 +96,20 @@ class PrefEvalConfig(BenchmarkConfig):
         "none", description="none: a prompt over the engine's context is recorded over_context; "
         "drop_oldest: drop the oldest inter-turn pairs until it fits")
     positions: list[str | float] = Field(
-        default_factory=lambda: ["start"], description="where the preference sits among the inter-turns: start, middle, end, or a fraction 0..1")
+        default_factory=lambda: ["start"], min_length=1, description="where the preference sits among the inter-turns: start, middle, end, or a fraction 0..1")
     extra_preferences: list[int] = Field(
-        default_factory=lambda: [0], description="k non-conflicting preferences from other topics inserted at even intervals")
+        default_factory=lambda: [0], min_length=1, description="k non-conflicting preferences from other topics inserted at even intervals")
     conflicting_preferences: Path | None = Field(
         None, description="JSON/JSONL file of {topic, task_id, conflicting_preference}; listed pairs also run with it stated first")
     templates: PrefEvalTemplates = Field(default_factory=PrefEvalTemplates)
+
+    @model_validator(mode="after")
+    def _reminder_placeholder(self) -> "PrefEvalConfig":
+        name = "mcq_question" if self.task == "mcq" else "gen_question"
+        path = getattr(self.templates, name)
+        if "reminder" in self.methods and path is not None and (why := missing_placeholders(path, ("reminder",))):
+            raise ValueError(f"templates.{name}: {why}, which method 'reminder' fills")
+        return self
 
     def pref_reply_tokens(self) -> int:
         """The live preference reply's cap: the override, else the reference's cap for the task."""

@@ -4,6 +4,7 @@ and the judge failure rate; plus the ``prefeval-gen`` score task."""
 from __future__ import annotations
 
 import math
+from typing import Iterable
 
 from llmrec.pipelines.common.stats import mean_with_ci
 from llmrec.pipelines.benchmarks.prefeval.judge import CHECKS, ERROR_TYPES, derive
@@ -50,7 +51,7 @@ def gen_metrics(rows: list[dict], mode: str = "reference", groups: tuple[str, ..
     return out
 
 
-def score_predictions(lines: list[dict], options: dict | None = None) -> dict[str, float]:
+def score_predictions(lines: Iterable[dict], options: dict | None = None) -> dict[str, float]:
     """`llmrec score prefeval-gen`: lines carry sample_id and the four raw judge outputs
     (acknowledge, violate, hallucinate, helpful). Reference semantics; ``judge_failed`` counts
     the samples the strict mode would set aside (``options["judge_mode"]="strict"`` applies it)."""

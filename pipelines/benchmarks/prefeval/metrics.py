@@ -3,8 +3,11 @@ plus the grouping helpers the generation metrics share."""
 
 from __future__ import annotations
 
+from array import array
 from collections import defaultdict
-from typing import Literal
+from typing import Iterable, Literal
+
+import numpy as np
 
 from llmrec.pipelines.common.jsonio import PredictionLine
 from llmrec.pipelines.common.stats import mean_with_ci
@@ -84,32 +87,81 @@ def rag_stats(rows: list[dict]) -> dict[str, float]:
     return {"rag_pref_recall": sum(hits) / len(hits)} if hits else {}
 
 
-def mcq_metrics(rows: list[dict], groups: tuple[str, ...] = GROUPS) -> dict[str, float]:
-    """rows: dicts with status, correct, missed and the group fields.
+class McqTally:
+    """``mcq_metrics`` one row at a time: counts per status, group value and cell, and one byte per answered
+    row for the accuracy's bootstrap interval, so a predictions file of any length is scored in flat memory."""
+
+    def __init__(self, groups: tuple[str, ...] = GROUPS):
+        self.groups = groups
+        self.counts = dict.fromkeys(("n_samples", "n_answered", "failed", "over_context", "truncated"), 0)
+        self.correct = array("B")  # answered rows, in order
+        self.missed = 0
+        self.tokens = [0, 0, 0]  # answered rows with prompt_tokens: count, sum, max
+        self.rag = [0, 0]  # answered rows with rag_pref_hit: count, hits
+        self.by: dict[str, dict[str, list[int]]] = {g: defaultdict(lambda: [0, 0]) for g in groups + STUDY_GROUPS}
+        self.cells: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+
+    def add(self, r: dict) -> None:
+        c, status = self.counts, r.get("status", "ok")
+        c["n_samples"] += 1
+        c["n_answered"] += status == "ok"
+        c["failed"] += status == "failed"
+        c["over_context"] += status == "over_context"
+        c["truncated"] += bool(r.get("dropped_pairs"))
+        if status != "ok":
+            return
+        ok = bool(r["correct"])
+        self.correct.append(ok)
+        self.missed += bool(r["missed"])
+        if r.get("prompt_tokens") is not None:
+            t = self.tokens
+            t[0], t[1], t[2] = t[0] + 1, t[1] + r["prompt_tokens"], max(t[2], r["prompt_tokens"])
+        if r.get("rag_pref_hit") is not None:
+            self.rag[0] += 1
+            self.rag[1] += bool(r["rag_pref_hit"])
+        for g, buckets in self.by.items():
+            if g in r:
+                b = buckets[str(r[g])]
+                b[0], b[1] = b[0] + 1, b[1] + ok
+        if all(k in r for k in ("form", "method", "turns")):
+            cell = self.cells[f"{r['form']}.{r['method']}.{r['turns']}"]
+            cell[0], cell[1] = cell[0] + 1, cell[1] + ok
+
+    def metrics(self) -> dict[str, float]:
+        out: dict[str, float] = {k: float(v) for k, v in self.counts.items()}
+        n = len(self.correct)
+        if not n:
+            out.update(accuracy=float("nan"), missed_rate=float("nan"))
+            return out
+        out.update(mean_with_ci(np.frombuffer(self.correct, dtype=np.uint8).astype(float), "accuracy"))
+        out["missed_rate"] = self.missed / n
+        if self.tokens[0]:
+            out.update(prompt_tokens_mean=self.tokens[1] / self.tokens[0], prompt_tokens_max=float(self.tokens[2]))
+        if self.rag[0]:
+            out["rag_pref_recall"] = self.rag[1] / self.rag[0]
+        varied = tuple(g for g in STUDY_GROUPS if len(self.by[g]) > 1)
+        for g in self.groups + varied:
+            for key, (total, right) in sorted(self.by[g].items()):
+                out[f"accuracy.{g}.{key}"] = right / total
+        for key, (total, right) in sorted(self.cells.items()):
+            out[f"accuracy.cell.{key}"] = right / total
+        return out
+
+
+def mcq_metrics(rows: Iterable[dict], groups: tuple[str, ...] = GROUPS) -> dict[str, float]:
+    """rows: dicts with status, correct, missed and the group fields (any iterable: read once).
 
     Accuracy and missed_rate are over answered samples (status ok); failed and
     over-context samples are counted separately and never silently dropped.
     """
-    answered = [r for r in rows if r.get("status", "ok") == "ok"]
-    out = status_counts(rows)
-    if not answered:
-        out.update(accuracy=float("nan"), missed_rate=float("nan"))
-        return out
-    out.update(mean_with_ci([float(r["correct"]) for r in answered], "accuracy"))
-    out["missed_rate"] = sum(bool(r["missed"]) for r in answered) / len(answered)
-    out.update(token_stats(answered))
-    out.update(rag_stats(answered))
-    out.update(rates_by(answered, ("correct",), group_names(answered, groups)))
-    return {_rename(k): v for k, v in out.items()}
+    tally = McqTally(groups)
+    for r in rows:
+        tally.add(r)
+    return tally.metrics()
 
 
-def _rename(key: str) -> str:
-    """Per-group keys read ``accuracy.<group>.<value>`` (the row field is ``correct``)."""
-    return "accuracy" + key[len("correct"):] if key.startswith("correct.") else key
-
-
-def score_predictions(lines: list[dict], options: dict | None = None) -> dict[str, float]:
-    """`llmrec score prefeval-mcq`: lines carry sample_id, gold (A-D), output (raw text)."""
-    rows = [dict(score_answer(line["output"], line["gold"]), status="ok",
-                 **{g: line[g] for g in GROUPS if g in line}) for line in lines]
-    return mcq_metrics(rows)
+def score_predictions(lines: Iterable[dict], options: dict | None = None) -> dict[str, float]:
+    """`llmrec score prefeval-mcq`: lines carry sample_id, gold (A-D), output (raw text); read once, one at a
+    time (the task streams: memory does not grow with the file)."""
+    return mcq_metrics(dict(score_answer(line["output"], line["gold"]), status="ok",
+                            **{g: line[g] for g in GROUPS if g in line}) for line in lines)

@@ -37,6 +37,8 @@ class ToyConfig(BenchmarkConfig):
                                 "its i-th user, whose candidates (the items it never touched before its last one) "
                                 "trained recommenders rank (ranking_baselines); correct: the last item ranked first")
     choices: list[str] | None = Field(None, description="constrain the first question's answer to these")
+    questions: str | None = Field(None, description="a text file in the data directory: its i-th line is sample "
+                                  "i's question (instead of 'question i')")
 
 
 def _ask(text: str, choices: list[str] | None = None) -> Request:
@@ -113,11 +115,12 @@ class Toy(Benchmark):
     def build_samples(self, cfg: ToyConfig, data_dir: Path) -> list[Sample]:
         out = []
         users = ranking_users(cfg) if cfg.ranking else []
+        asked = (Path(data_dir) / cfg.questions).read_text().splitlines() if cfg.questions else []
         for i in range(cfg.n):
             s = {"sample_id": f"toy-{i}", "index": i, "kind": "even" if i % 2 == 0 else "odd",
                  **(users[i] if i < len(users) else {})}
             if i not in cfg.no_text:
-                s["text"] = ("word " * 200 if i in cfg.long else f"question {i}").strip()
+                s["text"] = ("word " * 200 if i in cfg.long else asked[i] if i < len(asked) else f"question {i}").strip()
             out.append(s)
         return out
 
