@@ -76,6 +76,11 @@ class Result(BaseModel):
     error: Annotated[str | None, AfterValidator(lambda e: redact_text(e) if e else e)] = None
     from_cache: bool = False
     request_id: str | None = None
+    prompt_text: str | None = Field(
+        None, description="the prompt text the engine received after llmrec's own rendering of the messages (an "
+                          "engine that renders them itself: llama.cpp, transformers, vLLM); None: the messages went "
+                          "as they are. The runner stores it once per run (llmrec.transcripts), not in each record, "
+                          "and the request cache does not keep it")
 
     @property
     def ok(self) -> bool:

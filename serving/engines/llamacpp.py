@@ -100,6 +100,9 @@ def embedded_model() -> tuple[Path, str]:
     return target, pkg.EXPECTED_SHA256
 
 
+OWN_FORMATS = ("gemma", "plain")  # llmrec's own chat formats: an engine using one reports the prompt it rendered
+
+
 def render_gemma(messages: list[Message]) -> str:
     """Gemma turns; system text goes before the first user turn (Gemma has no system role)."""
     pending = "\n\n".join(m.content for m in messages if m.role == "system")
@@ -251,14 +254,17 @@ class LlamaCppEngine(EngineBase):
         return self.config.context_length or self.config.n_ctx
 
     # -- prompts --------------------------------------------------------------------------------
-    def _tokens(self, request: Request) -> list[int]:
+    def _prompt(self, request: Request) -> str:
+        """The prompt text of a request, as this engine renders it."""
         self.start()
         if self._format == "gemma":
-            text = render_gemma(request.messages)
-        elif self._format == "plain":
-            text = render_plain(request.messages)
-        else:
-            text = self._formatter(messages=[m.model_dump() for m in request.messages]).prompt
+            return render_gemma(request.messages)
+        if self._format == "plain":
+            return render_plain(request.messages)
+        return self._formatter(messages=[m.model_dump() for m in request.messages]).prompt
+
+    def _tokens(self, request: Request, text: str | None = None) -> list[int]:
+        text = self._prompt(request) if text is None else text
         bos = self._llm.detokenize([self._llm.token_bos()], special=True).decode()
         return self._llm.tokenize(text.encode(), add_bos=not text.startswith(bos), special=True)
 
@@ -360,7 +366,8 @@ class LlamaCppEngine(EngineBase):
     def generate(self, requests: list[Request]) -> list[Result]:
         with self._lock:
             self.start()
-            tokens = [self._tokens(r) for r in requests]
+            prompts = [self._prompt(r) for r in requests]
+            tokens = [self._tokens(r, p) for r, p in zip(requests, prompts)]
             out: list[Result | None] = [None] * len(requests)
             for i, (req, toks) in enumerate(zip(requests, tokens)):
                 if len(toks) + req.sampling.max_tokens > self.context_limit:
@@ -377,6 +384,9 @@ class LlamaCppEngine(EngineBase):
                     raise EngineError(f"llama.cpp failed: {e}") from e
                 log.debug("request %s: %d prompt tokens (%d cached)", requests[i].request_id,
                           out[i].prompt_tokens, out[i].cached_prompt_tokens)
+            if self._format in OWN_FORMATS:  # a prompt llmrec rendered goes with its result (the run's transcripts)
+                for res, text in zip(out, prompts):
+                    res.prompt_text = text
             return out  # type: ignore[return-value]
 
     def check_health(self) -> bool:
