@@ -48,6 +48,7 @@ def _record(sample: Sample, stage: str, result: Result, request: Request | None 
     entry = result.model_dump(exclude=skip)
     if texts is not None and request is not None:
         entry["request"] = request_ref(request, texts, role, result.prompt_text)
+        entry["request"]["seq"] = sum(len(v) if isinstance(v, list) else 1 for v in outs.values())  # call order
     prev = outs.get(stage)
     outs[stage] = entry if prev is None else (prev if isinstance(prev, list) else [prev]) + [entry]
 

@@ -60,6 +60,7 @@ def test_every_call_refers_to_the_request_the_engine_received(tmp_path):
         # ask, two loop rounds, the judge: every call, in order
         assert [(c.stage, c.index, c.role) for c in found] == [("ask", 0, "subject"), ("follow", 0, "subject"),
                                                                 ("follow", 1, "subject"), ("judge", 0, "judge")]
+        assert [c.request["seq"] for c in found] == [0, 1, 2, 3]
         ids = [f"{rec['sample_id']}:ask", f"{rec['sample_id']}:follow:0:0", f"{rec['sample_id']}:follow:1:0",
                f"{rec['sample_id']}:judge"]
         for c, rid in zip(found, ids):
@@ -122,3 +123,11 @@ def test_records_written_before_transcripts_still_read(tmp_path):
     [c] = resolve(calls(rec), TextStore(Storage(str(tmp_path / "transcripts"))))
     assert c.request is None and c.role == "subject" and c.result["text"] == "<choice>A</choice>"
     assert c.messages == [] and c.missing == []
+
+
+def test_calls_keep_the_order_the_sample_made_them():
+    """The result store writes records with sorted keys; the references' ``seq`` restores the call order."""
+    ref = {"role": "subject", "messages": [], "sampling": {}, "constraint": None}
+    rec = {"outputs": {"answer": {"text": "B", "request": {**ref, "seq": 1}},
+                       "pref_reply": {"text": "A", "request": {**ref, "seq": 0}}}}
+    assert [c.stage for c in calls(rec)] == ["pref_reply", "answer"]
