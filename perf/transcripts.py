@@ -8,7 +8,7 @@ request to look like a real one. Prints
     and the same with the request references the records carry (the growth of ``results/`` and
     ``samples.parquet`` over the run without capture) counted too;
 (b) run-time overhead: the same run with capture on (A) and off (B, ``output.transcripts=false``), interleaved
-    A/B/B/A (``--rounds`` times), each run fresh (``output.resume=false``), request cache and MLflow off, Ray
+    A/B/B/A (``--rounds`` times, after ``--warmup`` discarded runs), each run fresh (``output.resume=false``), request cache and MLflow off, Ray
     started once before; median wall time of A ÷ median of B - 1 (target ≤ 3 %).
 
     nice -n 10 python perf/transcripts.py            # real data from $LLMREC_DATA_DIR (prefeval/)
@@ -33,7 +33,9 @@ def main() -> None:
     ap.add_argument("--per-topic", type=int, default=3, help="preference/question pairs per topic")
     ap.add_argument("--turns", type=int, nargs="+", default=[10, 100, 298])
     ap.add_argument("--delay", type=float, default=0.2, help="fake engine: seconds per request")
-    ap.add_argument("--rounds", type=int, default=1, help="A/B/B/A repetitions")
+    ap.add_argument("--rounds", type=int, default=2, help="A/B/B/A repetitions")
+    ap.add_argument("--warmup", type=int, default=1, help="runs before the measured ones (discarded: the first run "
+                                                         "after Ray's start pays imports and worker start-up)")
     ap.add_argument("--batch-size", type=int, default=4)
     args = ap.parse_args()
 
@@ -61,6 +63,8 @@ def main() -> None:
     times: dict[bool, list[float]] = {True: [], False: []}
     stream: dict[bool, list[float]] = {True: [], False: []}
     n = 0
+    for _ in range(args.warmup):
+        run_evaluation(cfg(True))
     for _ in range(args.rounds):
         for capture in (True, False, False, True):
             t0 = time.perf_counter()
@@ -69,7 +73,8 @@ def main() -> None:
             stream[capture].append(out.stats["time_stream_s"])
             n = int(out.metrics.get("n_samples", out.stats["samples_new"]))
             print(f"  {'A on ' if capture else 'B off'}  {times[capture][-1]:7.2f} s  "
-                  f"(stream {out.stats['time_stream_s']:.2f} s, store writes {out.stats['time_store_write_s']:.3f} s)",
+                  f"(stream {out.stats['time_stream_s']:.2f} s, workers {out.stats['time_worker_s']:.2f} s, "
+                  f"driver writes {out.stats['time_store_write_s']:.3f} s)",
                   flush=True)
 
     on, off = RunDir(tmp / "on"), RunDir(tmp / "off")

@@ -56,7 +56,8 @@ class ResultStore:
             "written_at": [now] * len(records),
         }, schema=SCHEMA)
         buf = io.BytesIO()
-        pq.write_table(table, buf)
+        # zstd: records of a shard repeat their transcript references (a long conversation's message keys)
+        pq.write_table(table, buf, compression="zstd")
         name = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
         self.root.write_bytes(name, buf.getvalue())
         return name
