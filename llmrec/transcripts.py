@@ -6,7 +6,8 @@ Each such entry also holds a **request reference** (``entry["request"]``)::
     {"role": "subject" | "judge",              # which engine answered
      "messages": [{"role": "user", "text": KEY}, ...],   # the chat messages, each text by its key
      "prompt": KEY | None,                     # the prompt text after llmrec's own rendering (base models), if any
-     "sampling": {...}, "constraint": {...} | None}
+     "sampling": {...}, "constraint": {...} | None,
+     "seq": N}                                 # the call's position among the sample's calls (the runner sets it)
 
 and the texts themselves live once per run directory in ``transcripts/`` (:class:`TextStore`): parquet shards of
 ``(key, text)`` rows, content-addressed by :func:`text_key`. PrefEval's samples of one pair share almost every
@@ -147,7 +148,8 @@ class Call:
 
 
 def calls(record: dict) -> list[Call]:
-    """A record's engine calls, stage by stage in the order stored."""
+    """A record's engine calls in the order the sample made them (by the references' ``seq``; a record without
+    it, e.g. written before transcripts: stage by stage in the order stored — the result store sorts its keys)."""
     out = []
     for stage, entry in (record.get("outputs") or {}).items():
         for i, e in enumerate(entry if isinstance(entry, list) else [entry]):
@@ -156,6 +158,8 @@ def calls(record: dict) -> list[Call]:
             req = e.get("request") if isinstance(e.get("request"), dict) else None
             result = {k: v for k, v in e.items() if k != "request"}
             out.append(Call(stage, i, (req or {}).get("role") or "subject", result, req))
+    if out and all(c.request is not None and isinstance(c.request.get("seq"), int) for c in out):
+        out.sort(key=lambda c: c.request["seq"])
     return out
 
 

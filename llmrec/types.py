@@ -79,6 +79,11 @@ class Result(BaseModel):
     retry_after_s: float | None = Field(
         None, exclude=True, description="error only: how long the server asked the caller to wait before it retries "
                                         "(HTTP Retry-After); a hint to the retry policy, never stored")
+    prompt_text: str | None = Field(
+        None, description="the prompt text the engine received after llmrec's own rendering of the messages (an "
+                          "engine that renders them itself: llama.cpp, transformers, vLLM); None: the messages went "
+                          "as they are. The runner stores it once per run (llmrec.transcripts), not in each record, "
+                          "and the request cache does not keep it")
 
     @property
     def ok(self) -> bool:

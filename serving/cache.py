@@ -2,7 +2,8 @@
 
 Key = sha256 of (engine identity, messages, sampling params, constraint). Requests that
 sample (temperature > 0) without a fixed seed are not cached. Failed results are never
-stored. The cache speaks a batch API (``get_many`` / ``put_many``); in a run, one service
+stored, nor a result's rendered ``prompt_text`` (a long conversation's prompt in every row; a hit's request
+reference still names its messages, see ``llmrec.transcripts``). The cache speaks a batch API (``get_many`` / ``put_many``); in a run, one service
 actor on the driver's node owns the sqlite file and every engine actor, on any node, uses it
 through ``cache_service.RemoteRequestCache``. A local ``RequestCache`` (WAL mode) serves
 single-process use.
@@ -47,7 +48,7 @@ class RequestCache:
 
     def put(self, key: str, result: Result) -> None:
         with self._lock:
-            self._conn.execute("INSERT OR REPLACE INTO responses VALUES (?, ?)", (key, result.model_dump_json()))
+            self._conn.execute("INSERT OR REPLACE INTO responses VALUES (?, ?)", (key, _stored(result)))
             self._conn.commit()
 
     def get_many(self, keys: list[str]) -> dict[str, Result]:
@@ -63,7 +64,7 @@ class RequestCache:
     def put_many(self, items: dict[str, Result]) -> None:
         with self._lock:
             self._conn.executemany("INSERT OR REPLACE INTO responses VALUES (?, ?)",
-                                   [(k, r.model_dump_json()) for k, r in items.items()])
+                                   [(k, _stored(r)) for k, r in items.items()])
             self._conn.commit()
 
     def __len__(self) -> int:
@@ -73,6 +74,10 @@ class RequestCache:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+def _stored(result: Result) -> str:
+    return result.model_dump_json(exclude={"prompt_text"})
 
 
 class CachedEngine:

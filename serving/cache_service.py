@@ -53,7 +53,9 @@ class RemoteRequestCache:
 
     def put_many(self, items: dict[str, Result]) -> None:
         if items:
-            ray.get(self.handle.put_many.remote({k: r.model_dump_json() for k, r in items.items()}))
+            # the rendered prompt is not cached: it does not cross to the service either
+            ray.get(self.handle.put_many.remote({k: r.model_dump_json(exclude={"prompt_text"})
+                                                 for k, r in items.items()}))
 
     def __len__(self) -> int:
         return ray.get(self.handle.size.remote())

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from llmrec.types import Message
 
+OWN_FORMATS = ("gemma", "plain")  # llmrec's own chat formats: an engine using one reports the prompt it rendered
+
 
 def render_gemma(messages: list[Message]) -> str:
     """Gemma turns; system text goes before the first user turn (Gemma has no system role)."""

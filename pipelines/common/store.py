@@ -66,7 +66,8 @@ class ResultStore:
         if self.provenance is not None:
             table = table.replace_schema_metadata({PROVENANCE_KEY: json.dumps(self.provenance, sort_keys=True)})
         buf = io.BytesIO()
-        pq.write_table(table, buf)
+        # zstd: records of a shard repeat their transcript references (a long conversation's message keys)
+        pq.write_table(table, buf, compression="zstd")
         name = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
         self.root.write_bytes(name, buf.getvalue())
         return name

@@ -32,8 +32,10 @@ from llmrec.pipelines.common.store import ResultStore
 from llmrec.redact import redacted
 from llmrec.rundir import RunDir
 from llmrec.pipelines.runner.placement import actor_options_accepted, actor_resources, check_gpu_placement
-from llmrec.pipelines.runner.worker import batch_timings, decode, encode, group_by_prefix, process_samples
+from llmrec.pipelines.runner.worker import (batch_texts, batch_timings, decode, encode, group_by_prefix,
+                                           process_samples)
 from llmrec.serving.engine import run_facts
+from llmrec.transcripts import TextStore
 
 if TYPE_CHECKING:
     from llmrec.pipelines.runner.ray_env import SharedSubject
@@ -48,7 +50,7 @@ class StageWorker:
 
     def __init__(self, bench_cfg: dict, engines: dict, mode: str, cache, retries: int, backoff_s: float,
                  assets: tuple = (), run: str = "", timeout_s: float | None = None, pools: dict | None = None,
-                 kv_budget: int | None = None, apps: dict | None = None):
+                 kv_budget: int | None = None, apps: dict | None = None, transcripts: bool = True):
         import ray
 
         self.bench = get_benchmark(bench_cfg["name"])
@@ -60,6 +62,7 @@ class StageWorker:
         self._load_s = 0.0  # engine start-up time not yet reported to the driver
         self._pools = pools or {}  # role → client of that role's own engine actors (the judge pool)
         self._apps = apps or {}  # serve mode: role → Serve app, when not this run's own (a suite's subject)
+        self._transcripts = transcripts  # collect every call's request reference and texts (output.transcripts)
         # the benchmark's shared read-only assets: one object in the object store, fetched once per actor
         self._assets = ray.get(assets[0]) if assets else None
 
@@ -79,8 +82,10 @@ class StageWorker:
         t0 = time.perf_counter()
         groups = decode(batch)
         samples = [s for g in groups for s in g]
+        texts: dict[str, str] | None = {} if self._transcripts else None
         try:
-            process_samples(self.bench, self.cfg, samples, self._engine, self._retries, self._backoff, self._assets)
+            process_samples(self.bench, self.cfg, samples, self._engine, self._retries, self._backoff, self._assets,
+                            texts)
         except EngineDead as e:
             # The engine (e.g. an engine's own core process) is gone and cannot be revived in this process.
             # Ending the process (not an exception, not ray.actor.exit_actor: both stop the run
@@ -89,7 +94,7 @@ class StageWorker:
             log.error("engine dead, restarting this actor: %s", e)
             os._exit(1)
         load, self._load_s = self._load_s, 0.0
-        out = encode(groups, {"engine_start_s": load, "worker_s": time.perf_counter() - t0 - load})
+        out = encode(groups, {"engine_start_s": load, "worker_s": time.perf_counter() - t0 - load}, texts)
         facts = {role: f for role, engine in self._engines.items() if (f := run_facts(engine))}
         out["facts"] = [json.dumps(facts)] * len(groups)  # what the engines learned so far (see run_facts)
         return out
@@ -144,6 +149,7 @@ class RunPlan:
     assets: dict | None = None  # the benchmark's shared read-only data, read on the driver
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase (``time_*`` stats)
     facts: dict[str, dict] = field(default_factory=dict)  # role → the engine's run_facts (RUN_FACTS_FILE)
+    texts: TextStore | None = None  # the run's transcript texts (RunDir.transcripts)
 
 
 def run_dir_for(cfg: RunConfig) -> storage.Storage:
@@ -198,8 +204,10 @@ def plan(cfg: RunConfig, data_dir: Path | None = None) -> RunPlan:
     run_dir.mkdir()
     rd = RunDir(run_dir)
     store = ResultStore(rd.results, provenance)
-    if not cfg.output.resume:
+    texts = TextStore(rd.transcripts)
+    if not cfg.output.resume:  # --fresh: the results and the transcripts they refer to go together
         store.clear()
+        texts.clear()
     done = store.finished_ids()
     differ = check_resumable(cfg, rd, store, done)
     if differ and rd.mlflow_run_id() is not None:
@@ -212,7 +220,7 @@ def plan(cfg: RunConfig, data_dir: Path | None = None) -> RunPlan:
     elif rd.exists(RunDir.FACTS):
         rd.drop_facts()
     return RunPlan(cfg, bench, samples, run_dir, store, pending, assets, {"time_plan_s": time.perf_counter() - t0},
-                   facts)
+                   facts, texts)
 
 
 def check_resumable(cfg: RunConfig, rd: RunDir, store: ResultStore, done: set[str]) -> list[str]:
@@ -343,7 +351,8 @@ def stream(p: RunPlan, progress: Progress | None = None, subject: "SharedSubject
                                        backoff_s=ex.serve_backoff_s if ex.mode == "serve" else ex.backoff_s,
                                        assets=assets, run=run, timeout_s=ex.request_timeout_s,
                                        pools=pools, apps=apps,
-                                       kv_budget=ex.kv_budget_tokens if ex.order_by_prefix else None),
+                                       kv_budget=ex.kv_budget_tokens if ex.order_by_prefix else None,
+                                       transcripts=cfg.output.transcripts),
             batch_size=batch_size, udf_modifying_row_count=False,
             # one batch in flight per actor: a batch queued behind another on a busy replica would wait while an
             # idle replica has none (seen: both KV-packed batches of a 2-replica run on one replica)
@@ -368,6 +377,9 @@ def stream(p: RunPlan, progress: Progress | None = None, subject: "SharedSubject
                 for change in merge_facts(p.facts, json.loads(facts)):
                     log.warning("engine %s (recorded in the run's %s and MLflow protocol tag)", change,
                                 RUN_FACTS_FILE)
+            texts = batch_texts(batch)
+            if texts and p.texts is not None:  # before the records that refer to them
+                p.texts.add(texts)
             p.store.write(samples)
             written.extend(samples)
             t["time_store_write_s"] += time.perf_counter() - t_w

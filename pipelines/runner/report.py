@@ -33,7 +33,7 @@ def write_outputs(p: RunPlan, rows: list[dict], metrics: dict, d: Path) -> dict[
     if not p.run_dir.local:
         (d / "resolved.yaml").write_text(dump_yaml(p.config))
     samples = d / "samples.parquet"  # one typed column per declared field; nested ones as JSON text
-    pq.write_table(record_schema(p.bench).table(rows), samples)
+    pq.write_table(record_schema(p.bench).table(rows), samples, compression="zstd")  # see ResultStore.write
     files = {"metrics": d / "metrics.json", "samples": samples, "config": d / "resolved.yaml"}
     if p.facts:
         files["facts"] = d / RUN_FACTS_FILE

@@ -79,6 +79,11 @@ class OutputConfig(OutputBase):
 
     resume: bool = Field(True, description="skip samples already in the result store")
     cache: bool = Field(True, description="answer repeated requests from the request cache")
+    transcripts: bool = Field(
+        True, description="store the transcript of every sample: each engine call's request (messages, the prompt "
+                          "an engine rendered itself, sampling, constraint) beside its result, each distinct text "
+                          "once per run in the run directory's transcripts/ (`llmrec view` reads them); false: "
+                          "results only")
     cache_path: Path | None = Field(None, description="request cache sqlite file on the driver's disk; default "
                                                       f"<output.dir>/{REQUEST_CACHE_FILE} (URI output.dir: the per-user "
                                                       "cache)")

@@ -8,6 +8,11 @@ a wrong type), or an exception raised by the benchmark's ``render`` / ``accept``
 for one sample marks that sample (``status``, ``error``, ``failed_stage``) and skips its later
 stages; the other samples of the batch go on. ``render`` and ``next_requests`` see a read-only
 view of the sample.
+
+Transcripts: given a ``texts`` dict, every engine call's stored result (``outputs``) also holds its request
+reference (``llmrec.transcripts.request_ref``: the role of the stage's engine, each message by its text's key, the
+prompt an engine rendered itself, sampling, constraint) and the texts are collected in ``texts`` (key → text), which
+travel back to the driver once per batch (``encode``) to be stored once per run.
 """
 
 from __future__ import annotations
@@ -21,20 +26,29 @@ from llmrec.pipelines.protocol import (Benchmark, BenchmarkConfig, LLMStage, Loo
                                        attach_assets, record_schema)
 from llmrec.pipelines.record import RecordSchema
 from llmrec.serving.resilience import generate_resilient
+from llmrec.transcripts import request_ref
 from llmrec.types import Request, Result
 
 log = logging.getLogger(__name__)
 
 EngineGetter = Callable[[str], object]  # role ("subject" | "judge") → engine
+Texts = dict[str, str]  # a batch's transcript texts: key → text (see llmrec.transcripts)
 
 
 def _ok(sample: Sample) -> bool:
     return sample.get("status", "ok") == "ok"
 
 
-def _record(sample: Sample, stage: str, result: Result) -> None:
+def _record(sample: Sample, stage: str, result: Result, request: Request | None = None, role: str = "subject",
+            texts: Texts | None = None) -> None:
+    """Store one engine call's result with the sample; with ``texts``, also the reference of the ``request`` it
+    answered (the engine's rendered prompt moves from the result into the reference: its text is stored once)."""
     outs = sample.setdefault("outputs", {})
-    entry = result.model_dump(exclude={"request_id"} | ({"context_limit"} if result.context_limit is None else set()))
+    skip = {"request_id", "prompt_text"} | ({"context_limit"} if result.context_limit is None else set())
+    entry = result.model_dump(exclude=skip)
+    if texts is not None and request is not None:
+        entry["request"] = request_ref(request, texts, role, result.prompt_text)
+        entry["request"]["seq"] = sum(len(v) if isinstance(v, list) else 1 for v in outs.values())  # call order
     prev = outs.get(stage)
     outs[stage] = entry if prev is None else (prev if isinstance(prev, list) else [prev]) + [entry]
 
@@ -88,7 +102,7 @@ def _view(sample: Sample) -> MappingProxyType:
 
 
 def _llm_stage(schema: RecordSchema, stage: LLMStage, samples: list[Sample], engine, retries: int,
-               backoff_s: float) -> None:
+               backoff_s: float, texts: Texts | None = None) -> None:
     calls = []
     for i, s in enumerate(samples):
         if not _ok(s) or not _entry_ok(stage, s):
@@ -96,13 +110,15 @@ def _llm_stage(schema: RecordSchema, stage: LLMStage, samples: list[Sample], eng
         ok, req = _guard(s, stage.name, "render", stage.render, _view(s))
         if ok and req is not None:
             calls.append((i, req.model_copy(update={"request_id": f"{s['sample_id']}:{stage.name}"})))
-    results = generate_resilient(engine, [r for _, r in calls], retries=retries, backoff_s=backoff_s)
-    if stage.shrink is not None:
-        results = [_shrink_until_fits(stage, samples[i], req, res, engine, retries, backoff_s)
-                   for (i, req), res in zip(calls, results)]
-    for (i, _), res in zip(calls, results):
+    sent = [r for _, r in calls]
+    results = generate_resilient(engine, sent, retries=retries, backoff_s=backoff_s)
+    if stage.shrink is not None:  # the request stored with a result is the last one sent: the one that fit
+        final = [_shrink_until_fits(stage, samples[i], req, res, engine, retries, backoff_s)
+                 for (i, req), res in zip(calls, results)]
+        sent, results = [f[0] for f in final], [f[1] for f in final]
+    for (i, _), req, res in zip(calls, sent, results):
         s = samples[i]
-        _record(s, stage.name, res)
+        _record(s, stage.name, res, req, stage.engine, texts)
         if not res.ok:
             _fail(s, stage.name, res)
             continue
@@ -112,19 +128,20 @@ def _llm_stage(schema: RecordSchema, stage: LLMStage, samples: list[Sample], eng
 
 
 def _shrink_until_fits(stage: LLMStage, sample: Sample, req: Request, res: Result, engine,
-                       retries: int, backoff_s: float) -> Result:
-    """Apply the stage's truncation policy while the request is over the context."""
+                       retries: int, backoff_s: float) -> tuple[Request, Result]:
+    """Apply the stage's truncation policy while the request is over the context. Returns the last request
+    sent and its result."""
     steps = 0
     while res.finish_reason == "over_context" and steps < 10_000:
         ok, smaller = _guard(sample, stage.name, "shrink", stage.shrink, sample, req, res)
         if not ok:
-            return Result(finish_reason="error", error=sample["error"], request_id=req.request_id)
+            return req, Result(finish_reason="error", error=sample["error"], request_id=req.request_id)
         if smaller is None:
-            return res
+            return req, res
         req, steps = smaller.model_copy(update={"request_id": req.request_id}), steps + 1
         res = generate_resilient(engine, [req], retries=retries, backoff_s=backoff_s)[0]
     sample.setdefault("truncation_steps", {})[stage.name] = steps
-    return res
+    return req, res
 
 
 def _next_round(stage: LoopStage, samples: list[Sample], rnd: int):
@@ -142,7 +159,7 @@ def _next_round(stage: LoopStage, samples: list[Sample], rnd: int):
 
 
 def _loop_stage(schema: RecordSchema, stage: LoopStage, samples: list[Sample], engine, retries: int,
-                backoff_s: float) -> None:
+                backoff_s: float, texts: Texts | None = None) -> None:
     for s in samples:
         if _ok(s):
             _entry_ok(stage, s)
@@ -155,8 +172,8 @@ def _loop_stage(schema: RecordSchema, stage: LoopStage, samples: list[Sample], e
         for i, n in owners:
             s, reqs, mine = samples[i], calls[pos: pos + n], results[pos: pos + n]
             pos += n
-            for res in mine:
-                _record(s, stage.name, res)
+            for req, res in zip(reqs, mine):
+                _record(s, stage.name, res, req, stage.engine, texts)
             bad = next((r for r in mine if not r.ok), None)
             if bad is not None:
                 _fail(s, stage.name, bad)
@@ -172,8 +189,12 @@ def _loop_stage(schema: RecordSchema, stage: LoopStage, samples: list[Sample], e
 
 
 def process_samples(bench: Benchmark, cfg: BenchmarkConfig, samples: list[Sample], engines: EngineGetter,
-                    retries: int = 3, backoff_s: float = 1.0, assets: dict | None = None) -> list[Sample]:
+                    retries: int = 3, backoff_s: float = 1.0, assets: dict | None = None,
+                    texts: Texts | None = None) -> list[Sample]:
     """Run every stage, then per-sample scoring. Mutates and returns ``samples``.
+
+    ``texts``: collect transcripts (every call's request reference beside its result; the texts here, see
+    ``llmrec.transcripts``); None: results only.
 
     ``assets``: the benchmark's shared read-only data (``Benchmark.assets``), attached to every
     sample as ``sample[ASSETS_KEY]``. Fields whose name starts with ``_`` are inputs for
@@ -189,9 +210,9 @@ def process_samples(bench: Benchmark, cfg: BenchmarkConfig, samples: list[Sample
             break
         engine = engines(stage.engine)
         if isinstance(stage, LoopStage):
-            _loop_stage(schema, stage, samples, engine, retries, backoff_s)
+            _loop_stage(schema, stage, samples, engine, retries, backoff_s, texts)
         else:
-            _llm_stage(schema, stage, samples, engine, retries, backoff_s)
+            _llm_stage(schema, stage, samples, engine, retries, backoff_s, texts)
     for s in samples:
         if s["status"] == "ok":
             ok, fields = _guard(s, "score", "score", bench.score, cfg, _view(s))
@@ -212,11 +233,23 @@ def group_by_prefix(samples: list[Sample]) -> list[list[Sample]]:
     return [sorted(g, key=lambda s: -int(s.get("prefix_len") or 0)) for g in groups.values()]
 
 
-def encode(groups: list[list[Sample]], timings: dict[str, float] | None = None) -> dict[str, list]:
-    """One row per prefix group; a batch's ``timings`` (seconds) ride on its first row."""
+def encode(groups: list[list[Sample]], timings: dict[str, float] | None = None,
+           texts: Texts | None = None) -> dict[str, list]:
+    """One row per prefix group; a batch's ``timings`` (seconds) and transcript ``texts`` (each distinct text of
+    the batch once, encoded once) ride on its first row."""
     out: dict[str, list] = {"group": [json.dumps(g) for g in groups]}
     if timings is not None:
         out["timing"] = [json.dumps(timings if i == 0 else {}) for i in range(len(groups))]
+    if texts is not None:
+        out["texts"] = [json.dumps(texts) if i == 0 else "{}" for i in range(len(groups))]
+    return out
+
+
+def batch_texts(batch: dict) -> Texts:
+    """The transcript texts a worker put on a batch's rows (see ``encode``); {} without capture."""
+    out: Texts = {}
+    for t in batch.get("texts", ()):
+        out.update(json.loads(t))
     return out
 
 

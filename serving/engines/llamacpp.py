@@ -25,7 +25,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from llmrec.errors import ConfigError, ContextOverflow, EngineError, MissingDependency
-from llmrec.serving.chat_formats import render_gemma, render_plain
+from llmrec.serving.chat_formats import OWN_FORMATS, render_gemma, render_plain
 from llmrec.serving.engine import EngineBase, EngineConfig, path_tail, register_engine
 from llmrec.serving.local import default_threads, embedded_model, sha256_of
 from llmrec.types import Constraint, Request, Result
@@ -186,14 +186,17 @@ class LlamaCppEngine(EngineBase):
         return self.config.context_length or self.config.n_ctx
 
     # -- prompts --------------------------------------------------------------------------------
-    def _tokens(self, request: Request) -> list[int]:
+    def _prompt(self, request: Request) -> str:
+        """The prompt text of a request, as this engine renders it."""
         self.start()
         if self._format == "gemma":
-            text = render_gemma(request.messages)
-        elif self._format == "plain":
-            text = render_plain(request.messages)
-        else:
-            text = self._formatter(messages=[m.model_dump() for m in request.messages]).prompt
+            return render_gemma(request.messages)
+        if self._format == "plain":
+            return render_plain(request.messages)
+        return self._formatter(messages=[m.model_dump() for m in request.messages]).prompt
+
+    def _tokens(self, request: Request, text: str | None = None) -> list[int]:
+        text = self._prompt(request) if text is None else text
         bos = self._llm.detokenize([self._llm.token_bos()], special=True).decode()
         return self._llm.tokenize(text.encode(), add_bos=not text.startswith(bos), special=True)
 
@@ -295,7 +298,8 @@ class LlamaCppEngine(EngineBase):
     def generate(self, requests: list[Request]) -> list[Result]:
         with self._lock:
             self.start()
-            tokens = [self._tokens(r) for r in requests]
+            prompts = [self._prompt(r) for r in requests]
+            tokens = [self._tokens(r, p) for r, p in zip(requests, prompts)]
             out: list[Result | None] = [None] * len(requests)
             for i, (req, toks) in enumerate(zip(requests, tokens)):
                 if len(toks) + req.sampling.max_tokens > self.context_limit:
@@ -312,6 +316,9 @@ class LlamaCppEngine(EngineBase):
                     raise EngineError(f"llama.cpp failed: {e}") from e
                 log.debug("request %s: %d prompt tokens (%d cached)", requests[i].request_id,
                           out[i].prompt_tokens, out[i].cached_prompt_tokens)
+            if self._format in OWN_FORMATS:  # a prompt llmrec rendered goes with its result (the run's transcripts)
+                for res, text in zip(out, prompts):
+                    res.prompt_text = text
             return out  # type: ignore[return-value]
 
     def check_health(self) -> bool:

@@ -31,7 +31,7 @@ from pydantic import Field
 
 from llmrec.errors import ContextOverflow, EngineError, MissingDependency
 from llmrec.serving.engine import EngineBase, EngineConfig, path_tail, register_engine
-from llmrec.serving.chat_formats import render_gemma, render_plain
+from llmrec.serving.chat_formats import OWN_FORMATS, render_gemma, render_plain
 from llmrec.types import Constraint, Message, Request, Result
 
 log = logging.getLogger(__name__)
@@ -59,11 +59,20 @@ class TransformersEngineConfig(EngineConfig):
         return path_tail(self.model)
 
 
+def _format(tokenizer, prompt_format: str) -> str:
+    if prompt_format == "auto":
+        return "chat" if getattr(tokenizer, "chat_template", None) else "gemma"
+    return prompt_format
+
+
+def own_format(tokenizer, prompt_format: str) -> bool:
+    """Whether prompts are rendered in one of llmrec's own chat formats (not the tokenizer's template)."""
+    return _format(tokenizer, prompt_format) in OWN_FORMATS
+
+
 def render_prompt(tokenizer, messages: list[Message], prompt_format: str) -> str:
     """Messages → prompt text (shared with ``llmrec sft``, so training and evaluation agree)."""
-    fmt = prompt_format
-    if fmt == "auto":
-        fmt = "chat" if getattr(tokenizer, "chat_template", None) else "gemma"
+    fmt = _format(tokenizer, prompt_format)
     if fmt == "chat":
         return tokenizer.apply_chat_template([m.model_dump() for m in messages], tokenize=False,
                                              add_generation_prompt=True)
@@ -166,8 +175,8 @@ class TransformersEngine(EngineBase):
         return self._limit
 
     # -- prompts --------------------------------------------------------------------------------
-    def _ids(self, request: Request) -> list[int]:
-        text = render_prompt(self._tok, request.messages, self.config.prompt_format)
+    def _ids(self, request: Request, text: str | None = None) -> list[int]:
+        text = render_prompt(self._tok, request.messages, self.config.prompt_format) if text is None else text
         ids = self._tok(text, add_special_tokens=False)["input_ids"]
         bos = self._tok.bos_token_id
         return ids if bos is None or (ids and ids[0] == bos) else [bos] + ids
@@ -249,17 +258,21 @@ class TransformersEngine(EngineBase):
         with self._lock:
             self.start()
             out: list[Result] = []
+            own = own_format(self._tok, self.config.prompt_format)
             for req in requests:
-                ids = self._ids(req)
+                prompt = render_prompt(self._tok, req.messages, self.config.prompt_format)
+                ids = self._ids(req, prompt)
                 if len(ids) + req.sampling.max_tokens > self._limit:
                     e = ContextOverflow(len(ids), self._limit, req.sampling.max_tokens)
                     out.append(Result.over_context(req, e))
-                    continue
-                try:
-                    out.append(self._one(req, ids))
-                except (RuntimeError, ValueError) as e:  # this request's decoding failed; the engine lives on
-                    log.warning("request %s failed: %s", req.request_id, e)
-                    out.append(Result.failure(req, f"transformers: {e}"))
+                else:
+                    try:
+                        out.append(self._one(req, ids))
+                    except (RuntimeError, ValueError) as e:  # this request's decoding failed; the engine lives on
+                        log.warning("request %s failed: %s", req.request_id, e)
+                        out.append(Result.failure(req, f"transformers: {e}"))
+                if own:  # a prompt llmrec rendered goes with its result (the run's transcripts)
+                    out[-1].prompt_text = prompt
             return out
 
     def check_health(self) -> bool:

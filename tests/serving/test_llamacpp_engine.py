@@ -105,6 +105,8 @@ def test_greedy_is_deterministic_and_prefix_reuse_is_reported(engine):
     assert again.text == first.text  # the cached prefix changes nothing
     batch = engine.generate([b, a])
     assert [r.text for r in batch] == [other.text, first.text]
+    # the base model's prompt is rendered by llmrec (Gemma turns): it goes with the result, for the transcript
+    assert [r.prompt_text for r in batch] == [render_gemma(b.messages), render_gemma(a.messages)]
 
 
 @pytest.mark.slow

@@ -51,6 +51,8 @@ def test_tiny_model_constraints_and_contract(tiny):
     assert json.loads(out[1].text)["predicted_rating"] in range(1, 6)
     assert out[2].finish_reason == "over_context" and out[2].prompt_tokens > 200
     assert out[3].ok and out[3].completion_tokens <= 5
+    # llmrec rendered the prompt (plain lines): each result, the over-long one too, carries it for the transcript
+    assert [r.prompt_text for r in out] == [f"User: {q.messages[0].content}\nAssistant:" for q in reqs]
     # greedy: the same requests give the same texts
     assert [r.text for r in eng.generate(reqs)] == [r.text for r in out]
 

@@ -75,6 +75,24 @@ def test_sampling_and_conversation():
     assert conversation(r, merge_system=True) == [{"role": "user", "content": "S\n\nU"}]
 
 
+def test_prompts_llmrec_renders_go_with_their_results():
+    from types import SimpleNamespace
+
+    from llmrec.serving.engines.llamacpp import render_gemma
+    from llmrec.serving.engines.vllm import prompts
+    from llmrec.types import Result
+
+    cfg = engine_config({"type": "vllm", "model": "some/base-model"})
+    base = SimpleNamespace(bos_token="<bos>", chat_template=None)  # a base model: llmrec renders Gemma turns
+    req = Request(messages=[Message(role="system", content="S"), Message(role="user", content="U")])
+    fmt = prompts.prompt_format(cfg, base)
+    text = prompts.render(req, cfg, base, fmt)
+    [res] = prompts.with_prompts([Result(text="a")], [text], fmt)
+    assert fmt == "gemma" and res.prompt_text == "<bos>" + render_gemma(req.messages)
+    # the tokenizer's own chat template: the messages are the transcript, no prompt is kept
+    assert prompts.with_prompts([Result(text="a")], ["<chat>"], "chat_template")[0].prompt_text is None
+
+
 def test_identity_is_json_and_tracks_outputs():
     a = build_engine({"type": "vllm", "model": "m"}).identity()
     b = build_engine({"type": "vllm", "model": "m", "tensor_parallel_size": 4}).identity()

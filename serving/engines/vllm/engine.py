@@ -136,9 +136,9 @@ class VLLMEngine(PlanningHooks, EngineBase):
     def context_limit(self) -> int:
         return min(self._max_len, self.config.context_length or self._max_len)
 
-    def _tokens(self, request: Request) -> list[int]:
+    def _tokens(self, request: Request, text: str | None = None) -> list[int]:
         self.start()
-        text = prompts.render(request, self.config, self._tokenizer, self._format)
+        text = prompts.render(request, self.config, self._tokenizer, self._format) if text is None else text
         return list(self._tokenizer.encode(text, add_special_tokens=False))
 
     def count_tokens(self, request: Request) -> int:
@@ -178,8 +178,9 @@ class VLLMEngine(PlanningHooks, EngineBase):
         self.start()
         results: list[Result | None] = [None] * len(requests)
         todo = []
+        texts = [prompts.render(r, self.config, self._tokenizer, self._format) for r in requests]
         for i, req in enumerate(requests):
-            ids = self._tokens(req)
+            ids = self._tokens(req, texts[i])
             if len(ids) + req.sampling.max_tokens > self.context_limit:
                 e = ContextOverflow(len(ids), self.context_limit, req.sampling.max_tokens)
                 results[i] = Result.over_context(req, e)
@@ -197,7 +198,7 @@ class VLLMEngine(PlanningHooks, EngineBase):
                 results[i] = self._settle(requests[i], out)
         if self.config.counters_dir is not None:
             self._write_counters(requests)
-        return results  # type: ignore[return-value]
+        return prompts.with_prompts(results, texts, self._format)
 
     def vllm_counters(self) -> dict[str, float]:
         """vLLM's own cumulative counters in this process (its Prometheus registry), summed over labels."""

@@ -11,7 +11,7 @@ import logging
 from typing import Any, Callable
 
 from llmrec.errors import LlmrecError
-from llmrec.serving.chat_formats import render_gemma, render_plain
+from llmrec.serving.chat_formats import OWN_FORMATS, render_gemma, render_plain
 from llmrec.serving.engines.vllm.config import VLLMEngineConfig
 from llmrec.serving.engines.vllm.embedded import resolve_model
 from llmrec.types import Message, Request
@@ -47,6 +47,16 @@ def render(request: Request, cfg: VLLMEngineConfig, tokenizer, fmt: str) -> str:
     messages = [Message(**m) for m in msgs]
     bos = getattr(tokenizer, "bos_token", None) or ""
     return bos + (render_gemma(messages) if fmt == "gemma" else render_plain(messages))
+
+
+def with_prompts(results: list, texts: list[str], fmt: str) -> list:
+    """The results, each with the prompt text llmrec rendered for it when that was one of llmrec's own chat formats
+    (a base model's Gemma turns or plain lines; not the tokenizer's chat template): the run's transcripts keep it."""
+    if fmt in OWN_FORMATS:
+        for res, text in zip(results, texts):
+            if res is not None:
+                res.prompt_text = text
+    return results
 
 
 def local_tokenizer(cfg: VLLMEngineConfig) -> Callable[[Request], list[int]] | None:

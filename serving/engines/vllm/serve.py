@@ -160,10 +160,10 @@ class VLLMServeClient(PlanningHooks):
     def context_limit(self) -> int:
         return min(self._max_len, self.config.context_length or self._max_len)
 
-    def _tokens(self, request: Request) -> list[int]:
+    def _tokens(self, request: Request, text: str | None = None) -> list[int]:
         self.start()
-        return list(self._tokenizer.encode(prompts.render(request, self.config, self._tokenizer, self._format),
-                                           add_special_tokens=False))
+        text = prompts.render(request, self.config, self._tokenizer, self._format) if text is None else text
+        return list(self._tokenizer.encode(text, add_special_tokens=False))
 
     def count_tokens(self, request: Request) -> int:
         return len(self._tokens(request))
@@ -206,7 +206,8 @@ class VLLMServeClient(PlanningHooks):
 
     def generate(self, requests: list[Request]) -> list[Result]:
         self.start()
-        ids = [self._tokens(r) for r in requests]
+        texts = [prompts.render(r, self.config, self._tokenizer, self._format) for r in requests]
+        ids = [self._tokens(r, t) for r, t in zip(requests, texts)]
         results: list[Result | None] = [None] * len(requests)
         todo = []
         for i, (req, toks) in enumerate(zip(requests, ids)):
@@ -226,7 +227,7 @@ class VLLMServeClient(PlanningHooks):
         if todo and all(results[i].finish_reason == "error" and "unreachable" in (results[i].error or "")
                         for i in todo):
             raise EngineError(f"vLLM app {self.config.base_url} is unreachable: {results[todo[0]].error}")
-        return results  # type: ignore[return-value]
+        return prompts.with_prompts(results, texts, self._format)
 
     def check_health(self) -> bool:
         try:
