@@ -18,6 +18,7 @@ import yaml
 from llmrec import storage
 from llmrec.config import dump_yaml, fingerprint, load_config, validate
 from llmrec.errors import ConfigError
+from llmrec.rundir import RunDir
 from llmrec.models.export import candidate_lists, export_embeddings, topk_frame
 from llmrec.models.trainer import CHECKPOINT
 from llmrec.ray_start import ray_session
@@ -33,7 +34,7 @@ logger = logging.getLogger(__name__)
 
 
 def _absolute(cfg: TrainConfig) -> TrainConfig:
-    """``output.dir`` made absolute here, on the driver (a URI is kept), as resolved.yaml records it."""
+    """``output.dir`` made absolute here, on the driver (a URI is kept), as its recorded config (``RunDir.CONFIG``) holds it."""
     return cfg.model_copy(update={"output": cfg.output.model_copy(update={"dir": storage.resolve(cfg.output.dir)})})
 
 
@@ -50,7 +51,7 @@ def train_from_config(path: str, overrides: list[str], resume: bool = False) -> 
     ``resume`` continues an interrupted run of the same config from ``checkpoint/last.pt``
     (after its last validated epoch, with optimizer, early-stopping counters and RNG state).
 
-    Writes ``resolved.yaml``, ``protocol.json``, ``metrics.json``, ``checkpoint/best.pt``,
+    Writes the config, ``protocol.json``, the metrics (``RunDir``'s names), ``checkpoint/best.pt``,
     ``per_user_test.parquet``, ``topk_test.parquet`` and embeddings under the run directory
     (a local folder or a storage URI: see ``run_files``), and logs one MLflow run (params,
     per-epoch validation metrics, test metrics).
@@ -67,9 +68,9 @@ def _train(cfg: TrainConfig, files: RunFiles, resume: bool) -> dict:
     ckpt_dir = files.work / "checkpoint"
     if resume and not files.fetch_checkpoint():
         raise ConfigError(f"--resume: no checkpoint of this config at {files.location('checkpoint')}")
-    files.write_text("resolved.yaml", dump_yaml(cfg))
+    files.write_text(RunDir.CONFIG, dump_yaml(cfg))
     data = prepare_data(cfg)
-    files.write_text("protocol.json", json.dumps(data.protocol, indent=2, default=str))
+    files.write_text(RunDir.PROTOCOL, json.dumps(data.protocol, indent=2, default=str))
     client = run_id = None
     if cfg.tracking.enabled:
         client = tracking.client(cfg.tracking.uri)
@@ -95,10 +96,10 @@ def _train(cfg: TrainConfig, files: RunFiles, resume: bool) -> dict:
         raise
     out = _write_outputs(cfg, files, data, model, result, test)
     out["mlflow_run_id"] = run_id
-    files.write_text("metrics.json", json.dumps(out, indent=2, default=str))  # last: the run is complete
+    files.write_text(RunDir.METRICS, json.dumps(out, indent=2, default=str))  # last: the run is complete
     if client is not None:
         log_metrics(client, run_id, {**out["test"], "best_epoch": result.best_epoch}, result.best_epoch)
-        for name in ("resolved.yaml", "protocol.json", "metrics.json"):
+        for name in (RunDir.CONFIG, RunDir.PROTOCOL, RunDir.METRICS):
             client.log_artifact(run_id, str(files.work / name))
         client.set_terminated(run_id, "FINISHED")
     logger.info(
@@ -134,7 +135,7 @@ def _write_outputs(cfg: TrainConfig, files: RunFiles, data, model, result, test)
     if cfg.output.export_embeddings:
         written = export_embeddings(model, data, files.work / "embeddings")
         out["embeddings"] = {k: files.location(f"embeddings/{Path(v).name}") for k, v in written.items()}
-    files.publish_all(last="metrics.json", skip=("checkpoint",))
+    files.publish_all(last=RunDir.METRICS, skip=("checkpoint",))
     return out
 
 
@@ -196,7 +197,7 @@ def _sweep(cfg: TuneConfig, sweep: RunFiles, metric: str, space: dict, resume: b
         raise ConfigError(f"--resume: no sweep to resume at {tune_dir}")
     if not resume and exists:
         raise ConfigError(f"a sweep already exists at {sweep.uri}; pass --resume to continue it or set output.run_name")
-    sweep.write_text("resolved.yaml", dump_yaml(cfg))
+    sweep.write_text(RunDir.CONFIG, dump_yaml(cfg))
     with ray_session(cfg.tune.ray_address, cfg.tune.num_cpus):
         data = prepare_data(cfg)
         base = cfg.train_config()

@@ -29,6 +29,7 @@ from llmrec.pipelines.runner.run_config import (REQUEST_CACHE_FILE, RUN_FACTS_FI
                                                resume_conflicts)
 from llmrec.pipelines.common.store import ResultStore
 from llmrec.pipelines.runner.placement import actor_options_accepted, actor_resources, check_gpu_placement
+from llmrec.rundir import RunDir
 from llmrec.pipelines.runner.worker import batch_timings, decode, encode, group_by_prefix, process_samples
 from llmrec.serving.engine import run_facts
 
@@ -184,19 +185,19 @@ def plan(cfg: RunConfig, data_dir: Path | None = None) -> RunPlan:
     check_stages(bench, cfg.benchmark)
     run_dir = run_dir_for(cfg)
     run_dir.mkdir()
-    store = ResultStore(run_dir / "results")
+    store = ResultStore(run_dir / RunDir.RESULTS)
     if not cfg.output.resume:
         store.clear()
     done = store.finished_ids()
-    differ = resume_conflicts(cfg, run_dir.read_text("resolved.yaml")) if run_dir.exists("resolved.yaml") else []
+    differ = resume_conflicts(cfg, run_dir.read_text(RunDir.CONFIG)) if run_dir.exists(RunDir.CONFIG) else []
     if differ and done:
         raise ConfigError(
             f"{run_dir}: its {len(done)} stored result(s) were produced under a different config, so they are not "
             "resumed:\n  " + "\n  ".join(differ) + "\nRun with --fresh (output.resume=false) to discard them and "
             "start over, or give this config another output.run_name")
-    if differ and run_dir.exists("mlflow_run_id"):
-        run_dir.delete("mlflow_run_id")  # another config: another MLflow run (params are write-once)
-    run_dir.write_text("resolved.yaml", dump_yaml(cfg))
+    if differ and run_dir.exists(RunDir.MLFLOW_ID):
+        run_dir.delete(RunDir.MLFLOW_ID)  # another config: another MLflow run (params are write-once)
+    run_dir.write_text(RunDir.CONFIG, dump_yaml(cfg))
     pending = [s for s in samples if str(s["sample_id"]) not in done]
     facts = {}  # the engine facts behind the stored results: kept with them, dropped without them
     if run_dir.exists(RUN_FACTS_FILE) and done:
