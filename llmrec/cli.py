@@ -283,7 +283,7 @@ def runs(
     if as_csv:
         sys.stdout.write(runs_csv(uri, experiment, metric, limit))
         return
-    console.print(runs_table(uri, experiment, metric, limit, wide))
+    console.print(runs_table(uri, experiment, metric, limit, wide, console.width))
 
 
 @app.command()

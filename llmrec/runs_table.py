@@ -109,8 +109,10 @@ def _checked(runs, metrics: list[str]) -> list[str]:
     return cols
 
 
-def runs_table(uri: str | None, experiment: str | None, metrics: list[str], limit: int, wide: bool = False) -> Table:
-    """The runs as a table: one line each (``wide``: every column)."""
+def runs_table(uri: str | None, experiment: str | None, metrics: list[str], limit: int, wide: bool = False,
+               width: int | None = None) -> Table:
+    """The runs as a table: one line each, fitted to ``width`` (default: the terminal's) by cutting names;
+    ``wide``: every column."""
     runs, names = _search(uri, experiment, limit)
     cols = _checked(runs, metrics) if metrics else []
     table = Table(title=f"MLflow runs ({tracking.tracking_uri(uri)})",
@@ -129,19 +131,34 @@ def runs_table(uri: str | None, experiment: str | None, metrics: list[str], limi
                           escape(r.data.tags.get(tracking.TAG_KIND, "")), escape(_setting(r)),
                           *[f"{r.data.metrics[c]:.4f}" if c in r.data.metrics else "" for c in cols])
         return table
-    table.add_column("run", no_wrap=True, overflow="ellipsis", ratio=3)
-    table.add_column("benchmark", no_wrap=True, overflow="ellipsis", ratio=1)
-    table.add_column("subject", no_wrap=True, overflow="ellipsis", ratio=1)
-    table.add_column(" · ".join(metrics) if metrics else "headline [95% CI]", no_wrap=True)
-    table.add_column("n", justify="right", no_wrap=True)
-    table.add_column("failed", justify="right", no_wrap=True)
+    # one line a run: long names are cut (…) so the numbers always show whole; --wide / --csv hold everything
+    rows = []
     for r in runs:
         shown = cols or _headline(r)[:1]
         value = "; ".join(v for v in (_value(r, m) for m in shown) if v)
         head = f"{shown[0]} {value}" if shown and value and not cols else value
-        table.add_row(escape(run_label(r, r.data.tags.get(tracking.TAG_SETTING))),
-                      escape(r.data.tags.get("benchmark", "")), escape(_subject(r)), escape(head), _num(_n(r)),
-                      _num(r.data.metrics.get("failed", math.nan)))
+        rows.append([escape(run_label(r, r.data.tags.get(tracking.TAG_SETTING))),
+                     escape(r.data.tags.get("benchmark", "")), escape(_subject(r)), escape(head), _num(_n(r)),
+                     _num(r.data.metrics.get("failed", math.nan))])
+    if width is None:
+        from rich.console import Console
+
+        width = Console().width
+    head = " · ".join(metrics) if metrics else "headline [95% CI]"
+    widest = [max([len(x[i]) for x in rows] + [len(h)]) for i, h in
+              enumerate(("run", "benchmark", "subject", head, "n", "failed"))]
+    bench, subject = min(widest[1], 16), min(widest[2], 24)
+    room = width - 19 - widest[3] - widest[4] - widest[5]  # 19: the borders and padding of six columns
+    run = max(12, min(widest[0], room - bench - subject))
+    subject = max(7, min(subject, room - bench - run))
+    table.add_column("run", no_wrap=True, overflow="ellipsis", width=run)
+    table.add_column("benchmark", no_wrap=True, overflow="ellipsis", width=bench)
+    table.add_column("subject", no_wrap=True, overflow="ellipsis", width=subject)
+    table.add_column(head, no_wrap=True, min_width=widest[3])
+    table.add_column("n", justify="right", no_wrap=True, min_width=widest[4])
+    table.add_column("failed", justify="right", no_wrap=True, min_width=widest[5])
+    for row in rows:
+        table.add_row(*row)
     return table
 
 

@@ -145,8 +145,13 @@ def _comparison(path: Path) -> dict:
                  str(r.get("test", MISSING))]
         return ([f"{r.get('a')} vs {r.get('b')}"] if several else []) + cells
 
-    title = (f"A = {pairs[0][0]}, B = {pairs[0][1]}" if labelled and len(pairs) == 1 else
-             " vs ".join(map(str, runs)) or path.parent.name)
+    if labelled and len(pairs) == 1:
+        title = f"A = {pairs[0][0]}, B = {pairs[0][1]}"
+    elif labelled:  # a suite's entries: its subjects (the entry is in each row)
+        sides = [list(dict.fromkeys(p[i].split("/", 1)[0] for p in pairs)) for i in (0, 1)]
+        title = f"A = {', '.join(sides[0])}, B = {', '.join(sides[1])}"
+    else:
+        title = " vs ".join(map(str, runs)) or path.parent.name
     return {"path": str(path), "title": title, "runs": [str(r) for r in runs], "protocol_keys": keys,
             "dropped": _dropped_lines(data.get("dropped")), "columns": columns, "rows": [row(r) for r in rows]}
 

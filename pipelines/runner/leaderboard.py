@@ -138,7 +138,7 @@ class Units:
     answered: int | None  # of them with status ok
 
 
-def units(e: Entry, data_dir: Path | None = None) -> Units:
+def units(e: Entry, data_dir: Path | None = None, cache: dict | None = None) -> Units:
     """The per-unit outcomes of an entry's run (empty where the run kept no samples or the benchmark gives none);
     the benchmark's data is loaded only when its outcomes need it (and is found)."""
     from llmrec.pipelines.runner.outcomes import read_samples, unit_outcomes
@@ -156,19 +156,34 @@ def units(e: Entry, data_dir: Path | None = None) -> Units:
             bcfg = benchmark_config({"name": e.benchmark})
     where = data_dir or (e.config.get("data") or {}).get("dir")
     ok = [r for r in rows if (r.get("status") or "ok") == "ok"]
-    return Units(unit_outcomes(bench, bcfg, rows, where, {}, quiet=True), len(rows), len(ok))
+    return Units(unit_outcomes(bench, bcfg, rows, where, {} if cache is None else cache, quiet=True), len(rows),
+                 len(ok))
 
 
-def _ci(outcomes: pd.DataFrame, metric: str) -> tuple[float, float, int, int]:
-    """(low, high, n, clusters) of a metric's units: a cluster bootstrap of their statistic."""
+def _ci(outcomes: pd.DataFrame, metric: str, value: float, bootstrap: bool) -> tuple[float, float, int, int]:
+    """(low, high, n, clusters) of a metric's units; low and high: a cluster bootstrap of their statistic, NaN
+    unless ``bootstrap`` and the units can carry one: at least two clusters, whose statistic is the run's ``value``
+    (units that do not reproduce the metric say nothing of its uncertainty)."""
+    import numpy as np
+
     from llmrec.pipelines.common.paired import cluster_bootstrap_ci1
 
     g = outcomes[outcomes["metric"] == metric]
     if g.empty:
         return math.nan, math.nan, 0, 0
-    lo, hi = cluster_bootstrap_ci1(g["value"].to_numpy(float), g["cluster"].astype(str).to_numpy(),
-                                   g["statistic"].iloc[0])
-    return lo, hi, len(g), int(g["cluster"].astype(str).nunique())
+    clusters = g["cluster"].astype(str).to_numpy()
+    values, statistic = g["value"].to_numpy(float), g["statistic"].iloc[0]
+    k = len(set(clusters))
+    same = math.isclose(float(np.median(values) if statistic == "median" else np.mean(values)), value,
+                        rel_tol=1e-6, abs_tol=1e-9)
+    if not (bootstrap and k >= 2 and same):
+        if bootstrap and k >= 2:
+            log.debug("%s: its per-unit outcomes do not reproduce %s; no bootstrap CI", metric, value)
+        return math.nan, math.nan, len(g), k
+    lo, hi = cluster_bootstrap_ci1(values, clusters, statistic)
+    return lo, hi, len(g), k
+
+
 def _number(v) -> float:
     try:
         f = float(v)
@@ -187,18 +202,19 @@ def leaderboard(sources: Iterable[str | Path] | Iterable[Entry], metrics: Iterab
     sources = list(sources)
     entries = sources if all(isinstance(s, Entry) for s in sources) else load_entries(sources)
     wanted = list(metrics or [])
-    rows = []
+    rows, cache = [], {}  # cache: benchmark assets, loaded once for every entry whose outcomes need them
     for e in entries:
         keys = [m for m in wanted if m in e.metrics] if wanted else list(e.headline)
         if not keys:
             continue
-        u = units(e, data_dir)
+        u = units(e, data_dir, cache)
         stored_n = _number(e.metrics.get("n_answered", e.metrics.get("n_samples")))
         for m in keys:
             value, lo, hi = (_number(e.metrics.get(k)) for k in (m, f"{m}_ci_low", f"{m}_ci_high"))
-            blo, bhi, n, clusters = _ci(u.outcomes, m)
             source = "benchmark" if math.isfinite(lo) and math.isfinite(hi) else ""
-            if not source and n and math.isfinite(value) and not tracking.is_count(m):
+            want = not source and math.isfinite(value) and not tracking.is_count(m)
+            blo, bhi, n, clusters = _ci(u.outcomes, m, value, want)
+            if want and math.isfinite(blo):
                 lo, hi, source = blo, bhi, "cluster bootstrap"
             if not n:  # no per-unit outcome for the metric: its answered samples (all of them for a count)
                 n = (u.samples if tracking.is_count(m) else u.answered) if u.samples is not None else stored_n

@@ -44,7 +44,7 @@ def _store(tmp_path) -> str:
 def test_one_line_per_run_by_default(tmp_path):
     uri = _store(tmp_path)
     console = Console(record=True, width=110)
-    console.print(runs_table(uri, "suite-x", [], 10))
+    console.print(runs_table(uri, "suite-x", [], 10, width=110))
     lines = console.export_text().splitlines()
     rows = [line for line in lines if "prefeval ·" in line]
     assert len(rows) == 2, lines  # one line each, however long the name

@@ -45,7 +45,8 @@ def prefeval_rows(n: int = 6) -> list[dict]:
     rows = []
     for i in range(n):
         turns = 2 if i % 2 == 0 else 10
-        rows.append({"sample_id": f"travel/explicit/{i:04d}/t{turns:03d}/zero-shot", "task": "mcq",
+        rows.append({"sample_id": f"travel/explicit/{i:04d}/t{turns:03d}/zero-shot", "task": "mcq", "topic": "travel",
+                     "task_id": i,
                      "form": "explicit", "turns": turns, "method": "zero-shot", "position": "end", "extra_prefs": 0,
                      "conflict": False, "preference": LONG_PREFERENCE if i == 3 else f"I avoid crowds ({i})",
                      "question": "Where should I stay?", "options": ["Busy hotel", "Quiet inn", "Hostel", "Camp"],

@@ -29,8 +29,8 @@ def test_report_holds_leaderboard_plots_comparison_and_drilldown_offline(suite):
     soup = _soup(render([suite]))
     board = soup.find(id="leaderboard-table")
     rows = {tr.find_all("td")[0].text: [td.text for td in tr.find_all("td")] for tr in board.tbody.find_all("tr")}
-    assert rows["gemma-a"] == ["gemma-a", "llm", "0.123 [0.010, 0.200]", "0.417 [0.217, 0.617]"]
-    assert rows["user-average"][:3] == ["user-average", "baseline", "0.050 [—]"]
+    assert rows["gemma-a"] == ["gemma-a", "llm", "0.123 [0.010, 0.200] n=1†", "0.417 [0.217, 0.617] n=5†"]
+    assert rows["user-average"][:3] == ["user-average", "baseline", "0.050 [—] n=—†"]
     assert "baseline" in board.find("tr", class_="baseline").text
     assert soup.find(id="leaderboard-all").find("th", string="prefeval_mcq: missed_rate")
 
