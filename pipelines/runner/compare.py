@@ -362,9 +362,9 @@ def table(comp: Comparison):
               caption_justify="left", caption=_caption(comp, keys), expand=False)
     if keys:
         t.add_column("cmp", no_wrap=True)
-    t.add_column("metric", overflow="fold", ratio=3)
-    for c in ("A", "B", "diff [95% CI]", "p", "p_holm", "n (clusters)"):
-        t.add_column(c, justify="right", no_wrap=c != "diff [95% CI]", overflow="fold")
+    t.add_column("metric", overflow="fold", min_width=14)
+    for c in ("A", "B", "diff [95% CI]", "p", "p_holm", "n (cl.)"):  # numbers stay whole; a narrow terminal wraps
+        t.add_column(c, justify="right", no_wrap=c != "diff [95% CI]")  # the metric, and the CI below its diff
     short = short_settings(comp.rows)
     for r in comp.rows:
         name = r["metric"] + ("" if r["statistic"] == "mean" else f" ({r['statistic']})")
@@ -372,7 +372,7 @@ def table(comp: Comparison):
             name += f" · {short[r['setting']]}"
         cells = ([keys[(r["group"], r["b"])]] if keys else []) + [
             name, _fmt(r["value_a"], ".3f"), _fmt(r["value_b"], ".3f"),
-            f"{_fmt(r['diff'], '+.3f')} [{_fmt(r['ci_low'], '+.3f')}, {_fmt(r['ci_high'], '+.3f')}]",
+            f"{_fmt(r['diff'], '+.3f')} [{_fmt(r['ci_low'], '.3f')}, {_fmt(r['ci_high'], '.3f')}]",
             fmt_p(r["p"]), fmt_p(r["p_holm"]), f"{r['n_pairs']} ({r['n_clusters']})"]
         t.add_row(*[Text(c) for c in cells])
     return t
@@ -400,7 +400,7 @@ def _caption(comp: Comparison, keys: dict | None = None) -> str:
         lines.append(f"PROTOCOLS DIFFER (compared with --allow-protocol-diff): {', '.join(keys)}")
     if any(k != v for k, v in short_settings(comp.rows).items()):
         lines.append("metric · setting: the setting keys that vary (whole labels in comparison.json)")
-    lines.append("n: paired units (clusters); test: exact McNemar for binary outcomes with one pair per cluster, "
+    lines.append("n (cl.): paired units (clusters); test: exact McNemar for binary outcomes with one pair per cluster, "
                  "else a paired permutation test swapping A/B within clusters; p_holm: Holm per metric")
     return "\n".join(lines)
 

@@ -59,12 +59,12 @@ def test_two_runs_table_files_and_dropped_samples(tmp_path):
     assert res.exit_code == 0, res.output
     assert max(map(len, res.output.splitlines())) <= 90  # fitted to the terminal's width
     text = " ".join(res.output.replace("│", " ").replace("┃", " ").split())
-    for col in ("metric", "A", "B", "diff [95% CI]", "p_holm", "n (clusters)"):
+    for col in ("metric", "A", "B", "diff [95% CI]", "p_holm", "n (cl.)"):
         assert col in text
     # the tests in the title: exact McNemar per setting, the cluster permutation test pooled over the clusters
     assert "test: exact McNemar, paired permutation (clusters swapped)" in text
     assert "A = base; B = better" in text
-    assert "accuracy · all" in text and "0.000 0.955 +0.955" in text and "<0.001" in text  # A | B | diff; p
+    assert "accuracy · all" in text and "0.000 0.955 +0.955 [0.8" in text and "<0.001" in text  # A | B | diff; p
     assert "failed in a 1" in text and "failed in b 1" in text
     out = tmp_path / "runs" / "comparisons" / "base--vs--better"  # beside the runs, in a folder of its own
     assert not (tmp_path / "runs" / "base" / "comparisons").exists()
