@@ -41,7 +41,7 @@ def test_suite_then_compare_then_report_then_leaderboard(tmp_path, local_ray):
         for entry in ("t1", "t2", "t3"):
             assert not (suite / subject / entry / RunDir.COMPARISONS).exists()
     assert max(map(len, res.output.splitlines())) <= 100  # fitted to the terminal
-    assert "test: paired permutation" in " ".join(res.output.split())  # the toy clusters its samples in pairs
+    assert "test: exact McNemar, paired permutation" in " ".join(res.output.split())  # the tests, in the title
     client = tracking.client(cfg.tracking.uri)
     names = [r.info.run_name for r in client.search_runs([client.get_experiment_by_name("s1").experiment_id])
              if r.data.tags.get(tracking.TAG_KIND) == "compare"]
