@@ -1,7 +1,7 @@
 """The command a submitted job runs on the cluster: check the environment, then ``llmrec run`` (``--verb suite``:
 ``llmrec suite``).
 
-``python -m llmrec.cluster.entrypoint resolved.yaml --requirements requirements.txt --require-env NAME ...``.
+``python -m llmrec.cluster.entrypoint <resolved config> --requirements requirements.txt --require-env NAME ...``.
 
 1. llmrec's dependencies (the pinned list shipped with the job) are checked first, with the standard
    library only: a cluster whose Python lacks them fails at once, naming the missing packages and

@@ -3,7 +3,7 @@
 
 What a submitted job carries (built in a staging folder on the submitting machine):
 
-- ``working_dir``: the staging folder, holding ``resolved.yaml`` (see ``cluster/resolve.py``) and
+- ``working_dir``: the staging folder, holding the resolved config (``RESOLVED``; see ``cluster/resolve.py``) and
   ``requirements.txt`` (llmrec's pinned dependencies, which the entrypoint checks on the cluster
   before anything imports them) and no code, so the job's current directory cannot shadow the
   ``llmrec`` package;
@@ -31,9 +31,10 @@ from pathlib import Path
 
 from llmrec import settings, tracking
 from llmrec.errors import ConfigError
+from llmrec.rundir import RunDir
 from llmrec.cluster.resolve import dump, env_names_in, resolve_for_cluster, resolve_suite_for_cluster
 
-RESOLVED = "resolved.yaml"
+RESOLVED = RunDir.CONFIG  # the staged config: the name a run directory gives its config
 REQUIREMENTS = "requirements.txt"
 ENTRY_MODULE = "llmrec.cluster.entrypoint"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

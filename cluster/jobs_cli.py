@@ -124,7 +124,7 @@ def submit(
 
     The config is resolved here: overrides applied, validated, relative paths made absolute, the tracking URI fixed.
 
-    It travels with the job as resolved.yaml and the job runs `llmrec run` on it.
+    It travels with the job as its resolved config and the job runs `llmrec run` on it.
 
     Secrets are never sent: name them with --env and set them on the cluster nodes.
 

@@ -17,6 +17,7 @@ from llmrec import storage, tracking
 from llmrec.errors import ConfigError, LlmrecError, RunFailed
 from llmrec.exits import EXIT_CODES_HELP, ErrorsToExitCodes, exit_on_error
 from llmrec.ray_start import filter_false_alarms, quiet_false_alarms
+from llmrec.rundir import RunDir
 from llmrec.settings import DEFAULT_TRACKING_URI
 from llmrec.tracking import tracking_uri
 
@@ -187,7 +188,7 @@ def _print_summary(metrics: dict, stats: dict, headline: tuple[str, ...]) -> Non
     hidden = len((set(metrics) | set(stats)) - shown)
     table = Table(title="results", show_lines=False, caption_justify="left",
                   caption=f"value [95% CI]; {hidden} more metrics, timings and token counts: "
-                          "--verbose, metrics.json, MLflow")
+                          f"--verbose, {RunDir.METRICS}, MLflow")
     table.add_column("metric")
     table.add_column("value", justify="right")
     for k, v in rows:
@@ -249,7 +250,7 @@ def score(
 
     if out is not None and out.is_dir():
         raise ConfigError(f"--out {out} is a directory; give the path of the metrics file to write, "
-                          f"e.g. {out / 'metrics.json'}")
+                          f"e.g. {out / RunDir.METRICS}")
     opts = {"model": model, "oracle": str(oracle) if oracle else None,
             "items": str(items) if items else None, "k": k}
     opts.update(parse_option_pairs(option))
@@ -269,13 +270,20 @@ def score(
 def runs(
     experiment: Optional[str] = typer.Option(None, "--experiment", help="Experiment (default: all)."),
     uri: Optional[str] = typer.Option(None, "--tracking-uri", help=STORE_HELP + "."),
-    metric: list[str] = typer.Option([], "--metric", help="Metric columns to show (default: main ones)."),
+    metric: list[str] = typer.Option([], "--metric", help="Metrics to show (repeatable; default: each run's "
+                                                          "headline metric). One no run has is refused."),
     limit: int = typer.Option(50, help="Most recent N runs."),
+    wide: bool = typer.Option(False, "--wide", help="Every column: experiment, kind, setting or config summary "
+                                                    "and every headline metric."),
+    as_csv: bool = typer.Option(False, "--csv", help="Every column as CSV on stdout (full precision)."),
 ) -> None:
-    """A table of MLflow runs (config summary + main metrics) for comparison."""
-    from llmrec.runs_table import runs_table
+    """MLflow runs, one line each: run, benchmark, subject, headline metric [95% CI], n, failed."""
+    from llmrec.runs_table import runs_csv, runs_table
 
-    console.print(runs_table(uri, experiment, metric, limit))
+    if as_csv:
+        sys.stdout.write(runs_csv(uri, experiment, metric, limit))
+        return
+    console.print(runs_table(uri, experiment, metric, limit, wide, console.width))
 
 
 @app.command()

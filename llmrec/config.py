@@ -172,7 +172,7 @@ def load_config(model: type[M], path: str | Path, overrides: list[str] | None = 
 
 
 def dump_yaml(model: BaseModel) -> str:
-    """The config as recorded (``resolved.yaml``): URLs in it lose their credentials (``llmrec.redact``)."""
+    """The config as recorded (a run directory's ``RunDir.CONFIG``): URLs in it lose their credentials (``llmrec.redact``)."""
     return yaml.safe_dump(redacted(model.model_dump(mode="json")), sort_keys=False)
 
 

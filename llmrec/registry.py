@@ -8,7 +8,10 @@ discovery function and frozen after it.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import re
+import sys
 import threading
 from typing import Callable, Generic, Iterator, TypeVar
 
@@ -22,6 +25,30 @@ _PLUGIN = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*
 
 class RegistryError(ConfigError):
     """A name registered twice, or a registration after the registry was frozen."""
+
+
+# True while results are read (leaderboard, compare, report, view, runs): names found in stored files
+# (a run's recorded config, a suite index) resolve to installed items only, and no plugin module is imported.
+_INSTALLED_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("llmrec_installed_only", default=False)
+
+
+@contextlib.contextmanager
+def installed_only() -> Iterator[None]:
+    """Inside this block every registry resolves names to what is installed (discovered) only: a
+    ``package.module:ATTR`` name is never imported. It still resolves when that module is already imported in
+    this process (a plugin of a config the user ran here, e.g. ``llmrec suite``'s closing leaderboard); the
+    attribute is then read from the module's namespace, so no module ``__getattr__`` runs either. Results are
+    shared and downloaded: what they name must not run code on the reader's machine."""
+    token = _INSTALLED_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _INSTALLED_ONLY.reset(token)
+
+
+def reading_results() -> bool:
+    """Whether the caller is inside :func:`installed_only`."""
+    return _INSTALLED_ONLY.get()
 
 
 class Registry(Generic[T]):
@@ -79,12 +106,13 @@ class Registry(Generic[T]):
         outside the registry's folder (a plugin in a user's own package, a test's toy)."""
         self.discover()
         if ":" in name and name not in self._items:
-            return self._plugin(name)
+            return self._loaded_plugin(name) if _INSTALLED_ONLY.get() else self._plugin(name)
         try:
             return self._items[name]
         except KeyError:
             raise ConfigError(
-                f"Unknown {self.kind} '{name}'. Available: {', '.join(sorted(self._items)) or '(none)'}"
+                f"Unknown {self.kind} '{name}'" + (" (not installed)" if _INSTALLED_ONLY.get() else "")
+                + f". Available: {', '.join(sorted(self._items)) or '(none)'}"
             ) from None
 
     def names(self) -> list[str]:
@@ -97,6 +125,27 @@ class Registry(Generic[T]):
     def __contains__(self, name: object) -> bool:
         self.discover()
         return name in self._items
+
+    def _loaded_plugin(self, spec: str) -> T:
+        """A ``package.module:ATTR`` item read from results: found only in a module this process already
+        imported (nothing is imported, no attribute hook runs), else refused as not installed."""
+        module, _, attr = spec.partition(":")
+        obj = sys.modules.get(module) if _PLUGIN.fullmatch(spec) else None
+        for part in attr.split(".") if obj is not None else ():
+            obj = vars(obj).get(part) if hasattr(obj, "__dict__") else None
+            if obj is None:
+                break
+        if obj is not None and self._check is not None:
+            try:
+                self._check(obj, f"'{spec}'")
+            except ConfigError:
+                obj = None
+        if obj is None:
+            raise ConfigError(
+                f"unknown {self.kind} '{spec}' (not installed; installed: {', '.join(self.names()) or 'none'}). "
+                f"Results never import the {self.kind}s they name: a plugin is loaded only from a config you run "
+                "(`llmrec run` / `llmrec suite`)")
+        return obj
 
     def _plugin(self, spec: str) -> T:
         """The item at ``package.module:ATTR``: the form is checked before anything is imported,

@@ -1,30 +1,42 @@
-"""`llmrec runs`: MLflow runs side by side.
+"""`llmrec runs`: MLflow runs, one line each.
 
-Columns are the headline metrics each run declares (its ``llmrec.headline`` tag: a
-benchmark's ``headline_metrics``, the trainer's test metrics), so evaluation runs and
-baseline runs of one experiment share a table; ``--metric`` picks columns by hand.
+By default a run is one line: run, benchmark, subject, its headline metric with the 95% CI, n (samples) and failed
+samples. The headline metric is the first a run declares (its ``llmrec.headline`` tag: a benchmark's
+``headline_metrics``, the trainer's test metrics); ``--metric`` picks the metrics by hand (an unknown one is refused
+naming the metrics the runs have, as ``llmrec leaderboard`` refuses it). ``--wide`` adds experiment, kind and the
+setting or config summary, with every headline metric as a column; ``--csv`` writes every column, full precision.
 """
 
 from __future__ import annotations
+
+import csv
+import io
+import math
 
 from rich.markup import escape
 from rich.table import Table
 
 from llmrec import tracking
-from llmrec.errors import LlmrecError
+from llmrec.errors import ConfigError, LlmrecError
 
 SUMMARY_PARAMS = ("engine.type", "engine.model", "engine.model_path", "model.name", "benchmark.forms",
                   "benchmark.turns", "benchmark.methods", "benchmark.topics")
+N_KEYS = ("n_answered", "n_samples")  # a benchmark's own sample count, else the runner's samples_resumed + samples_new
+CSV_COLUMNS = ("experiment", "run_id", "run", "kind", "benchmark", "subject", "setting", "n", "failed")
 
 
 def headline_columns(runs) -> list[str]:
     """The union of the runs' declared headline metrics, in first-seen order, that some run has."""
     cols: list[str] = []
     for r in runs:
-        for m in filter(None, (r.data.tags.get(tracking.TAG_HEADLINE) or "").split(",")):
+        for m in _headline(r):
             if m not in cols and any(m in x.data.metrics for x in runs):
                 cols.append(m)
     return cols
+
+
+def _headline(run) -> list[str]:
+    return [m for m in (run.data.tags.get(tracking.TAG_HEADLINE) or "").split(",") if m]
 
 
 def run_label(run, setting: str | None) -> str:
@@ -34,7 +46,44 @@ def run_label(run, setting: str | None) -> str:
     return name.removesuffix(f" · {setting}") if setting else name
 
 
-def runs_table(uri: str | None, experiment: str | None, metrics: list[str], limit: int) -> Table:
+def _setting(run) -> str:
+    tagged = run.data.tags.get(tracking.TAG_SETTING)
+    return tagged or "; ".join(f"{k.split('.', 1)[1]}={run.data.params[k]}" for k in SUMMARY_PARAMS
+                               if k in run.data.params)
+
+
+def _subject(run) -> str:
+    tags, params = run.data.tags, run.data.params
+    return (tags.get(tracking.TAG_SUBJECT) or tags.get("model") or params.get("engine.model")
+            or params.get("model.name") or "")
+
+
+def _n(run) -> float:
+    m = run.data.metrics
+    for k in N_KEYS:
+        if k in m:
+            return m[k]
+    if "samples_resumed" in m or "samples_new" in m:
+        return m.get("samples_resumed", 0.0) + m.get("samples_new", 0.0)
+    return math.nan
+
+
+def _num(v: float) -> str:
+    return "" if v is None or not math.isfinite(v) else f"{v:.0f}"
+
+
+def _value(run, metric: str) -> str:
+    """``0.412 [0.301, 0.520]`` (the CI where the run logged one), a count whole; empty where the run has none."""
+    m = run.data.metrics
+    if metric not in m:
+        return ""
+    if tracking.is_count(metric):
+        return f"{m[metric]:.0f}"
+    lo, hi = m.get(f"{metric}_ci_low"), m.get(f"{metric}_ci_high")
+    return f"{m[metric]:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else "")
+
+
+def _search(uri: str | None, experiment: str | None, limit: int):
     client = tracking.client(tracking.existing_store(uri))
     exps = client.search_experiments()
     if experiment:
@@ -42,20 +91,89 @@ def runs_table(uri: str | None, experiment: str | None, metrics: list[str], limi
         if not exps:
             names = ", ".join(e.name for e in client.search_experiments())
             raise LlmrecError(f"no experiment named '{experiment}'. Available: {names or '(none)'}")
-    runs = client.search_runs([e.experiment_id for e in exps], max_results=limit, order_by=["attributes.start_time DESC"])
-    names = {e.experiment_id: e.name for e in exps}
-    cols = [tracking.metric_key(m) for m in metrics] or headline_columns(runs)
-    table = Table(title=f"MLflow runs ({tracking.tracking_uri(uri)})")
-    table.add_column("experiment", no_wrap=True)
-    table.add_column("run", overflow="fold", min_width=24)  # long child names fold; short names stay whole
-    table.add_column("kind", no_wrap=True)
-    for c in ("setting / config",) + tuple(cols):
-        table.add_column(c, overflow="fold")
+    runs = client.search_runs([e.experiment_id for e in exps], max_results=limit,
+                              order_by=["attributes.start_time DESC"])
+    return runs, {e.experiment_id: e.name for e in exps}
+
+
+def _checked(runs, metrics: list[str]) -> list[str]:
+    """``--metric`` as MLflow keys; one no run has is refused naming those the runs have."""
+    cols = [tracking.metric_key(m) for m in metrics]
+    have = {k for r in runs for k in r.data.metrics}
+    unknown = [m for m, c in zip(metrics, cols) if c not in have]
+    if unknown:
+        names = sorted(k for k in have if not k.endswith(("_ci_low", "_ci_high")))
+        shown = ", ".join(names[:30]) + (f", … ({len(names)} in all)" if len(names) > 30 else "")
+        raise ConfigError(f"--metric {', '.join(unknown)}: no metric of that name in these runs "
+                          f"(they have: {shown or 'none'})")
+    return cols
+
+
+def runs_table(uri: str | None, experiment: str | None, metrics: list[str], limit: int, wide: bool = False,
+               width: int | None = None) -> Table:
+    """The runs as a table: one line each, fitted to ``width`` (default: the terminal's) by cutting names;
+    ``wide``: every column."""
+    runs, names = _search(uri, experiment, limit)
+    cols = _checked(runs, metrics) if metrics else []
+    table = Table(title=f"MLflow runs ({tracking.tracking_uri(uri)})",
+                  caption="value [95% CI]; n: samples; failed: samples that failed" if not wide else None,
+                  caption_justify="left")
+    if wide:
+        cols = cols or headline_columns(runs)
+        table.add_column("experiment", no_wrap=True)
+        table.add_column("run", overflow="fold", min_width=24)  # long child names fold; short names stay whole
+        table.add_column("kind", no_wrap=True)
+        for c in ("setting / config",) + tuple(cols):
+            table.add_column(c, overflow="fold")
+        for r in runs:
+            tagged = r.data.tags.get(tracking.TAG_SETTING)
+            table.add_row(escape(names.get(r.info.experiment_id, "?")), escape(run_label(r, tagged)),
+                          escape(r.data.tags.get(tracking.TAG_KIND, "")), escape(_setting(r)),
+                          *[f"{r.data.metrics[c]:.4f}" if c in r.data.metrics else "" for c in cols])
+        return table
+    # one line a run: long names are cut (…) so the numbers always show whole; --wide / --csv hold everything
+    rows = []
     for r in runs:
-        tagged = r.data.tags.get(tracking.TAG_SETTING)
-        setting = tagged or "; ".join(
-            f"{k.split('.', 1)[1]}={r.data.params[k]}" for k in SUMMARY_PARAMS if k in r.data.params)
-        table.add_row(escape(names.get(r.info.experiment_id, "?")), escape(run_label(r, tagged)),
-                      escape(r.data.tags.get(tracking.TAG_KIND, "")), escape(setting),
-                      *[f"{r.data.metrics[c]:.4f}" if c in r.data.metrics else "" for c in cols])
+        shown = cols or _headline(r)[:1]
+        value = "; ".join(v for v in (_value(r, m) for m in shown) if v)
+        head = f"{shown[0]} {value}" if shown and value and not cols else value
+        rows.append([escape(run_label(r, r.data.tags.get(tracking.TAG_SETTING))),
+                     escape(r.data.tags.get("benchmark", "")), escape(_subject(r)), escape(head), _num(_n(r)),
+                     _num(r.data.metrics.get("failed", math.nan))])
+    if width is None:
+        from rich.console import Console
+
+        width = Console().width
+    head = " · ".join(metrics) if metrics else "headline [95% CI]"
+    widest = [max([len(x[i]) for x in rows] + [len(h)]) for i, h in
+              enumerate(("run", "benchmark", "subject", head, "n", "failed"))]
+    bench, subject = min(widest[1], 16), min(widest[2], 24)
+    room = width - 19 - widest[3] - widest[4] - widest[5]  # 19: the borders and padding of six columns
+    run = max(12, min(widest[0], room - bench - subject))
+    subject = max(7, min(subject, room - bench - run))
+    table.add_column("run", no_wrap=True, overflow="ellipsis", width=run)
+    table.add_column("benchmark", no_wrap=True, overflow="ellipsis", width=bench)
+    table.add_column("subject", no_wrap=True, overflow="ellipsis", width=subject)
+    table.add_column(head, no_wrap=True, min_width=widest[3])
+    table.add_column("n", justify="right", no_wrap=True, min_width=widest[4])
+    table.add_column("failed", justify="right", no_wrap=True, min_width=widest[5])
+    for row in rows:
+        table.add_row(*row)
     return table
+
+
+def runs_csv(uri: str | None, experiment: str | None, metrics: list[str], limit: int) -> str:
+    """Every column of every run as CSV (full precision): ``CSV_COLUMNS``, then each metric shown (``--metric``,
+    else every headline metric) with its CI bounds."""
+    runs, names = _search(uri, experiment, limit)
+    cols = _checked(runs, metrics) if metrics else headline_columns(runs)
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow([*CSV_COLUMNS, *(f"{c}{s}" for c in cols for s in ("", "_ci_low", "_ci_high"))])
+    for r in runs:
+        m = r.data.metrics
+        w.writerow([names.get(r.info.experiment_id, ""), r.info.run_id, r.info.run_name or "",
+                    r.data.tags.get(tracking.TAG_KIND, ""), r.data.tags.get("benchmark", ""), _subject(r), _setting(r),
+                    "" if math.isnan(_n(r)) else _n(r), m.get("failed", ""),
+                    *(m.get(f"{c}{s}", "") for c in cols for s in ("", "_ci_low", "_ci_high"))])
+    return buf.getvalue()

@@ -141,7 +141,7 @@ def is_count(metric: str) -> bool:
 def model_label(engine) -> str:
     """What run names and tables call a subject: its engine config's ``label`` (``serving/engine.py``: the
     model's name without folders, else the engine type). ``engine``: a validated engine config, or an engine
-    section as stored (a dict from a run's resolved.yaml), labelled by the same rule from its ``model``, else
+    section as stored (a dict from a run's stored config), labelled by the same rule from its ``model``, else
     ``model_path``, else ``type``."""
     if not isinstance(engine, dict):
         return engine.label

@@ -151,3 +151,18 @@ def test_an_engine_may_not_import_another_engine(site, tmp_path):
     flat = " ".join(res.stdout.split())
     assert "no engine imports another engine" in flat and "BROKEN" in flat
     assert "llmrec.serving.engines.sneaky -> llmrec.serving.engines.llamacpp" in flat, res.stdout[-3000:]
+
+
+def test_only_the_run_directory_type_names_its_files():
+    """The config and metrics file names of a run directory are written in one module (``llmrec/rundir.py``:
+    ``RunDir.CONFIG``, ``RunDir.METRICS``); every other module (code, docstrings, help texts, templates) goes
+    through those constants, so a verb cannot read a run directory its own way."""
+    names = ("resolved" + ".yaml", "metrics" + ".json")  # spelled apart: this file is a test, but keep it greppable
+    found = []
+    for folder in ("llmrec", *_folders()):
+        for path in sorted((REPO / folder).rglob("*")):
+            if path.suffix not in (".py", ".html") or "__pycache__" in path.parts or path == REPO / "llmrec/rundir.py":
+                continue
+            for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                found += [f"{path.relative_to(REPO)}:{i}: {line.strip()}" for n in names if n in line]
+    assert not found, "run-directory file names outside llmrec/rundir.py:\n" + "\n".join(found)

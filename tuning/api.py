@@ -18,6 +18,7 @@ import yaml
 from llmrec import storage
 from llmrec.config import dump_yaml, fingerprint, load_config, semantic_conflicts, validate
 from llmrec.errors import ConfigError
+from llmrec.rundir import RunDir
 from llmrec.models.export import candidate_lists, export_embeddings, topk_frame
 from llmrec.models.trainer import CHECKPOINT, LAST
 from llmrec.redact import redacted
@@ -35,7 +36,7 @@ logger = logging.getLogger(__name__)
 
 
 def _absolute(cfg: TrainConfig) -> TrainConfig:
-    """``output.dir`` made absolute here, on the driver (a URI is kept), as resolved.yaml records it."""
+    """``output.dir`` made absolute here, on the driver (a URI is kept), as its recorded config (``RunDir.CONFIG``) holds it."""
     return cfg.model_copy(update={"output": cfg.output.model_copy(update={"dir": storage.resolve(cfg.output.dir)})})
 
 
@@ -55,7 +56,7 @@ def train_from_config(path: str, overrides: list[str], resume: bool = False, fre
     ``resume``, a run directory that already holds a checkpoint or metrics is refused, unless
     ``fresh`` (which discards them first).
 
-    Writes ``resolved.yaml``, ``protocol.json``, ``metrics.json``, ``checkpoint/best.pt``,
+    Writes the config, ``protocol.json``, the metrics (``RunDir``'s names), ``checkpoint/best.pt``,
     ``per_user_test.parquet``, ``topk_test.parquet`` and embeddings under the run directory
     (a local folder or a storage URI: see ``run_files``), and logs one MLflow run (params,
     per-epoch validation metrics, test metrics).
@@ -110,9 +111,9 @@ def _train(cfg: TrainConfig, files: RunFiles, resume: bool) -> dict:
     ckpt_dir = files.work / "checkpoint"
     if resume and not files.fetch_checkpoint():
         raise ConfigError(f"--resume: no checkpoint of this config at {files.location('checkpoint')}")
-    files.write_text("resolved.yaml", dump_yaml(cfg))
+    files.write_text(RunDir.CONFIG, dump_yaml(cfg))
     data = prepare_data(cfg)
-    files.write_text("protocol.json", json.dumps(data.protocol, indent=2, default=str))
+    files.write_text(RunDir.PROTOCOL, json.dumps(data.protocol, indent=2, default=str))
     client = run_id = None
     if cfg.tracking.enabled:
         client = tracking.client(cfg.tracking.uri)
@@ -138,10 +139,10 @@ def _train(cfg: TrainConfig, files: RunFiles, resume: bool) -> dict:
         raise
     out = _write_outputs(cfg, files, data, model, result, test)
     out["mlflow_run_id"] = run_id
-    files.write_text("metrics.json", json.dumps(out, indent=2, default=str))  # last: the run is complete
+    files.write_text(RunDir.METRICS, json.dumps(out, indent=2, default=str))  # last: the run is complete
     if client is not None:
         log_metrics(client, run_id, {**out["test"], "best_epoch": result.best_epoch}, result.best_epoch)
-        for name in ("resolved.yaml", "protocol.json", "metrics.json"):
+        for name in (RunDir.CONFIG, RunDir.PROTOCOL, RunDir.METRICS):
             client.log_artifact(run_id, str(files.work / name))
         client.set_terminated(run_id, "FINISHED")
     logger.info(
@@ -177,7 +178,7 @@ def _write_outputs(cfg: TrainConfig, files: RunFiles, data, model, result, test)
     if cfg.output.export_embeddings:
         written = export_embeddings(model, data, files.work / "embeddings")
         out["embeddings"] = {k: files.location(f"embeddings/{Path(v).name}") for k, v in written.items()}
-    files.publish_all(last="metrics.json", skip=("checkpoint",))
+    files.publish_all(last=RunDir.METRICS, skip=("checkpoint",))
     return out
 
 
@@ -239,7 +240,7 @@ def _sweep(cfg: TuneConfig, sweep: RunFiles, metric: str, space: dict, resume: b
         raise ConfigError(f"--resume: no sweep to resume at {tune_dir}")
     if not resume and exists:
         raise ConfigError(f"a sweep already exists at {sweep.uri}; pass --resume to continue it or set output.run_name")
-    sweep.write_text("resolved.yaml", dump_yaml(cfg))
+    sweep.write_text(RunDir.CONFIG, dump_yaml(cfg))
     with ray_session(cfg.tune.ray_address, cfg.tune.num_cpus):
         data = prepare_data(cfg)
         base = cfg.train_config()

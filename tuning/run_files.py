@@ -7,10 +7,11 @@ Files are made in a local working folder, then published to the run's location:
   folder, so nothing is copied; text files are still written atomically (temporary + rename);
 * a URI works in a temporary folder: checkpoints are published after every validation (a
   driver that dies mid-training loses at most one validation interval), the other files when
-  the run ends, ``metrics.json`` last (a run directory with ``metrics.json`` is complete); every
-  object is published whole. ``--resume`` first fetches ``checkpoint/`` from the URI.
+  the run ends, the metrics (``RunDir.METRICS``) last (a run directory with its metrics is complete);
+  every object is published whole. ``--resume`` first fetches ``checkpoint/`` from the URI.
 
-Reports (``metrics.json``, MLflow tags) name files by their location (``s3://…/best.pt``).
+Reports (the metrics file, MLflow tags) name files by their location (``s3://…/best.pt``). File names are
+``llmrec.rundir.RunDir``'s.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from llmrec import storage
 from llmrec.models.trainer import CHECKPOINT, LAST
+from llmrec.rundir import RunDir
 
 
 class RunFiles:
@@ -38,6 +40,11 @@ class RunFiles:
     @property
     def uri(self) -> str:
         return self.store.uri
+
+    @property
+    def run_dir(self) -> RunDir:
+        """The run directory as the verbs that read results see it."""
+        return RunDir(self.store)
 
     @property
     def name(self) -> str:

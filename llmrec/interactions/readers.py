@@ -87,7 +87,7 @@ def load_interactions(spec: DataSpec | dict) -> InteractionData:
     if isinstance(spec, dict):
         spec = DataSpec.model_validate(spec)
     reader = FORMATS.get(spec.format)
-    # an option counts as given when it differs from its default (a resolved.yaml lists every field, defaults too)
+    # an option counts as given when it differs from its default (a recorded config lists every field, defaults too)
     unused = [f for f in OPTIONAL_FIELDS if f not in reader.options
               and getattr(spec, f) != DataSpec.model_fields[f].get_default(call_default_factory=True)]
     if unused:

@@ -15,7 +15,7 @@ class ModelEntry(StrictModel):
     """One baseline: a model config trained by `llmrec train`'s path, or an already trained run."""
 
     model: dict[str, Any] | None = Field(None, description="model section of a train config, e.g. {name: bprmf}")
-    run_dir: str | None = Field(None, description="a `llmrec train` run directory (resolved.yaml + checkpoint/): "
+    run_dir: str | None = Field(None, description="a `llmrec train` run directory (its recorded config + checkpoint/): "
                                 "a local folder or a storage URI (s3://bucket/baselines/run)")
     label: PathName | None = Field(None, description="run name suffix and file name part (default: the model name)")
     train: dict[str, Any] = Field(default_factory=dict, description="overrides of the shared train section")

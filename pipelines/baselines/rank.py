@@ -21,6 +21,7 @@ from llmrec.models.trainer import load_checkpoint
 from llmrec.pipelines.baselines.config import BaselinesConfig, ModelEntry
 from llmrec.pipelines.protocol import Ranker
 from llmrec.pipelines.registry import BENCHMARKS, SCORE_TASKS
+from llmrec.rundir import RunDir
 from llmrec.tuning.api import train_from_config
 from llmrec.tuning.config import TrainConfig
 from llmrec.tuning.run_files import RunFiles
@@ -109,15 +110,16 @@ def load_run(run_dir: str | Path):
     (read through the same ``RunFiles`` that wrote it: a URI's checkpoint is fetched to a
     temporary folder, removed afterwards)."""
     where = storage.resolve(str(run_dir))
-    if not storage.Storage(where).exists("resolved.yaml"):
-        raise ConfigError(f"{run_dir} is not a `llmrec train` run directory (no resolved.yaml)")
+    rd = RunDir(where)
+    if not rd.has_config():
+        raise ConfigError(f"{run_dir} is not a `llmrec train` run directory (no {RunDir.CONFIG})")
     parent, _, name = where.rstrip("/").rpartition("/")
     files = RunFiles(parent, name)
     try:
-        raw = yaml.safe_load(files.read_text("resolved.yaml"))
-        # resolved.yaml lists every data field; readers reject options they do not use, so drop the unset ones
-        raw["data"] = {k: v for k, v in raw["data"].items() if v not in (None, {}, [])}
-        tcfg = validate(TrainConfig, raw, f"{where}/resolved.yaml")
+        raw = rd.config()
+        # the recorded config lists every data field; readers reject options they do not use, so drop the unset ones
+        raw["data"] = {k: v for k, v in (raw.get("data") or {}).items() if v not in (None, {}, [])}
+        tcfg = validate(TrainConfig, raw, f"{where}/{RunDir.CONFIG}")
         data = prepare_data(tcfg)
         model = build_model(tcfg.model, data)
         if model.trainable:

@@ -68,6 +68,14 @@ def cluster_bootstrap_ci(a, b, clusters, statistic: Statistic = "mean", confiden
     return float(lo), float(hi)
 
 
+def cluster_bootstrap_ci1(values, clusters, statistic: Statistic = "mean", confidence: float = 0.95,
+                          n_resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """Percentile CI of statistic(values) alone (one run's metric), resampling whole clusters with replacement:
+    ``cluster_bootstrap_ci`` of the values against zeros. Fewer than two clusters: a zero-width interval."""
+    b = np.asarray(values, float)
+    return cluster_bootstrap_ci(np.zeros_like(b), b, clusters, statistic, confidence, n_resamples, seed)
+
+
 def mcnemar_exact(a, b) -> float:
     """Exact McNemar p-value (statsmodels) of paired binary outcomes."""
     from statsmodels.stats.contingency_tables import mcnemar

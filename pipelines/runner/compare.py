@@ -9,6 +9,11 @@ after the first is compared with the first (the baseline). For each metric and s
 settings pooled (``all``) when a metric has several: B − A with a cluster bootstrap CI and a p-value
 (``llmrec.pipelines.common.paired``), Holm-adjusted over every row of that metric (its settings ×
 the comparisons). A suite directory stands for its entries: they are compared per benchmark entry.
+
+Where it writes: a suite's comparisons go to ``<suite>/comparisons/<A>--vs--<B>/`` (``SuiteDir.COMPARISONS``, where
+``llmrec report`` and the viewer find them); run folders compared as such to ``<parent of the first>/comparisons/
+<a>--vs--<b>/`` (or ``--out``), never into one of the runs. Benchmarks and engines are looked up among the installed
+ones only: what a run's config names is never imported.
 """
 
 from __future__ import annotations
@@ -24,14 +29,15 @@ import pandas as pd
 import typer
 
 from llmrec import storage, tracking
-from llmrec.config import flatten
-from llmrec.errors import ConfigError, DataError, LlmrecError
+from llmrec.config import flatten, validate
+from llmrec.errors import ConfigError, DataError
 from llmrec.pipelines.common import paired
-from llmrec.pipelines.common.store import ResultStore
-from llmrec.pipelines.record import read_rows
 from llmrec.pipelines.protocol import Benchmark, protocol_record
 from llmrec.pipelines.registry import get_benchmark
+from llmrec.pipelines.runner.outcomes import read_stored_rows, unit_outcomes
 from llmrec.pipelines.runner.suite_config import read_index
+from llmrec.registry import installed_only
+from llmrec.rundir import RunDir, SuiteDir
 
 ALL = "all"  # the setting label of a metric's settings pooled
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -67,35 +73,43 @@ class Comparison:
     settings: dict = field(default_factory=dict)
 
 
-def _read_rows(path: Path) -> list[dict]:
-    if (path / "results").is_dir():
-        return list(ResultStore(path / "results").load().values())
-    if (path / "samples.parquet").is_file():
-        try:
-            return read_rows(path / "samples.parquet")
-        except (OSError, ValueError) as e:
-            raise DataError(f"{path / 'samples.parquet'}: cannot read it ({e})") from e
-    raise DataError(f"{path}: no per-sample results (results/ or samples.parquet); `llmrec compare` pairs samples, "
-                    "so it needs run directories written by `llmrec run`")
+def _read_rows(rd: RunDir) -> list[dict]:
+    rows = read_stored_rows(rd)
+    if rows is None:
+        raise DataError(f"{rd.uri}: no per-sample results ({RunDir.RESULTS}/ or {RunDir.SAMPLES}); `llmrec compare` "
+                        "pairs samples, so it needs run directories written by `llmrec run`")
+    return rows
 
 
 def load_run(path: Path, label: str, entry: str | None = None) -> Run:
-    from llmrec.pipelines.runner.run_config import load_run_config
+    """A run directory's config (typed with the installed benchmarks and engines only: nothing it names is
+    imported) and rows."""
+    from llmrec.pipelines.runner.run_config import RunConfig
 
-    if not (path / "resolved.yaml").is_file():
-        raise DataError(f"{path}: not a run directory (no resolved.yaml)")
-    cfg = load_run_config(path / "resolved.yaml")
-    bench = get_benchmark(cfg.benchmark.name)
-    return Run(label, path, entry, cfg, bench, _read_rows(path))
+    rd = RunDir(path)
+    where = f"{rd.uri}/{RunDir.CONFIG}"
+    if not rd.has_config():
+        raise DataError(f"{path}: not a run directory (no {RunDir.CONFIG})")
+    raw = rd.config()
+    for key in ("benchmark", "engine"):
+        if key not in raw:
+            raise ConfigError(f"{where}: missing required section '{key}'")
+    with installed_only():
+        try:
+            cfg = validate(RunConfig, raw)
+        except ConfigError as e:
+            raise ConfigError(f"{where}: {e}") from e
+        bench = get_benchmark(cfg.benchmark.name)
+    return Run(label, path, entry, cfg, bench, _read_rows(rd))
 
 
 def expand(paths: list[Path]) -> list[Run]:
-    """Run directories, and suite directories as their entries (baseline entries, without resolved.yaml: skipped)."""
+    """Run directories, and suite directories as their entries (baseline entries, without a config: skipped)."""
     runs = []
     for p in (Path(p).resolve() for p in paths):  # recorded (json, MLflow params) as absolute paths
-        if (p / "suite.json").is_file():
+        if SuiteDir.is_suite(p):
             _, entries = read_index(p)
-            runs += [load_run(d, f"{e.subject}/{e.entry}", e.entry) for e, d in entries if e.kind == "llm"]
+            runs += [load_run(Path(d.uri), f"{e.subject}/{e.entry}", e.entry) for e, d in entries if e.kind == "llm"]
         elif p.is_dir():
             runs.append(load_run(p, p.name))
         else:
@@ -114,22 +128,10 @@ def protocol_differences(a: Run, b: Run) -> list[dict]:
 
 
 def _outcomes(run: Run, data_dir: Path | None, assets_cache: dict) -> pd.DataFrame:
-    from llmrec.pipelines.common.datasets import resolve_data_dir
-
-    where = data_dir or run.cfg.data.dir
-    key = (run.bench.name, json.dumps(run.cfg.benchmark.model_dump(mode="json"), sort_keys=True), str(where))
-    if key not in assets_cache:
-        try:
-            root = resolve_data_dir(Path(where) if where is not None else None, run.bench.data)
-            assets_cache[key] = run.bench.assets(run.cfg.benchmark, root)
-        except LlmrecError:  # no data here: benchmarks whose outcomes need none still compare
-            assets_cache[key] = None
     try:
-        outs = run.bench.paired_outcomes(run.cfg.benchmark, run.rows, assets_cache[key])
-    except LlmrecError as e:
-        raise DataError(f"{run.path}: per-sample outcomes: {e} (the benchmark's data: --data-dir)") from e
-    cols = ["sample_id", "setting", "cluster", "metric", "value", "statistic"]
-    return pd.DataFrame([asdict(o) for o in outs], columns=cols)
+        return unit_outcomes(run.bench, run.cfg.benchmark, run.rows, data_dir or run.cfg.data.dir, assets_cache)
+    except DataError as e:
+        raise DataError(f"{run.path}: {e}") from e
 
 
 def _dropped(a: Run, b: Run, merged: pd.DataFrame, oa: pd.DataFrame, ob: pd.DataFrame) -> dict:
@@ -210,14 +212,35 @@ def compare_runs(paths: list[Path], allow_protocol_diff: bool = False, resamples
     return comp
 
 
+def _slug(text: str) -> str:
+    return re.sub(r"[^\w.-]+", "_", text).strip("_") or "run"
+
+
+def subjects(comp: "Comparison | list[Run]") -> list[str]:
+    """The compared subjects, A first: a suite entry's subject, else the run's label."""
+    runs = comp.runs if isinstance(comp, Comparison) else comp
+    return list(dict.fromkeys(r.label.split("/", 1)[0] if r.entry else r.label for r in runs))
+
+
 def default_out(paths: list[Path], runs: list[Run], here: Path | None = None) -> Path:
-    """One suite directory: ``<suite>/compare``; else beside the last run:
-    ``<parent of the last run>/compare-<first>-vs-<last>``. ``here``: write under this folder instead (runs read
-    from remote storage)."""
-    if here is None and len(paths) == 1 and (paths[0] / "suite.json").is_file():
-        return paths[0] / "compare"
-    name = re.sub(r"[^\w.-]+", "_", f"compare-{runs[0].path.name}-vs-{runs[-1].path.name}")
-    return (here or runs[-1].path.parent) / name
+    """Where a comparison is written when ``--out`` is not given: one suite directory →
+    ``<suite>/comparisons/<A>--vs--<B>`` (``SuiteDir.COMPARISONS``, read by ``llmrec report``); run folders →
+    ``<parent of the first run>/comparisons/<a>--vs--<b>``, beside the runs and never inside one. ``here``: that
+    folder's ``comparisons/`` instead (runs read from remote storage)."""
+    name = _slug("--vs--".join(subjects(runs)))[:200]
+    if here is None and len(paths) == 1 and SuiteDir.is_suite(paths[0]):
+        return Path(paths[0]) / SuiteDir.COMPARISONS / name
+    return (here or runs[0].path.parent) / RunDir.COMPARISONS / name
+
+
+def check_out(out: Path, runs: list[Run]) -> Path:
+    """``out`` unless it is one of the compared runs or inside one: a comparison never writes into its inputs."""
+    target = out.resolve()
+    for r in runs:
+        if target == r.path or r.path in target.parents:
+            raise ConfigError(f"--out {out}: inside the compared run {r.path}; a comparison is written beside its "
+                              "inputs, never into them (give another folder)")
+    return out
 
 
 def _json_safe(v):
@@ -231,7 +254,10 @@ def _json_safe(v):
 
 
 def write_files(comp: Comparison, out: Path) -> dict[str, Path]:
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"--out {out}: cannot create it ({e.strerror or e})") from e
     doc = {"runs": [{"label": r.label, "run_dir": str(r.path), "group": r.group, "benchmark": r.bench.name,
                      "engine": r.cfg.engine.type,
                      "model": r.cfg.engine.label} for r in comp.runs],
@@ -266,8 +292,7 @@ def log_mlflow(comp: Comparison, files: dict[str, Path]) -> str | None:
                              **{"llmrec.protocol_diff": "allowed" if comp.protocol_diff else "none"})
     params = {f"run_{LETTERS[i] if i < len(LETTERS) else i}": str(r.path) for i, r in enumerate(comp.runs)}
     params.update(allow_protocol_diff=comp.allowed_protocol_diff, **comp.settings)
-    name = f"compare {comp.runs[0].label} vs " + ", ".join(r.label for r in comp.runs[1:])
-    run_id = tracking.start_run(client, exp_id, name[:240], params, tags)
+    run_id = tracking.start_run(client, exp_id, mlflow_name(comp)[:240], params, tags)
     metrics = {}
     for row in comp.rows:
         key = f"{metric_prefix(comp, row)}{row['metric']}/{row['setting']}"
@@ -277,6 +302,15 @@ def log_mlflow(comp: Comparison, files: dict[str, Path]) -> str | None:
         client.log_artifact(run_id, str(f))
     client.set_terminated(run_id, "FINISHED")
     return run_id
+
+
+def mlflow_name(comp: Comparison) -> str:
+    """``compare · gemma vs gemma-grammar`` (the subjects; a suite's entries counted when there are several)."""
+    names = subjects(comp)
+    groups = {r["group"] for r in comp.rows}
+    entries = f" ({len(groups)} entries)" if len(groups) > 1 else (f" · {next(iter(groups))}" if any(
+        r.entry for r in comp.runs) and groups else "")
+    return f"compare · {names[0]} vs {', '.join(names[1:]) or names[0]}{entries}"
 
 
 def _fmt(v, spec: str = ".4f") -> str:
@@ -294,31 +328,65 @@ def short_settings(rows: list[dict]) -> dict[str, str]:
     return {lab: ",".join(p[i] for i in varying) for lab, p in zip(labels, parts)} | {ALL: ALL}
 
 
+def fmt_p(v) -> str:
+    """A p-value as people read it: ``1.00``, ``0.043``, ``<0.001``; ``–`` where there is none."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    return "<0.001" if v < 0.001 else f"{v:.3f}" if v < 0.01 else f"{v:.2f}"
+
+
+TESTS = {"mcnemar-exact": "exact McNemar", "permutation-cluster": "paired permutation (clusters swapped)",
+         "permutation": "paired permutation", "none": "none (no variation)"}
+
+
+def tests_used(rows: list[dict]) -> list[str]:
+    return [TESTS.get(t, t) for t in dict.fromkeys(r["test"] for r in rows)]
+
+
+def comparison_keys(comp: Comparison) -> dict[tuple[str, str], str]:
+    """(group, B) → its short name in the table (``#1``…) when a table holds several comparisons."""
+    pairs = list(dict.fromkeys((r["group"], r["b"]) for r in comp.rows))
+    return {p: f"#{i}" for i, p in enumerate(pairs, 1)} if len(pairs) > 1 else {}
+
+
 def table(comp: Comparison):
+    """The comparison as a table fitted to the terminal: per metric (and setting) A | B | diff [95% CI] | p |
+    p_holm | n (units / clusters); the test in the title; several comparisons told apart by ``#k`` (legend in the
+    caption); long metric names wrap."""
     from rich.table import Table
     from rich.text import Text
 
-    many = len({(r["group"], r["b"]) for r in comp.rows}) > 1
-    t = Table(title="paired comparison (B − A)", caption_justify="left", caption=_caption(comp))
-    cols = (["A", "B"] if many else []) + ["metric", "setting", "n pairs", "n clusters", "A", "B", "diff",
-                                            "95% CI", "p", "p_holm", "test"]
-    for c in cols:
-        t.add_column(c, justify="right" if c not in ("metric", "setting", "test") else "left")
+    keys = comparison_keys(comp)
+    t = Table(title=f"paired comparison, B − A (95% CI: cluster bootstrap; test: {', '.join(tests_used(comp.rows))})",
+              caption_justify="left", caption=_caption(comp, keys), expand=False)
+    if keys:
+        t.add_column("cmp", no_wrap=True)
+    t.add_column("metric", overflow="fold", min_width=14)
+    for c in ("A", "B", "diff [95% CI]", "p", "p_holm", "n (cl.)"):  # numbers stay whole; a narrow terminal wraps
+        t.add_column(c, justify="right", no_wrap=c != "diff [95% CI]")  # the metric, and the CI below its diff
     short = short_settings(comp.rows)
     for r in comp.rows:
-        cells = ([r["a"], r["b"]] if many else []) + [
-            r["metric"] + ("" if r["statistic"] == "mean" else f" ({r['statistic']})"), short[r["setting"]],
-            str(r["n_pairs"]), str(r["n_clusters"]), _fmt(r["value_a"]), _fmt(r["value_b"]), _fmt(r["diff"], "+.4f"),
-            f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]", _fmt(r["p"], ".3g"), _fmt(r["p_holm"], ".3g"), r["test"]]
+        name = r["metric"] + ("" if r["statistic"] == "mean" else f" ({r['statistic']})")
+        if r["setting"] != ALL or len({x["setting"] for x in comp.rows if x["metric"] == r["metric"]}) > 1:
+            name += f" · {short[r['setting']]}"
+        cells = ([keys[(r["group"], r["b"])]] if keys else []) + [
+            name, _fmt(r["value_a"], ".3f"), _fmt(r["value_b"], ".3f"),
+            f"{_fmt(r['diff'], '+.3f')} [{_fmt(r['ci_low'], '.3f')}, {_fmt(r['ci_high'], '.3f')}]",
+            fmt_p(r["p"]), fmt_p(r["p_holm"]), f"{r['n_pairs']} ({r['n_clusters']})"]
         t.add_row(*[Text(c) for c in cells])
     return t
 
 
-def _caption(comp: Comparison) -> str:
+def _caption(comp: Comparison, keys: dict | None = None) -> str:
     groups: dict = {}
     for r in comp.runs:  # each group (a suite entry, or the runs given) compares its runs with its first
         groups.setdefault(r.group, []).append(r)
-    lines = [f"A = {g[0].label}" + "".join(f"; B = {r.label}" for r in g[1:]) for g in groups.values() if len(g) > 1]
+    if keys:
+        lines = [f"{k}: A = {a}, B = {b}" for (g, b), k in keys.items()
+                 for a in {x["a"] for x in comp.rows if x["group"] == g and x["b"] == b}]
+    else:
+        lines = [f"A = {g[0].label}" + "".join(f"; B = {r.label}" for r in g[1:]) for g in groups.values()
+                 if len(g) > 1]
     for d in comp.dropped:
         parts = [f"{k.replace('_', ' ')} {d[k]}" for k in ("missing_in_a", "missing_in_b", "failed_in_a",
                                                              "failed_in_b", "failed_in_both") if d[k]]
@@ -330,9 +398,9 @@ def _caption(comp: Comparison) -> str:
         keys = sorted({d["key"] for d in comp.protocol_diff})
         lines.append(f"PROTOCOLS DIFFER (compared with --allow-protocol-diff): {', '.join(keys)}")
     if any(k != v for k, v in short_settings(comp.rows).items()):
-        lines.append("setting: the keys that vary (whole labels in comparison.json)")
-    lines.append("CI: cluster bootstrap; test: exact McNemar for binary outcomes with one pair per cluster, else a "
-                 "paired permutation test swapping A/B within clusters; p_holm: Holm per metric")
+        lines.append("metric · setting: the setting keys that vary (whole labels in comparison.json)")
+    lines.append("n (cl.): paired units (clusters); test: exact McNemar for binary outcomes with one pair per cluster, "
+                 "else a paired permutation test swapping A/B within clusters; p_holm: Holm per metric")
     return "\n".join(lines)
 
 
@@ -346,9 +414,11 @@ def register(app: typer.Typer) -> None:
                                                               "every headline metric with per-sample outcomes)"),
         allow_protocol_diff: bool = typer.Option(False, "--allow-protocol-diff",
                                                  help="compare runs whose protocol tags differ (said in the output)"),
-        out: Optional[Path] = typer.Option(None, "--out", help="output folder (default: beside the last run, "
-                                                               "compare-<first>-vs-<last>; a suite: <suite>/compare; "
-                                                               "remote runs: ./compare-<first>-vs-<last>)"),
+        out: Optional[Path] = typer.Option(None, "--out", help="output folder (default: a suite: "
+                                                               "<suite>/comparisons/<A>--vs--<B>, where `llmrec "
+                                                               "report` finds it; runs: <parent of the first run>/"
+                                                               "comparisons/<a>--vs--<b>; remote runs: ./comparisons/"
+                                                               "<a>--vs--<b>); never inside a compared run"),
         resamples: int = typer.Option(2000, "--resamples", min=100, help="bootstrap resamples"),
         seed: int = typer.Option(0, "--seed", help="seed of the bootstrap and permutation draws"),
         data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="benchmark data (benchmarks whose "
@@ -357,7 +427,7 @@ def register(app: typer.Typer) -> None:
         """Paired comparison of runs of one benchmark on the samples they share: per headline metric and
         setting, B − A with a cluster bootstrap 95% CI, an exact McNemar or paired permutation p-value and
         Holm's correction. Writes comparison.json and per_sample.parquet and logs an MLflow run."""
-        with storage.local_folders(runs) as local:
+        with storage.local_folders(runs) as local, installed_only():
             remote = any(storage.is_uri(r) for r in runs)
             _compare(local, metric, allow_protocol_diff, out, resamples, seed, data_dir, Path(".") if remote else None)
 
@@ -374,8 +444,8 @@ def _compare(runs: list[Path], metric: list[str], allow_protocol_diff: bool, out
                               + ", ".join(sorted({r["metric"] for r in comp.rows})))
         comp.rows = [r for r in comp.rows if r["metric"] in metric]
         comp.per_sample = [p[p["metric"].isin(metric)] for p in comp.per_sample]
-    files = write_files(comp, out or default_out(runs, comp.runs, here))
-    console = Console(width=None if typer.get_text_stream("stdout").isatty() else 200)
+    files = write_files(comp, check_out(out or default_out(runs, comp.runs, here), comp.runs))
+    console = Console()  # the terminal's width (80 columns, or $COLUMNS, when not a terminal)
     console.print(table(comp))
     console.print(f"wrote {files['comparison']} and {files['per_sample']}", markup=False)
     run_id = log_mlflow(comp, files)

@@ -225,9 +225,9 @@ def plan(cfg: RunConfig, data_dir: Path | None = None) -> RunPlan:
 
 def check_resumable(cfg: RunConfig, rd: RunDir, store: ResultStore, done: set[str]) -> list[str]:
     """Refuse (ConfigError) stored finished results that were not produced from ``cfg`` and the data read now:
-    results without ``resolved.yaml``, a ``resolved.yaml`` whose result-determining keys differ, or a shard whose
+    results without the stored config (``RunDir.CONFIG``), a stored config whose result-determining keys differ, or a shard whose
     provenance (config and data fingerprint) differs or is missing (e.g. copied in from another run). Returns the
-    keys in which ``resolved.yaml`` differs (non-empty only when nothing finished is stored)."""
+    keys in which the stored config differs (non-empty only when nothing finished is stored)."""
     fresh = "Run with --fresh (output.resume=false) to discard them and start over, or give this config another " \
             "output.run_name"
     if done and not rd.has_config():

@@ -26,12 +26,12 @@ from llmrec.pipelines.protocol import DRILLDOWN_FIELDS, setting_of
 from llmrec.pipelines.record import read_rows
 from llmrec.pipelines.registry import get_benchmark
 from llmrec.pipelines.runner.leaderboard import MISSING, Entry, fmt, leaderboard, load_entries, wide
+from llmrec.rundir import RunDir, SuiteDir
 
 MAX_ROWS = 500
 HEAD_CHARS = 300  # a longer text shows this much, the rest behind an expander
 MAX_CHARS = 20_000  # a text is cut here (a PrefEval context can be 100k tokens)
-COMPARISON_COLUMNS = ("metric", "setting", "n_pairs", "n_clusters", "a", "b", "diff", "ci_low", "ci_high", "p",
-                      "p_holm", "test")
+COMPARISON_COLUMNS = ("metric", "setting", "A", "B", "diff", "95% CI", "p", "p_holm", "n (clusters)", "test")
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def as_text(value: Any) -> Text:
 
 def read_samples(run_dir: Path) -> list[dict]:
     """The rows of a run's ``samples.parquet`` (missing values as None, nested values decoded); [] without one."""
-    path = run_dir / "samples.parquet"
+    path = run_dir / RunDir.SAMPLES
     if not path.is_file():
         return []
     try:
@@ -91,27 +91,34 @@ def drill_rows(e: Entry, max_rows: int) -> tuple[list[dict], int]:
 
 
 def _plots(e: Entry) -> list[dict]:
-    folder = e.run_dir / "plots"
+    folder = e.run_dir / RunDir.PLOTS
     return [{"name": p.name, "uri": "data:image/png;base64," + base64.b64encode(p.read_bytes()).decode("ascii")}
             for p in sorted(folder.glob("*.png"))] if folder.is_dir() else []
 
 
 def find_comparisons(sources: Iterable[Path], compare: Iterable[Path]) -> list[Path]:
-    """``comparison.json`` files: each ``--compare`` directory's (or file), then those under each suite's
-    ``comparisons/``."""
+    """Comparison files: each ``--compare`` directory's (or file), then those under each suite's comparisons
+    folder (``SuiteDir.COMPARISONS``, where ``llmrec compare SUITE`` writes)."""
     found = []
     for c in map(Path, compare):
-        path = c / "comparison.json" if c.is_dir() else c
+        path = c / COMPARISON_FILE if c.is_dir() else c
         if not path.is_file():
-            raise ConfigError(f"--compare {c}: no comparison.json there (`llmrec compare ... --out {c}` writes it)")
+            raise ConfigError(f"--compare {c}: no {COMPARISON_FILE} there (`llmrec compare ... --out {c}` writes it)")
         found.append(path)
     for s in map(Path, sources):
-        if (s / "suite.json").is_file() and (s / "comparisons").is_dir():
-            found += sorted((s / "comparisons").rglob("comparison.json"))
+        if SuiteDir.is_suite(s) and (s / SuiteDir.COMPARISONS).is_dir():
+            found += sorted((s / SuiteDir.COMPARISONS).rglob(COMPARISON_FILE))
     return list(dict.fromkeys(found))
 
 
+COMPARISON_FILE = "comparison.json"
+
+
 def _comparison(path: Path) -> dict:
+    """A comparison file as the report shows it: a title naming A and B, the rows (A and B values, the difference
+    with its CI, p, Holm's p, n), the protocol keys that differ (only when some do) and what was dropped."""
+    from llmrec.pipelines.runner.compare import fmt_p
+
     try:
         data = json.loads(path.read_text())
         rows = data["rows"]
@@ -119,17 +126,53 @@ def _comparison(path: Path) -> dict:
             raise TypeError("'rows' is not a list of objects")
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ConfigError(f"{path}: not a comparison file ({type(e).__name__}: {e})") from e
+    runs = [r.get("label") or r.get("run_dir") if isinstance(r, dict) else str(r) for r in data.get("runs") or []]
     diff = data.get("protocol_diff")
-    return {"path": str(path), "runs": [str(r) for r in data.get("runs") or []],
-            "protocol_diff": json.dumps(diff, ensure_ascii=False, default=str) if diff else "",
-            "dropped": json.dumps(data.get("dropped"), ensure_ascii=False, default=str) if data.get("dropped") else "",
-            "columns": COMPARISON_COLUMNS,
-            "rows": [[_comparison_cell(c, r.get(c)) for c in COMPARISON_COLUMNS] for r in rows]}
+    differences = diff.get("differences") if isinstance(diff, dict) else diff if isinstance(diff, list) else []
+    keys = sorted({str(d.get("key")) for d in differences or [] if isinstance(d, dict) and d.get("key")})
+    pairs = list(dict.fromkeys((str(r.get("a", "")), str(r.get("b", ""))) for r in rows))
+    labelled = all(not isinstance(r.get("a"), (int, float)) for r in rows)  # a and b are run labels (not values)
+    several = labelled and len(pairs) > 1
+    columns = (("A vs B",) if several else ()) + COMPARISON_COLUMNS
+
+    def row(r: dict) -> list[str]:
+        va = r.get("value_a", None if labelled else r.get("a"))
+        vb = r.get("value_b", None if labelled else r.get("b"))
+        lo, hi = _comparison_cell(r.get("ci_low")), _comparison_cell(r.get("ci_high"))
+        n = f"{r.get('n_pairs', MISSING)} ({r.get('n_clusters', MISSING)})"
+        cells = [str(r.get("metric", "")), str(r.get("setting", "")), _comparison_cell(va), _comparison_cell(vb),
+                 _comparison_cell(r.get("diff")), f"[{lo}, {hi}]", fmt_p(r.get("p")), fmt_p(r.get("p_holm")), n,
+                 str(r.get("test", MISSING))]
+        return ([f"{r.get('a')} vs {r.get('b')}"] if several else []) + cells
+
+    if labelled and len(pairs) == 1:
+        title = f"A = {pairs[0][0]}, B = {pairs[0][1]}"
+    elif labelled:  # a suite's entries: its subjects (the entry is in each row)
+        sides = [list(dict.fromkeys(p[i].split("/", 1)[0] for p in pairs)) for i in (0, 1)]
+        title = f"A = {', '.join(sides[0])}, B = {', '.join(sides[1])}"
+    else:
+        title = " vs ".join(map(str, runs)) or path.parent.name
+    return {"path": str(path), "title": title, "runs": [str(r) for r in runs], "protocol_keys": keys,
+            "dropped": _dropped_lines(data.get("dropped")), "columns": columns, "rows": [row(r) for r in rows]}
 
 
-def _comparison_cell(column: str, v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.3g}" if column in ("p", "p_holm") else fmt(v)  # a p-value of 1e-5 is not 0.000
+def _dropped_lines(dropped: Any) -> list[str]:
+    """What a comparison left out, one readable line per comparison (none when nothing was dropped)."""
+    out = []
+    for d in dropped if isinstance(dropped, list) else []:
+        if not isinstance(d, dict):
+            continue
+        parts = [f"{k.replace('_', ' ')} {d[k]}" for k in ("missing_in_a", "missing_in_b", "failed_in_a",
+                                                             "failed_in_b", "failed_in_both") if d.get(k)]
+        parts += [f"no outcome for {m} in one run: {n}" for m, n in (d.get("no_outcome") or {}).items()]
+        if parts:
+            out.append(f"{d.get('b')} vs {d.get('a')}: " + ", ".join(parts))
+    return out
+
+
+def _comparison_cell(v: Any) -> str:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return fmt(float(v))
     return MISSING if v is None else str(v)
 
 
@@ -144,7 +187,7 @@ def render(sources: list[Path], compare: list[Path] = (), max_rows: int = MAX_RO
         rows += got
         if total > len(got):
             notes.append(f"{_label(e)}: {len(got)} of {total} samples included (samples not ok first); "
-                         f"all of them: {e.run_dir / 'samples.parquet'}")
+                         f"all of them: {e.run_dir / RunDir.SAMPLES}")
     filters = [{"name": k, "options": sorted({r[k] for r in rows})} for k in ("run", "setting", "status")]
     env = jinja2.Environment(loader=jinja2.PackageLoader("llmrec.pipelines.runner", "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined)

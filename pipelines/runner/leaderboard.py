@@ -1,34 +1,47 @@
-"""`llmrec leaderboard`: subject × benchmark headline metrics, with their 95% CIs, from run and suite directories.
+"""`llmrec leaderboard`: subject × benchmark headline metrics, with their 95% CIs and sample counts, from run and
+suite directories.
 
-A run directory (what ``llmrec run`` writes) is one entry: its subject is the engine's model
-(``resolved.yaml``), its benchmark and headline metrics those of ``benchmark.name``. A suite directory
-is every entry of its ``suite.json`` (subjects, benchmark entries, ``kind`` llm | baseline), so LLM and
-baseline results share one table. The table is tidy (one row per subject, entry and metric, full
-precision): ``leaderboard.csv``; ``wide`` pivots it to subject rows for ``leaderboard.md`` and the terminal.
+A run directory (``RunDir``: what ``llmrec run`` writes) is one entry: its subject is the engine's model (its
+config), its benchmark and headline metrics those of ``benchmark.name``. A suite directory (``SuiteDir``) is every
+entry of its index (subjects, benchmark entries, ``kind`` llm | baseline), so LLM and baseline results share one
+table. The table is tidy (one row per subject, entry and metric, full precision): ``leaderboard.csv``; ``wide``
+pivots it to subject rows for ``leaderboard.md`` and the terminal.
+
+Every cell carries its n (the metric's units: the benchmark's per-unit outcomes, else the answered samples) and a
+95% CI: the benchmark's own where its metrics hold one, else a cluster bootstrap over the per-unit outcomes,
+clustered as the benchmark clusters them (e.g. by user). A cell with n < ``MIN_N`` is marked ``SMALL``: too few
+units to rank by. Benchmarks are looked up among the installed ones only: reading results imports nothing.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable
 
 import pandas as pd
-import yaml
 
 from llmrec import tracking
-from llmrec.errors import ConfigError
-from llmrec.pipelines.registry import get_benchmark
+from llmrec.config import fingerprint
+from llmrec.errors import ConfigError, LlmrecError
+from llmrec.pipelines.registry import benchmark_config, get_benchmark
 from llmrec.pipelines.runner.suite_config import read_index
+from llmrec.registry import installed_only
+from llmrec.rundir import RunDir, SuiteDir
 
 log = logging.getLogger(__name__)
 
-COLUMNS = ("subject", "kind", "benchmark", "entry", "metric", "value", "ci_low", "ci_high", "run_dir")
+COLUMNS = ("subject", "kind", "benchmark", "entry", "metric", "value", "ci_low", "ci_high", "n", "n_clusters",
+           "ci_source", "run_dir")
 MISSING = "—"
+MIN_N = 30  # fewer units than this: the cell is marked too small to rank
+SMALL = "†"
+LEGEND = f"value [95% CI] n=units; {SMALL}: n < {MIN_N}, too few to rank; — : not computed"
+TAG_LEADERBOARD = "llmrec.leaderboard"  # the MLflow record of one leaderboard (its sources and metrics), kept in place
 
 
 @dataclass(frozen=True)
@@ -42,54 +55,60 @@ class Entry:
     run_dir: Path
     headline: tuple[str, ...]
     metrics: dict = field(repr=False)
-    config: dict = field(repr=False)  # resolved.yaml ({} where the directory has none, e.g. a baseline's)
+    config: dict = field(repr=False)  # the run's config ({} where the directory has none, e.g. a baseline's)
     suite: str | None = None
 
+    @property
+    def dir(self) -> RunDir:
+        return RunDir(self.run_dir)
 
-def _read_json(path: Path) -> dict:
+
+def _read(what, rd: RunDir):
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{path}: cannot read it as JSON ({e})") from e
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
+        return what()
+    except LlmrecError as e:
+        raise ConfigError(str(e).replace("not readable JSON", "cannot read it as JSON")) from e
+    except OSError as e:
+        raise ConfigError(f"{rd.uri}: cannot read it ({e})") from e
 
 
-def _read_config(run_dir: Path) -> dict:
-    path = run_dir / "resolved.yaml"
-    if not path.is_file():
-        return {}
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise ConfigError(f"{path}: cannot read it as YAML ({e})") from e
-    return data if isinstance(data, dict) else {}
+def _config(rd: RunDir) -> dict:
+    return _read(rd.config, rd) if rd.has_config() else {}
 
 
-def _run_entry(run_dir: Path) -> Entry:
-    cfg = _read_config(run_dir)
-    name = (cfg.get("benchmark") or {}).get("name")
+def _run_entry(rd: RunDir) -> Entry:
+    cfg = _config(rd)
+    name = rd.benchmark_name() if cfg else None
     if not name:
-        raise ConfigError(f"{run_dir}: no resolved.yaml with benchmark.name, so not a `llmrec run` directory "
-                          "(a baseline result is read through its suite's suite.json)")
-    bench = get_benchmark(str(name))
-    return Entry(tracking.model_label(cfg.get("engine") or {}), str(name), bench.name, "llm", run_dir,
-                 tuple(bench.headline_metrics), _read_json(run_dir / "metrics.json"), cfg)
+        raise ConfigError(f"{rd.uri}: no {RunDir.CONFIG} with benchmark.name, so not a `llmrec run` directory "
+                          f"(a baseline result is read through its suite's {SuiteDir.INDEX})")
+    bench = _installed(name, f"{rd.uri}/{RunDir.CONFIG}")
+    return Entry(tracking.model_label(cfg.get("engine") or {}), str(name), bench.name, "llm", Path(rd.uri),
+                 tuple(bench.headline_metrics), _read(rd.metrics, rd), cfg)
+
+
+def _installed(name: str, where: str):
+    """The installed benchmark ``name`` (never imported from what a results file names)."""
+    with installed_only():
+        try:
+            return get_benchmark(name)
+        except ConfigError as e:
+            raise ConfigError(f"{where}: {e}") from e
 
 
 def _suite_entries(suite_dir: Path) -> list[Entry]:
-    path = suite_dir / "suite.json"
+    where = f"{suite_dir}/{SuiteDir.INDEX}"
     index, entries = read_index(suite_dir)
     out = []
-    for i, (e, run_dir) in enumerate(entries):
-        if not (run_dir / "metrics.json").is_file():  # a suite still running (or stopped) has no metrics there yet
-            log.warning("%s: entries.%d (%s / %s): no metrics.json in %s yet; left out", path, i, e.subject, e.entry,
-                        run_dir)
+    for i, (e, rd) in enumerate(entries):
+        if not rd.has_metrics():  # a suite still running (or stopped) has no metrics there yet
+            log.warning("%s: entries.%d (%s / %s): no %s in %s yet; left out", where, i, e.subject, e.entry,
+                        RunDir.METRICS, rd.uri)
             continue
-        headline = tuple(e.headline) or get_benchmark(e.benchmark).headline_metrics  # none listed: the benchmark's
-        out.append(Entry(e.subject, e.benchmark, e.entry, e.kind, run_dir, headline,
-                         _read_json(run_dir / "metrics.json"), _read_config(run_dir), index.name))
+        bench = _installed(e.benchmark, f"{where}: entries.{i}")
+        headline = tuple(e.headline) or bench.headline_metrics  # none listed: the benchmark's
+        out.append(Entry(e.subject, e.benchmark, e.entry, e.kind, Path(rd.uri), headline, _read(rd.metrics, rd),
+                         _config(rd), index.name))
     return out
 
 
@@ -98,15 +117,71 @@ def load_entries(paths: Iterable[str | Path]) -> list[Entry]:
     coincide are told apart by their suite's name or, for plain runs, their directory's (``model (run-name)``)."""
     out: list[Entry] = []
     for p in map(Path, paths):
-        if (p / "suite.json").is_file():
+        if SuiteDir.is_suite(p):
             out += _suite_entries(p)
-        elif (p / "metrics.json").is_file():
-            out.append(_run_entry(p))
+        elif RunDir(p).has_metrics():
+            out.append(_run_entry(RunDir(p)))
         else:
-            raise ConfigError(f"{p}: neither a run directory (metrics.json) nor a suite directory (suite.json)")
+            raise ConfigError(f"{p}: neither a run directory ({RunDir.METRICS}) nor a suite directory "
+                              f"({SuiteDir.INDEX})")
     seen = Counter((e.subject, e.entry) for e in out)
     return [e if seen[(e.subject, e.entry)] == 1 else replace(e, subject=f"{e.subject} ({e.suite or e.run_dir.name})")
             for e in out]
+
+
+@dataclass(frozen=True)
+class Units:
+    """One entry's per-unit outcomes (``Benchmark.paired_outcomes``) and its sample counts."""
+
+    outcomes: pd.DataFrame  # sample_id, setting, cluster, metric, value, statistic
+    samples: int | None  # rows in the run's samples file (None: it has none)
+    answered: int | None  # of them with status ok
+
+
+def units(e: Entry, data_dir: Path | None = None, cache: dict | None = None) -> Units:
+    """The per-unit outcomes of an entry's run (empty where the run kept no samples or the benchmark gives none);
+    the benchmark's data is loaded only when its outcomes need it (and is found)."""
+    from llmrec.pipelines.runner.outcomes import read_samples, unit_outcomes
+
+    rows = read_samples(e.dir)
+    if rows is None:
+        return Units(pd.DataFrame(columns=["sample_id", "setting", "cluster", "metric", "value", "statistic"]),
+                     None, None)
+    with installed_only():
+        bench = get_benchmark(e.benchmark)
+        raw = dict(e.config.get("benchmark") or {"name": e.benchmark})
+        try:
+            bcfg = benchmark_config(raw)
+        except ConfigError:  # a config an older llmrec wrote: the benchmark's defaults still give its outcomes
+            bcfg = benchmark_config({"name": e.benchmark})
+    where = data_dir or (e.config.get("data") or {}).get("dir")
+    ok = [r for r in rows if (r.get("status") or "ok") == "ok"]
+    return Units(unit_outcomes(bench, bcfg, rows, where, {} if cache is None else cache, quiet=True), len(rows),
+                 len(ok))
+
+
+def _ci(outcomes: pd.DataFrame, metric: str, value: float, bootstrap: bool) -> tuple[float, float, int, int]:
+    """(low, high, n, clusters) of a metric's units; low and high: a cluster bootstrap of their statistic, NaN
+    unless ``bootstrap`` and the units can carry one: at least two clusters, whose statistic is the run's ``value``
+    (units that do not reproduce the metric say nothing of its uncertainty)."""
+    import numpy as np
+
+    from llmrec.pipelines.common.paired import cluster_bootstrap_ci1
+
+    g = outcomes[outcomes["metric"] == metric]
+    if g.empty:
+        return math.nan, math.nan, 0, 0
+    clusters = g["cluster"].astype(str).to_numpy()
+    values, statistic = g["value"].to_numpy(float), g["statistic"].iloc[0]
+    k = len(set(clusters))
+    same = math.isclose(float(np.median(values) if statistic == "median" else np.mean(values)), value,
+                        rel_tol=1e-6, abs_tol=1e-9)
+    if not (bootstrap and k >= 2 and same):
+        if bootstrap and k >= 2:
+            log.debug("%s: its per-unit outcomes do not reproduce %s; no bootstrap CI", metric, value)
+        return math.nan, math.nan, len(g), k
+    lo, hi = cluster_bootstrap_ci1(values, clusters, statistic)
+    return lo, hi, len(g), k
 
 
 def _number(v) -> float:
@@ -117,21 +192,35 @@ def _number(v) -> float:
     return f if math.isfinite(f) else math.nan
 
 
-def leaderboard(sources: Iterable[str | Path] | Iterable[Entry], metrics: Iterable[str] | None = None) -> pd.DataFrame:
+def leaderboard(sources: Iterable[str | Path] | Iterable[Entry], metrics: Iterable[str] | None = None,
+                data_dir: Path | None = None) -> pd.DataFrame:
     """The tidy leaderboard of run / suite directories (or of entries ``load_entries`` read): one row per
     subject, benchmark entry and metric with ``COLUMNS`` (``value``, ``ci_low``, ``ci_high`` as floats, NaN
-    where the run has none). ``metrics``: these metric keys of every entry instead of each entry's headline
+    where there is none; ``n`` the metric's units, NaN where unknown; ``ci_source`` ``benchmark`` or
+    ``cluster bootstrap``). ``metrics``: these metric keys of every entry instead of each entry's headline
     metrics (an entry that has none of them is left out)."""
     sources = list(sources)
     entries = sources if all(isinstance(s, Entry) for s in sources) else load_entries(sources)
     wanted = list(metrics or [])
-    rows = []
+    rows, cache = [], {}  # cache: benchmark assets, loaded once for every entry whose outcomes need them
     for e in entries:
         keys = [m for m in wanted if m in e.metrics] if wanted else list(e.headline)
+        if not keys:
+            continue
+        u = units(e, data_dir, cache)
+        stored_n = _number(e.metrics.get("n_answered", e.metrics.get("n_samples")))
         for m in keys:
-            rows.append((e.subject, e.kind, e.benchmark, e.entry, m, _number(e.metrics.get(m)),
-                         _number(e.metrics.get(f"{m}_ci_low")), _number(e.metrics.get(f"{m}_ci_high")),
-                         str(e.run_dir)))
+            value, lo, hi = (_number(e.metrics.get(k)) for k in (m, f"{m}_ci_low", f"{m}_ci_high"))
+            source = "benchmark" if math.isfinite(lo) and math.isfinite(hi) else ""
+            want = not source and math.isfinite(value) and not tracking.is_count(m)
+            blo, bhi, n, clusters = _ci(u.outcomes, m, value, want)
+            if want and math.isfinite(blo):
+                lo, hi, source = blo, bhi, "cluster bootstrap"
+            if not n:  # no per-unit outcome for the metric: its answered samples (all of them for a count)
+                n = (u.samples if tracking.is_count(m) else u.answered) if u.samples is not None else stored_n
+                clusters = math.nan
+            rows.append((e.subject, e.kind, e.benchmark, e.entry, m, value, lo, hi, _number(n), _number(clusters),
+                         source, str(e.run_dir)))
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
@@ -143,14 +232,21 @@ def fmt(v: float | None) -> str:
     return "0.000" if text == "-0.000" else text
 
 
-def cell(metric: str, value: float, lo: float, hi: float) -> str:
-    """``0.412 [0.301, 0.520]``; ``[—]`` where the run computed no CI for the metric; a count as ``3``."""
+def small(metric: str, value: float, n: float) -> bool:
+    """A cell too small to rank: a (non-count) value from fewer than ``MIN_N`` units, or from an unknown number."""
+    return math.isfinite(value) and not tracking.is_count(metric) and not (math.isfinite(n) and n >= MIN_N)
+
+
+def cell(metric: str, value: float, lo: float, hi: float, n: float = math.nan) -> str:
+    """``0.412 [0.301, 0.520] n=120``; ``[—]`` where there is no CI; ``n=—`` where the count is unknown; ``†``
+    (``SMALL``) when n < ``MIN_N``; a count as ``3``."""
     if not math.isfinite(value):
         return MISSING
     if tracking.is_count(metric):
         return f"{value:.0f}"
-    return f"{fmt(value)} [{fmt(lo)}, {fmt(hi)}]" if math.isfinite(lo) and math.isfinite(hi) else \
-        f"{fmt(value)} [{MISSING}]"
+    ci = f"[{fmt(lo)}, {fmt(hi)}]" if math.isfinite(lo) and math.isfinite(hi) else f"[{MISSING}]"
+    count = f"n={n:.0f}" if math.isfinite(n) else f"n={MISSING}"
+    return f"{fmt(value)} {ci} {count}" + (SMALL if small(metric, value, n) else "")
 
 
 def wide(df: pd.DataFrame, primary_only: bool = False) -> pd.DataFrame:
@@ -162,7 +258,9 @@ def wide(df: pd.DataFrame, primary_only: bool = False) -> pd.DataFrame:
     cols = list(dict.fromkeys(zip(df["entry"], df["metric"])))
     subjects = list(dict.fromkeys(zip(df["kind"], df["subject"])))
     subjects.sort(key=lambda ks: ks[0] != "llm")  # stable: LLMs, then baselines, each in first-seen order
-    cells = {(r.kind, r.subject, r.entry, r.metric): cell(r.metric, r.value, r.ci_low, r.ci_high) for r in df.itertuples()}
+    n = df["n"] if "n" in df else pd.Series(math.nan, index=df.index)
+    cells = {(r.kind, r.subject, r.entry, r.metric): cell(r.metric, r.value, r.ci_low, r.ci_high, k)
+             for r, k in zip(df.itertuples(), n)}
     data = [[s, k] + [cells.get((k, s, e, m), MISSING) for e, m in cols] for k, s in subjects]
     return pd.DataFrame(data, columns=["subject", "kind"] + [f"{e}: {m}" for e, m in cols])
 
@@ -176,11 +274,18 @@ def markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(df: pd.DataFrame, out_dir: Path, primary_only: bool = False) -> dict[str, Path]:
-    """``leaderboard.csv`` (the tidy frame, full precision) and ``leaderboard.md`` (``wide``) in ``out_dir``."""
-    files = {"csv": out_dir / "leaderboard.csv", "md": out_dir / "leaderboard.md"}
-    note = ("value [95% CI]; — : not computed. Each benchmark's first headline metric; every headline metric: "
-            "leaderboard.csv" if primary_only else "value [95% CI]; — : not computed.")
+def file_stem(metrics: Iterable[str] | None = None) -> str:
+    """``leaderboard`` (the default, headline metrics), or ``leaderboard.<metric>+<metric>`` for a ``--metric``
+    selection: filtered outputs are written beside the default ones, never over them."""
+    wanted = list(metrics or [])
+    return "leaderboard" + ("." + "+".join(re.sub(r"[^\w.-]+", "_", m) for m in wanted) if wanted else "")
+
+
+def write(df: pd.DataFrame, out_dir: Path, primary_only: bool = False, stem: str = "leaderboard") -> dict[str, Path]:
+    """``<stem>.csv`` (the tidy frame, full precision) and ``<stem>.md`` (``wide``) in ``out_dir``."""
+    files = {"csv": out_dir / f"{stem}.csv", "md": out_dir / f"{stem}.md"}
+    note = (f"{LEGEND}. Each benchmark's first headline metric; every headline metric: {stem}.csv"
+            if primary_only else f"{LEGEND}.")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         df.to_csv(files["csv"], index=False)
@@ -191,28 +296,40 @@ def write(df: pd.DataFrame, out_dir: Path, primary_only: bool = False) -> dict[s
 
 
 def tracking_config(entries: list[Entry]) -> tracking.TrackingConfig:
-    """The tracking section of the first entry whose directory has a resolved.yaml, else the defaults."""
+    """The tracking section of the first entry whose directory has a config, else the defaults."""
     for e in entries:
         if e.config.get("tracking"):
             return tracking.TrackingConfig.model_validate(e.config["tracking"])
     return tracking.TrackingConfig()
 
 
-def log_mlflow(df: pd.DataFrame, entries: list[Entry], files: dict[str, Path], experiment: str) -> str:
-    """One MLflow run holding the leaderboard: a metric per subject, entry and metric
-    (``<subject>/<entry>/<metric>``, CI bounds beside it), both files as artifacts; returns its id."""
+def log_mlflow(df: pd.DataFrame, entries: list[Entry], files: dict[str, Path], experiment: str,
+               stem: str = "leaderboard") -> str:
+    """The MLflow record of this leaderboard (its sources and file stem): created once, then updated in place by
+    every later call (metrics logged at the next step, artifacts replaced); a metric per subject, entry and metric
+    (``<subject>/<entry>/<metric>``, CI bounds and n beside it), both files as artifacts; returns its id."""
     cfg = tracking_config(entries)
     exp_id = tracking.setup(cfg.uri, experiment, cfg.artifact_root)
     client = tracking.client(cfg.uri)
+    sources = sorted({str(e.run_dir) for e in entries})
+    key = fingerprint([sources, stem], 16)
     tags = tracking.run_tags("leaderboard", subjects=",".join(dict.fromkeys(df["subject"])),
-                             entries=",".join(dict.fromkeys(df["entry"])))
-    run_id = tracking.start_run(client, exp_id, f"leaderboard: {experiment}",
-                                {"sources": ",".join(sorted({str(e.run_dir) for e in entries}))}, tags)
+                             entries=",".join(dict.fromkeys(df["entry"])), **{TAG_LEADERBOARD: key})
+    found = client.search_runs([exp_id], filter_string=f"tags.`{TAG_LEADERBOARD}` = '{key}'", max_results=1)
+    name = f"leaderboard · {experiment}" + (f" · {stem.split('.', 1)[1]}" if "." in stem else "")
+    if found:
+        run_id, step = found[0].info.run_id, int(found[0].data.tags.get("llmrec.leaderboard_step", "0")) + 1
+        client.update_run(run_id, status="RUNNING", name=name)
+        for k, v in tags.items():
+            client.set_tag(run_id, k, v)
+    else:
+        run_id, step = tracking.start_run(client, exp_id, name, {"sources": ",".join(sources)}, tags), 0
+    client.set_tag(run_id, "llmrec.leaderboard_step", str(step))
     values = {}
     for r in df.itertuples():
-        for suffix, v in (("", r.value), ("_ci_low", r.ci_low), ("_ci_high", r.ci_high)):
+        for suffix, v in (("", r.value), ("_ci_low", r.ci_low), ("_ci_high", r.ci_high), ("_n", r.n)):
             values[f"{r.subject}/{r.entry}/{r.metric}{suffix}"] = v
-    tracking.log_metrics(client, run_id, values)
+    tracking.log_metrics(client, run_id, values, step)
     for path in files.values():
         client.log_artifact(run_id, str(path))
     client.set_terminated(run_id, "FINISHED")
@@ -226,8 +343,7 @@ def rich_table(df: pd.DataFrame, primary_only: bool = True, title: str = "leader
     from rich.text import Text
 
     table = Table(title=title, caption_justify="left",
-                  caption="value [95% CI]; — : not computed" + ("; every headline metric: leaderboard.csv"
-                                                                 if primary_only else ""))
+                  caption=LEGEND + ("; every headline metric: leaderboard.csv" if primary_only else ""))
     shown = wide(df, primary_only=primary_only)
     for c in shown.columns:
         table.add_column(Text(c), justify="left" if c in ("subject", "kind") else "right")

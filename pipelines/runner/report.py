@@ -16,7 +16,7 @@ from llmrec.config import dump_yaml, fingerprint
 from llmrec.pipelines.protocol import protocol_record, record_schema, setting_label
 from llmrec.redact import redact_text
 from llmrec.pipelines.runner.execution import RunPlan
-from llmrec.pipelines.runner.run_config import RUN_FACTS_FILE
+from llmrec.rundir import RunDir
 
 log = logging.getLogger(__name__)
 
@@ -28,18 +28,21 @@ def staging_dir(p: RunPlan) -> Path:
 
 
 def write_outputs(p: RunPlan, rows: list[dict], metrics: dict, d: Path) -> dict[str, Path]:
+    """The run's files in the staging folder ``d`` (the run directory itself when local): metrics, samples, facts,
+    predictions, and the config when the run directory is remote. File names are ``RunDir``'s."""
     d.mkdir(parents=True, exist_ok=True)
-    (d / "metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True))
+    staged = RunDir(d)
+    staged.write_metrics(metrics)
     if not p.run_dir.local:
-        (d / "resolved.yaml").write_text(dump_yaml(p.config))
-    samples = d / "samples.parquet"  # one typed column per declared field; nested ones as JSON text
+        staged.write_config(dump_yaml(p.config))
+    samples = staged.file(RunDir.SAMPLES)  # one typed column per declared field; nested ones as JSON text
     pq.write_table(record_schema(p.bench).table(rows), samples, compression="zstd")  # see ResultStore.write
-    files = {"metrics": d / "metrics.json", "samples": samples, "config": d / "resolved.yaml"}
+    files = {"metrics": staged.file(RunDir.METRICS), "samples": samples, "config": staged.file(RunDir.CONFIG)}
     if p.facts:
-        files["facts"] = d / RUN_FACTS_FILE
-        files["facts"].write_text(json.dumps(p.facts, indent=1, sort_keys=True))
+        files["facts"] = staged.file(RunDir.FACTS)
+        staged.write_facts(p.facts)
     if p.bench.predictions is not None:
-        files["predictions"] = d / "predictions.jsonl"
+        files["predictions"] = staged.file(RunDir.PREDICTIONS)
         with open(files["predictions"], "w") as fh:
             for line in p.bench.predictions(rows, p.assets):
                 fh.write(json.dumps(line) + "\n")
@@ -108,11 +111,11 @@ def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Pat
                                  tracking.TAG_RUN_DIR: p.run_dir.name})
     if parent:
         tags[tracking.TAG_PARENT] = parent
-    stored = p.run_dir.read_text("mlflow_run_id").strip() if p.run_dir.exists("mlflow_run_id") else None
-    run_id = existing_run(client, stored)
+    rd = RunDir(p.run_dir)
+    run_id = existing_run(client, rd.mlflow_run_id())
     if run_id is None:
         run_id = client.create_run(exp_id, start_time=int(started * 1000), tags=tags, run_name=name).info.run_id
-        p.run_dir.write_text("mlflow_run_id", run_id)
+        rd.set_mlflow_run_id(run_id)
     else:
         client.update_run(run_id, status="RUNNING", name=name)
         for k, v in tags.items():

@@ -11,12 +11,15 @@ from rich.console import Console
 
 from llmrec import storage
 from llmrec.errors import ConfigError
+from llmrec.registry import installed_only
+from llmrec.rundir import RunDir, SuiteDir
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 
-SOURCES_HELP = ("Run directories (what `llmrec run` writes: metrics.json, resolved.yaml, …) and suite directories "
-                "(suite.json: every entry, LLMs and baselines): local folders or storage URIs (s3://…, read "
-                "fresh into a temporary folder).")
+SOURCES_HELP = (f"Run directories (what `llmrec run` writes: {RunDir.METRICS}, {RunDir.CONFIG}, …) and suite "
+                f"directories ({SuiteDir.INDEX}: every entry, LLMs and baselines): local folders or storage URIs "
+                "(s3://…, read fresh into a temporary folder). Benchmarks they name are looked up among the "
+                "installed ones; nothing they name is imported.")
 
 
 def leaderboard(
@@ -26,22 +29,25 @@ def leaderboard(
                             "local suite is given, else ./leaderboard)."),
     metric: list[str] = typer.Option(
         [], "--metric", help="Show this metric of every entry that has it (repeatable, e.g. --metric accuracy "
-                             "--metric ndcg). Default: each benchmark's first headline metric on screen and in "
+                             "--metric ndcg); written to leaderboard.<metrics>.md/.csv beside the default files, "
+                             "never over them. Default: each benchmark's first headline metric on screen and in "
                              "leaderboard.md, every headline metric in leaderboard.csv."),
     track: Optional[bool] = typer.Option(
-        None, "--tracking/--no-tracking", help="Log the leaderboard as an MLflow run (default: the runs' "
-                                               "tracking.enabled; store and artifacts from their resolved.yaml)."),
+        None, "--tracking/--no-tracking", help="Log the leaderboard to MLflow: one record per suite (and --metric "
+                                               "selection), updated in place by every call (default: the runs' "
+                                               f"tracking.enabled; store and artifacts from their {RunDir.CONFIG})."),
 ) -> None:
     """Subject × benchmark headline metrics with 95% CIs, LLMs and baselines in one table.
 
     A subject is a suite's subject, or for a plain run directory the engine's model. Cells read
-    `value [CI low, CI high]`; `—` where the run computed none. Writes leaderboard.csv (one row per
+    `value [CI low, CI high] n=units`: the benchmark's CI, else a cluster bootstrap over the run's per-sample
+    outcomes; `†` marks n < 30 (too few to rank); `—` where there is none. Writes leaderboard.csv (one row per
     subject, benchmark entry and metric, full precision) and leaderboard.md, e.g.
     `llmrec leaderboard runs/suite_demo` or `llmrec leaderboard runs/prefeval-a runs/prefeval-b --metric accuracy`.
     """
     from llmrec.pipelines.runner import leaderboard as lb
 
-    with storage.local_folders(paths) as local:
+    with storage.local_folders(paths) as local, installed_only():
         _leaderboard(lb, paths, local, out, metric, track)
 
 
@@ -56,12 +62,13 @@ def _leaderboard(lb, paths: list[str], local: list[Path], out: Path | None, metr
     one_suite = next(iter(suites)) if len(suites) == 1 and None not in suites else None
     out = out or (local[0] if one_suite and len(paths) == 1 and not storage.is_uri(paths[0]) else Path("leaderboard"))
     primary = not metric
-    files = lb.write(df, out, primary_only=primary)
+    stem = lb.file_stem(metric)
+    files = lb.write(df, out, primary_only=primary, stem=stem)
     console.print(lb.rich_table(df, primary))
     console.print(f"wrote {files['md']} and {files['csv']}", markup=False, highlight=False)
     cfg = lb.tracking_config(entries)
     if cfg.enabled if track is None else track:
-        run_id = lb.log_mlflow(df, entries, files, one_suite or "llmrec-leaderboard")
+        run_id = lb.log_mlflow(df, entries, files, one_suite or "llmrec-leaderboard", stem)
         console.print(f"MLflow run {run_id} (experiment {one_suite or 'llmrec-leaderboard'})", markup=False,
                       highlight=False)
 
@@ -85,7 +92,7 @@ def report(
     """
     from llmrec.pipelines.runner.html_report import write_report
 
-    with storage.local_folders(paths) as local:
+    with storage.local_folders(paths) as local, installed_only():
         path = write_report(local, out, list(compare), max_rows)
     console.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)", markup=False, highlight=False)
 

@@ -11,13 +11,14 @@ import yaml
 
 from llmrec.config import OutputBase, StrictModel, apply_overrides, read_yaml, semantic_conflicts, validate
 from llmrec.errors import ConfigError
+from llmrec.rundir import RunDir
 from llmrec.tracking import TrackingConfig
 from llmrec.pipelines.protocol import BenchmarkConfig
 from llmrec.pipelines.registry import benchmark_config
 from llmrec.serving.engine import EngineConfig, engine_config
 
 REQUEST_CACHE_FILE = "request_cache.sqlite"  # the request cache's default file name (see OutputConfig.cache_path)
-RUN_FACTS_FILE = "run_facts.json"  # in a run directory: role → what its engine learned while running (run_facts)
+RUN_FACTS_FILE = RunDir.FACTS  # in a run directory: role → what its engine learned while running (run_facts)
 
 
 class DataConfig(StrictModel):
@@ -131,14 +132,14 @@ class RunConfig(StrictModel):
 
 def resume_conflicts(cfg: RunConfig, stored_yaml: str) -> list[str]:
     """What differs, among the settings that determine the results (``semantic``), between the
-    ``resolved.yaml`` a run directory's results were produced under and ``cfg``: one
+    config a run directory's results were produced under (``RunDir.CONFIG``) and ``cfg``: one
     ``key: stored → now`` line per key. A key only one side has (an option added or removed by an
     llmrec upgrade) is not compared, unless the other side holds a value where it has a mapping
     (``judge: null`` → a judge). URLs are compared as recorded (credentials redacted)."""
     try:
         stored = yaml.safe_load(stored_yaml)
     except yaml.YAMLError as e:
-        return [f"resolved.yaml is not readable YAML ({e})"]
+        return [f"{RunDir.CONFIG} is not readable YAML ({e})"]
     return config_conflicts(cfg, stored if isinstance(stored, dict) else {})
 
 

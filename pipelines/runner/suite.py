@@ -8,12 +8,12 @@ result store, so a killed suite resumes like a run: finished entries send nothin
 is not even started), a half-done entry sends its missing samples.
 
 Benchmarks with traditional baselines get entries of kind ``baseline`` at ``<suite>/<label>/<entry>/``
-(metrics.json, samples.parquet, predictions.jsonl): model-free ones (``Benchmark.baselines``), and for a
+(metrics, samples, predictions: ``RunDir``): model-free ones (``Benchmark.baselines``), and for a
 benchmark that ranks candidates (``Benchmark.ranking_baselines``) the recommenders the entry names
 (``baselines.models``), trained through ``llmrec train``'s path under ``<suite>/<label>/<entry>/train/`` and
 ranking the same samples' candidates. A re-run does not train again a baseline whose result exists.
 
-``<output.dir>/<suite>/suite.json`` indexes every entry written so far (merged across
+``<output.dir>/<suite>/suite.json`` (``SuiteDir.INDEX``) indexes every entry written so far (merged across
 invocations, e.g. ``--subject``)::
 
     {"name": str, "subjects": [str],
@@ -48,7 +48,8 @@ from llmrec.pipelines.runner.execution import Progress, RunPlan, build_samples, 
 from llmrec.pipelines.runner.ray_env import SharedSubject
 from llmrec.pipelines.runner.report import existing_run, publish, staging_dir, write_outputs
 from llmrec.pipelines.runner.run_config import RunConfig
-from llmrec.pipelines.runner.suite_config import INDEX, SuiteConfig, SuiteEntry
+from llmrec.pipelines.runner.suite_config import SuiteConfig, SuiteEntry
+from llmrec.rundir import RunDir, SuiteDir
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +74,8 @@ class SuiteIndex:
     """``suite.json``: read at start (entries of earlier invocations are kept), rewritten after every entry."""
 
     def __init__(self, where: storage.Storage, name: str):
-        self.where = where
-        old = json.loads(where.read_text(INDEX)) if where.exists(INDEX) else {}
+        self.where = SuiteDir(where)
+        old = json.loads(self.where.index_text()) if SuiteDir.is_suite(where) else {}
         self.data = {"name": name, "subjects": list(old.get("subjects", [])), "entries": list(old.get("entries", []))}
 
     def add(self, subject: str, benchmark: str, entry: str, kind: str, run_dir: str, headline: list[str],
@@ -89,7 +90,7 @@ class SuiteIndex:
             rows.append(rec)
         else:
             rows[at] = rec
-        self.where.write_text(INDEX, json.dumps(self.data, indent=1) + "\n")
+        self.where.write_index(self.data)
 
 
 class SubjectRun:
@@ -110,15 +111,14 @@ class SubjectRun:
         # column (before the runs add their own), each subject's entries nested below it
         self.exp_id = tracking.setup(tr.uri, tr.experiment or self.cfg.name, tr.artifact_root, view_columns(self.cfg))
         client = tracking.client(tr.uri)
-        stored = self.folder.read_text("mlflow_run_id").strip() if self.folder.exists("mlflow_run_id") else None
-        self.run_id = existing_run(client, stored)
+        self.run_id = existing_run(client, RunDir(self.folder).mlflow_run_id())
         if self.run_id is None:
             tags = tracking.run_tags("suite" if self.kind == "llm" else "baseline", model=self.model, **{
                 tracking.TAG_SUITE: self.cfg.name, tracking.TAG_SUBJECT: self.subject})
             self.run_id = client.create_run(self.exp_id, start_time=int(started * 1000), tags=tags,
                                             run_name=f"{self.cfg.name} · {self.subject}").info.run_id
             self.folder.mkdir()
-            self.folder.write_text("mlflow_run_id", self.run_id)
+            RunDir(self.folder).set_mlflow_run_id(self.run_id)
         else:
             client.update_run(self.run_id, status="RUNNING")
         return self.run_id
@@ -234,13 +234,13 @@ def _trained_rows(ranking: RankingBaselines, base: dict, where: storage.Storage,
 def _stored_metrics(run_dir: storage.Storage, key: str) -> dict | None:
     """A baseline's metrics when its run directory holds a result computed from ``key``."""
     if run_dir.exists(BASELINE_KEY) and run_dir.read_text(BASELINE_KEY).strip() == key:
-        return json.loads(run_dir.read_text("metrics.json"))
+        return RunDir(run_dir).metrics()
     return None
 
 
 def _run_baselines(cfg: SuiteConfig, data_dir: Path | None, index: SuiteIndex, out: SuiteOutcome) -> None:
     """Each benchmark's traditional baselines on the same samples (no engine), under ``<suite>/<label>/<entry>``
-    (metrics.json, samples.parquet, predictions.jsonl). A re-run (``output.resume``) reads the results of
+    (metrics, samples, predictions). A re-run (``output.resume``) reads the results of
     baselines computed from the same benchmark config, samples and model settings instead of training again."""
     from llmrec.pipelines.registry import get_benchmark
     from llmrec.pipelines.runner.run_config import absolute_locations

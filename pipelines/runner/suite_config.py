@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from llmrec import storage
 from llmrec.config import PathName, StrictModel, apply_overrides, read_yaml, validate
 from llmrec.errors import ConfigError
+from llmrec.rundir import RunDir, SuiteDir
 from llmrec.pipelines.baselines.config import ModelEntry
 from llmrec.pipelines.registry import benchmark_config, get_benchmark
 from llmrec.pipelines.runner.run_config import (DataConfig, ExecutionConfig, OutputConfig, RayConfig, RunConfig)
@@ -229,7 +230,7 @@ def is_suite_file(raw: dict) -> bool:
     return "subjects" in raw
 
 
-INDEX = "suite.json"
+INDEX = SuiteDir.INDEX
 
 
 class IndexEntry(BaseModel):
@@ -256,25 +257,20 @@ class SuiteIndexFile(BaseModel):
     entries: list[IndexEntry]
 
 
-def read_index(suite_dir: Path) -> tuple[SuiteIndexFile, list[tuple[IndexEntry, Path]]]:
-    """A suite directory's ``suite.json``, checked, with each entry's run directory (a relative one is
-    taken relative to the suite directory when it exists there). Used by leaderboard, compare, report."""
+def read_index(suite_dir: "str | Path | SuiteDir") -> tuple[SuiteIndexFile, list[tuple[IndexEntry, RunDir]]]:
+    """A suite directory's index (``SuiteDir.INDEX``), checked, with each entry's run directory (a relative one is
+    taken relative to the suite directory when it exists there; a copied suite's entries are found at
+    ``<suite>/<subject>/<entry>``). Used by leaderboard, compare, report. Benchmark names are plain strings here:
+    nothing they name is imported."""
     import json
 
-    path = suite_dir / INDEX
+    suite = SuiteDir(suite_dir)
+    where = f"{suite.uri}/{SuiteDir.INDEX}"
     try:
-        index = SuiteIndexFile.model_validate(json.loads(path.read_text()))
+        index = SuiteIndexFile.model_validate(json.loads(suite.index_text()))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{path}: cannot read it as JSON ({e})") from e
+        raise ConfigError(f"{where}: cannot read it as JSON ({e})") from e
     except ValidationError as e:
         first = e.errors()[0]
-        raise ConfigError(f"{path}: {'.'.join(str(x) for x in first['loc'])}: {first['msg']}") from e
-    out = []
-    for e in index.entries:
-        run_dir = Path(e.run_dir)
-        if not run_dir.is_absolute() and (suite_dir / run_dir).exists():
-            run_dir = suite_dir / run_dir
-        elif (storage.is_uri(e.run_dir) or not run_dir.exists()) and (suite_dir / e.subject / e.entry).is_dir():
-            run_dir = suite_dir / e.subject / e.entry  # a copy of a suite (e.g. from S3): <suite>/<subject>/<entry>
-        out.append((e, run_dir))
-    return index, out
+        raise ConfigError(f"{where}: {'.'.join(str(x) for x in first['loc'])}: {first['msg']}") from e
+    return index, [(e, suite.run_dir(e.run_dir, e.subject, e.entry)) for e in index.entries]

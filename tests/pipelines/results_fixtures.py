@@ -45,7 +45,8 @@ def prefeval_rows(n: int = 6) -> list[dict]:
     rows = []
     for i in range(n):
         turns = 2 if i % 2 == 0 else 10
-        rows.append({"sample_id": f"travel/explicit/{i:04d}/t{turns:03d}/zero-shot", "task": "mcq",
+        rows.append({"sample_id": f"travel/explicit/{i:04d}/t{turns:03d}/zero-shot", "task": "mcq", "topic": "travel",
+                     "task_id": i,
                      "form": "explicit", "turns": turns, "method": "zero-shot", "position": "end", "extra_prefs": 0,
                      "conflict": False, "preference": LONG_PREFERENCE if i == 3 else f"I avoid crowds ({i})",
                      "question": "Where should I stay?", "options": ["Busy hotel", "Quiet inn", "Hostel", "Camp"],
@@ -89,12 +90,16 @@ def suite_dir(root: Path, comparison: bool = True, tracking: dict | None = None)
     (s / "suite.json").write_text(json.dumps({"name": "demo_suite", "subjects": ["gemma-a", "gemma-b"],
                                               "entries": entries}))
     if comparison:
-        c = s / "comparisons" / "gemma-a_vs_gemma-b"
+        c = s / "comparisons" / "gemma-a--vs--gemma-b"
         c.mkdir(parents=True)
+        runs = [{"label": f"{x}/prefeval_mcq", "run_dir": str(s / x / "prefeval_mcq"), "group": "prefeval_mcq"}
+                for x in ("gemma-a", "gemma-b")]
         (c / "comparison.json").write_text(json.dumps({
-            "runs": [str(s / "gemma-a" / "prefeval_mcq"), str(s / "gemma-b" / "prefeval_mcq")], "protocol_diff": {},
-            "dropped": 0,
-            "rows": [{"metric": "accuracy", "setting": "turns=10", "n_pairs": 40, "n_clusters": 10, "a": 0.4,
-                      "b": 0.55, "diff": 0.15, "ci_low": 0.02, "ci_high": 0.28, "p": 0.0000123, "p_holm": 0.0000246,
-                      "test": "mcnemar_exact"}]}))
+            "runs": runs, "protocol_diff": {"allowed": False, "differences": []},
+            "dropped": [{"a": "gemma-a/prefeval_mcq", "b": "gemma-b/prefeval_mcq", "failed_in_a": 1, "failed_in_b": 0,
+                         "no_outcome": {}}],
+            "rows": [{"group": "prefeval_mcq", "a": "gemma-a/prefeval_mcq", "b": "gemma-b/prefeval_mcq",
+                      "metric": "accuracy", "setting": "turns=10", "statistic": "mean", "n_pairs": 40,
+                      "n_clusters": 10, "value_a": 0.4, "value_b": 0.55, "diff": 0.15, "ci_low": 0.02,
+                      "ci_high": 0.28, "p": 0.0000123, "p_holm": 0.0000246, "test": "mcnemar-exact"}]}))
     return s

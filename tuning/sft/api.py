@@ -1,8 +1,8 @@
 """``llmrec sft CONFIG.yaml``: one LoRA adapter as a Ray Train job (``TorchTrainer``), or a Ray Tune sweep.
 
 Run directory = ``output.dir / run_name`` (the Ray Train ``storage_path`` / ``name``): Ray Train's
-checkpoints, ``resolved.yaml``, and at the end ``adapter/`` (the final peft adapter) and
-``metrics.json``. Rerunning the same config (same run name) after a kill resumes from the
+checkpoints, the config, and at the end ``adapter/`` (the final peft adapter) and the metrics (file names:
+``llmrec.rundir.RunDir``). Rerunning the same config (same run name) after a kill resumes from the
 last checkpoint, in the same MLflow run. MLflow: the Train controller logs every reported
 step (``loss``, ``lr``, ``step_time_s``, ``valid/loss``) through ``MLflowStepLogger``, so a
 sqlite store has a single writer.
@@ -18,6 +18,7 @@ from pathlib import Path
 
 from llmrec.config import dump_yaml, fingerprint
 from llmrec.ray_start import ray_session
+from llmrec.rundir import RunDir
 from llmrec import tracking
 from llmrec.tracking import log_metrics, log_params
 from llmrec.tuning.sft.config import SFTConfig, with_absolute_paths
@@ -104,13 +105,13 @@ def trainer_for(cfg: SFTConfig, model_dir: Path, storage: Path, name: str, callb
 
 
 def sft_from_config(cfg: SFTConfig) -> dict:
-    """Train one adapter; returns (and writes to ``metrics.json``) the final metrics and paths."""
+    """Train one adapter; returns (and writes to the run directory's metrics file) the final metrics and paths."""
     from llmrec.serving.hf_model import resolve_model_dir
 
     cfg = with_absolute_paths(cfg)
     out = run_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "resolved.yaml").write_text(dump_yaml(cfg), encoding="utf-8")
+    RunDir(out).write_config(dump_yaml(cfg))
     model_dir = resolve_model_dir(cfg.base_model)
     uri = tracking.tracking_uri(cfg.tracking.uri)
     run_id = _mlflow_run(cfg, out)
@@ -140,13 +141,13 @@ def _finish(cfg: SFTConfig, out: Path, result, run_id: str | None, uri: str, res
         "wall_s": wall, "mlflow_run_id": run_id,
         "mean_step_time_s": final.get("mean_step_time_s"),
     }
-    (out / "metrics.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+    RunDir(out).storage.write_text(RunDir.METRICS, json.dumps(summary, indent=2, default=str))
     if run_id:
         client = tracking.client(uri)
         log_metrics(client, run_id, {"wall_s": wall, **({"mean_step_time_s": summary["mean_step_time_s"]}
                                                         if summary["mean_step_time_s"] else {})}, summary["steps"])
         client.set_tag(run_id, "llmrec.adapter", str(adapter))
-        for name in ("resolved.yaml", "metrics.json"):
+        for name in (RunDir.CONFIG, RunDir.METRICS):
             client.log_artifact(run_id, str(out / name))
         client.set_terminated(run_id, "FINISHED")
     log.info("sft %s: %d steps, loss %s, valid/loss %s, adapter %s", out.name, summary["steps"],

@@ -190,6 +190,8 @@ def _report_with_checkpoint(metrics: dict, model, opt, sched, step: int, rank: i
             unwrapped.save_pretrained(os.path.join(tmp, "adapter"))
             torch.save({"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "step": step},
                        os.path.join(tmp, STATE))
-            Path(tmp, "metrics.json").write_text(json.dumps(metrics))
+            from llmrec.rundir import RunDir  # the checkpoint's metrics file has the run directory's name
+
+            Path(tmp, RunDir.METRICS).write_text(json.dumps(metrics))
             checkpoint = ray.train.Checkpoint.from_directory(tmp)
         ray.train.report(metrics, checkpoint=checkpoint)

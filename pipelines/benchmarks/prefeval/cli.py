@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from llmrec.rundir import RunDir
+
 app = typer.Typer(no_args_is_help=True, help="PrefEval extras: SFT data export, MCQ-vs-generation comparison.")
 
 
@@ -31,8 +33,8 @@ def export_sft_cmd(
 
 @app.command("compare")
 def compare_cmd(
-    mcq: list[Path] = typer.Option(..., "--mcq", help="MCQ run directory (or its metrics.json). Repeatable."),
-    gen: list[Path] = typer.Option(..., "--gen", help="Generation run directory (or its metrics.json). Repeatable."),
+    mcq: list[Path] = typer.Option(..., "--mcq", help=f"MCQ run directory (or its {RunDir.METRICS}). Repeatable."),
+    gen: list[Path] = typer.Option(..., "--gen", help=f"Generation run directory (or its {RunDir.METRICS}). Repeatable."),
     plot: Path = typer.Option(Path("mcq_vs_gen.png"), "--plot", help="Scatter plot to write."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write the points and Pearson r as JSON here."),
 ) -> None:

@@ -9,33 +9,32 @@ import logging
 import math
 from pathlib import Path
 
-import yaml
-
-from llmrec.errors import DataError
+from llmrec.errors import DataError, LlmrecError
+from llmrec.rundir import RunDir
 
 log = logging.getLogger(__name__)
 CELL = "accuracy.cell."
 
 
-def _run_files(path: Path) -> tuple[Path, Path | None]:
+def _run_dir(path: Path) -> RunDir:
+    """The run directory given (or the one holding the metrics file given)."""
     path = Path(path)
-    metrics = path / "metrics.json" if path.is_dir() else path
-    if not metrics.is_file():
-        raise DataError(f"no metrics.json at {path} (give a run directory or its metrics.json)")
-    resolved = metrics.parent / "resolved.yaml"
-    return metrics, resolved if resolved.is_file() else None
+    rd = RunDir(path if path.is_dir() else path.parent)
+    if (not path.is_dir() and path.name != RunDir.METRICS) or not rd.has_metrics():
+        raise DataError(f"no {RunDir.METRICS} at {path} (give a run directory or its {RunDir.METRICS})")
+    return rd
 
 
 def run_cells(path: Path) -> tuple[str | None, dict[tuple, float]]:
     """(task, {(model, form, method, turns): accuracy}) of one run directory."""
-    metrics_file, resolved = _run_files(path)
+    rd = _run_dir(path)
     try:
-        metrics = json.loads(metrics_file.read_text())
-    except json.JSONDecodeError as e:
-        raise DataError(f"{metrics_file}: malformed JSON: {e.msg}") from e
+        metrics = rd.metrics()
+    except LlmrecError as e:
+        raise DataError(str(e).replace("not readable JSON", "malformed JSON")) from e
     model, task = "unknown", None
-    if resolved is not None:
-        cfg = yaml.safe_load(resolved.read_text()) or {}
+    if rd.has_config():
+        cfg = rd.config()
         eng = cfg.get("engine") or {}
         model = str(eng.get("model") or eng.get("model_path") or eng.get("type") or "unknown")
         task = (cfg.get("benchmark") or {}).get("task")

@@ -22,9 +22,8 @@ import json
 import logging
 from pathlib import Path
 
-import yaml
-
 from llmrec.errors import DataError
+from llmrec.rundir import RunDir
 from llmrec.pipelines.benchmarks.prefeval import data as pdata
 from llmrec.pipelines.benchmarks.prefeval.config import TOPICS, PrefEvalConfig
 from llmrec.pipelines.common.store import ResultStore
@@ -36,9 +35,9 @@ REFERENCE_TEST_TOPICS = ("travel_transportation", "shop_technology", "education_
 def source_rows(run_dirs: list[Path], source_turns: int = 0) -> list[dict]:
     rows = []
     for d in run_dirs:
-        store = Path(d) / "results"
+        store = RunDir(d).file(RunDir.RESULTS)
         if not store.is_dir():
-            raise DataError(f"{d}: no result store (results/); give the run directory of a finished run")
+            raise DataError(f"{d}: no result store ({RunDir.RESULTS}/); give the run directory of a finished run")
         for r in ResultStore(store).load().values():
             if (r.get("status") == "ok" and r.get("task") == "gen" and r.get("form") == "explicit"
                     and r.get("method") == "reminder" and r.get("turns") == source_turns and r.get("output")):
@@ -50,10 +49,10 @@ def source_rows(run_dirs: list[Path], source_turns: int = 0) -> list[dict]:
 
 
 def _system_prompt(run_dir: Path) -> str | None:
-    resolved = Path(run_dir) / "resolved.yaml"
-    if not resolved.is_file():
+    rd = RunDir(run_dir)
+    if not rd.has_config():
         return PrefEvalConfig.model_fields["system_prompt"].default
-    return ((yaml.safe_load(resolved.read_text()) or {}).get("benchmark") or {}).get("system_prompt")
+    return (rd.config().get("benchmark") or {}).get("system_prompt")
 
 
 def sft_inter_turns(data_dir: Path, k: int) -> list[dict]:

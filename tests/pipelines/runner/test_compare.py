@@ -55,14 +55,19 @@ def fake_run(tmp_path, name: str, default: str, wrong: tuple[int, ...] = (), tra
 def test_two_runs_table_files_and_dropped_samples(tmp_path):
     a = fake_run(tmp_path, "base", "no", bad_render=[5])  # all wrong; sample 5 fails
     b = fake_run(tmp_path, "better", "yes", wrong=(9,), bad_render=[7])  # all right but 9; sample 7 fails
-    res = runner.invoke(app, ["compare", a, b, "--resamples", "200"])
+    res = runner.invoke(app, ["compare", a, b, "--resamples", "200"], env={"COLUMNS": "90"})
     assert res.exit_code == 0, res.output
-    text = " ".join(res.output.split())
-    for col in ("metric", "setting", "n pairs", "n clusters", "diff", "95% CI", "p_holm", "test"):
+    assert max(map(len, res.output.splitlines())) <= 90  # fitted to the terminal's width
+    text = " ".join(res.output.replace("│", " ").replace("┃", " ").split())
+    for col in ("metric", "A", "B", "diff [95% CI]", "p_holm", "n (cl.)"):
         assert col in text
-    assert "mcnemar-exact" in text and "permutation-cluster" in text  # per setting / pooled over the clusters
+    # the tests in the title: exact McNemar per setting, the cluster permutation test pooled over the clusters
+    assert "test: exact McNemar, paired permutation (clusters swapped)" in text
+    assert "A = base; B = better" in text
+    assert "accuracy · all" in text and "0.000 0.955 +0.955 [0.8" in text and "<0.001" in text  # A | B | diff; p
     assert "failed in a 1" in text and "failed in b 1" in text
-    out = tmp_path / "runs" / "compare-base-vs-better"
+    out = tmp_path / "runs" / "comparisons" / "base--vs--better"  # beside the runs, in a folder of its own
+    assert not (tmp_path / "runs" / "base" / "comparisons").exists()
     doc = json.loads((out / "comparison.json").read_text())
     assert [r["label"] for r in doc["runs"]] == ["base", "better"]
     assert doc["protocol_diff"] == {"allowed": False, "differences": []}
@@ -84,6 +89,21 @@ def test_two_runs_table_files_and_dropped_samples(tmp_path):
     assert per.set_index("sample_id").loc["toy-9", "diff"] == 0 and per["diff"].sum() == N - 3
 
 
+def test_a_comparison_is_never_written_into_a_compared_run(tmp_path):
+    a, b = fake_run(tmp_path, "a", "no"), fake_run(tmp_path, "b", "yes")
+    for inside in (a, f"{b}/cmp"):
+        res = runner.invoke(app, ["compare", a, b, "--out", inside, "--resamples", "200"])
+        assert res.exit_code == 2 and "never into them" in " ".join(res.output.split()), res.output
+    assert not (tmp_path / "runs" / "b" / "cmp").exists() and not (tmp_path / "runs" / "a" / "comparison.json").exists()
+
+
+def test_p_values_print_as_people_read_them():
+    from llmrec.pipelines.runner.compare import fmt_p
+
+    assert [fmt_p(p) for p in (1.0, 0.5, 0.0432, 0.004, 0.0004, float("nan"), None)] == \
+        ["1.00", "0.50", "0.04", "0.004", "<0.001", "–", "–"]
+
+
 def test_missing_samples_are_dropped_and_counted(tmp_path):
     a = fake_run(tmp_path, "a", "no")
     b = fake_run(tmp_path, "b", "yes", missing=(0, 1, 2, 3))
@@ -101,12 +121,12 @@ def test_protocol_difference_is_refused_naming_the_keys(tmp_path):
     assert res.exit_code == 2
     msg = " ".join(res.output.split())
     assert "benchmark.truncate False → True" in msg and "--allow-protocol-diff" in msg and "Traceback" not in msg
-    assert not (tmp_path / "runs" / "compare-a-vs-b").exists()
+    assert not (tmp_path / "runs" / "comparisons" / "a--vs--b").exists()
 
     res = runner.invoke(app, ["compare", a, b, "--allow-protocol-diff", "--resamples", "200"])
     assert res.exit_code == 0, res.output
     assert "PROTOCOLS DIFFER (compared with --allow-protocol-diff): benchmark.truncate" in " ".join(res.output.split())
-    doc = json.loads((tmp_path / "runs" / "compare-a-vs-b" / "comparison.json").read_text())
+    doc = json.loads((tmp_path / "runs" / "comparisons" / "a--vs--b" / "comparison.json").read_text())
     assert doc["protocol_diff"] == {"allowed": True, "differences": [
         {"a": "a", "b": "b", "key": "benchmark.truncate", "value_a": False, "value_b": True}]}
 
@@ -154,7 +174,7 @@ def test_suite_directory_compares_its_subjects_per_entry(tmp_path):
     (suite / "suite.json").write_text(json.dumps({"name": "s", "subjects": ["m1", "m2"], "entries": entries}))
     res = runner.invoke(app, ["compare", str(suite), "--resamples", "200"])
     assert res.exit_code == 0, res.output
-    doc = json.loads((suite / "compare" / "comparison.json").read_text())
+    doc = json.loads((suite / "comparisons" / "m1--vs--m2" / "comparison.json").read_text())  # where report looks
     assert {(r["group"], r["a"], r["b"]) for r in doc["rows"]} == {("toy", "m1/toy", "m2/toy")}
     assert doc["not_compared"] == ["m1/toy-long"] and "not compared (alone in their suite entry): m1/toy-long" in \
         " ".join(res.output.split())
@@ -172,6 +192,7 @@ def test_metric_option_and_mlflow_comparison_run(tmp_path):
     client = tracking.client(f"sqlite:///{tmp_path}/mlruns.db")
     (run,) = client.search_runs([client.get_experiment_by_name("toy").experiment_id])
     assert run.data.tags[tracking.TAG_KIND] == "compare" and run.data.params["run_a"] == a
+    assert run.info.run_name == "compare · a vs b"
     assert run.data.params["run_b"] == b and run.info.status == "FINISHED"
     assert run.data.metrics["accuracy/all/diff"] == 1.0 and "accuracy/kind_even/p_holm" in run.data.metrics
     assert {f.path for f in client.list_artifacts(run.info.run_id)} == {"comparison.json", "per_sample.parquet"}

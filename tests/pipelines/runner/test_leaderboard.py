@@ -35,11 +35,14 @@ def test_suite_gives_llm_and_baseline_rows_with_their_cis(tmp_path):
     assert list(table.subject) == ["gemma-a", "gemma-b", "user-average"]  # LLMs first, the baseline in the same table
     assert list(table.kind) == ["llm", "llm", "baseline"]
     a = table.set_index("subject").loc["gemma-a"]
-    assert a["prefeval_mcq: accuracy"] == "0.417 [0.217, 0.617]"
+    assert a["prefeval_mcq: accuracy"] == "0.417 [0.217, 0.617] n=5†"  # 5 answered samples: too few to rank
     assert a["prefeval_mcq: failed"] == "1"  # a count: whole, no interval
-    assert a["perrecbench: exact_match"] == "0.300 [—]"  # a metric computed without a CI
+    # a metric computed without a CI, whose one unit gives no bootstrap either
+    assert a["perrecbench: exact_match"] == "0.300 [—] n=1†"
     base_row = table.set_index("subject").loc["user-average"]
-    assert base_row["prefeval_mcq: accuracy"] == "—" and base_row["perrecbench: ptc"] == "0.050 [—]"
+    assert base_row["prefeval_mcq: accuracy"] == "—" and base_row["perrecbench: ptc"] == "0.050 [—] n=—†"
+    assert acc.n == 5 and acc.n_clusters == 5 and acc.ci_source == "benchmark"
+    assert _row(df, "gemma-a", "prefeval_mcq", "failed").n == 6  # a count: of every sample
     assert list(wide(df, primary_only=True).columns) == ["subject", "kind", "perrecbench: ptc",  # suite.json's order
                                                          "prefeval_mcq: accuracy"]
 
@@ -104,10 +107,11 @@ def test_cli_writes_markdown_rounded_and_csv_full_precision_and_logs_to_mlflow(t
     s = suite_dir(tmp_path, tracking={"enabled": True, "uri": store, "artifact_root": str(tmp_path / "art")})
     res = _cli(["leaderboard", str(s)])
     assert res.exit_code == 0, res.output
-    assert "0.417 [0.217, 0.617]" in res.output and "user-average" in res.output
+    assert "0.417 [0.217, 0.617] n=5†" in res.output and "user-average" in res.output
     md = (s / "leaderboard.md").read_text()  # a single suite: files beside its suite.json
-    assert "| gemma-b | llm | 0.123 [0.010, 0.200] | 0.583 [0.383, 0.783] |" in md
-    assert "| user-average | baseline | 0.050 [—] | — |" in md
+    assert "| gemma-b | llm | 0.123 [0.010, 0.200] n=1† | 0.583 [0.383, 0.783] n=5† |" in md
+    assert "| user-average | baseline | 0.050 [—] n=—† | — |" in md
+    assert "†: n < 30, too few to rank" in md
     csv = pd.read_csv(s / "leaderboard.csv")
     assert csv[(csv.subject == "gemma-a") & (csv.metric == "accuracy")].value.item() == 0.41666666666666663
     assert len(csv) == 2 * (3 + 2) + 4  # every headline metric, LLMs and the baseline
@@ -127,8 +131,9 @@ def test_cli_metric_option_and_an_unknown_metric(tmp_path):
     out = tmp_path / "lb"
     res = _cli(["leaderboard", str(s), "--metric", "exact_match", "--out", str(out), "--no-tracking"])
     assert res.exit_code == 0, res.output
-    assert "perrecbench: exact_match" in (out / "leaderboard.md").read_text()
-    assert set(pd.read_csv(out / "leaderboard.csv").metric) == {"exact_match"}
+    assert "perrecbench: exact_match" in (out / "leaderboard.exact_match.md").read_text()
+    assert set(pd.read_csv(out / "leaderboard.exact_match.csv").metric) == {"exact_match"}
+    assert not (out / "leaderboard.md").exists()  # the default files are the default selection's only
     bad = _cli(["leaderboard", str(s), "--metric", "ndcg", "--no-tracking"])
     assert bad.exit_code == 2 and "no metric ndcg in" in bad.output
     (tmp_path / "file").write_text("")
@@ -142,3 +147,51 @@ def test_help_teaches_with_an_example(verb, teaches):
     res = _cli([verb, "--help"])
     text = " ".join(res.output.replace("│", " ").split())
     assert res.exit_code == 0 and all(t in text for t in teaches), res.output
+
+
+def _toy_run(d, answers: list[bool]):
+    """A toy run directory with one sample per answer (index i: cluster c{i // 2}), no CI in its metrics."""
+    from tests.pipelines.toy.benchmark import NAME
+
+    rows = [{"sample_id": f"toy-{i}", "index": i, "kind": "even" if i % 2 == 0 else "odd", "status": "ok",
+             "correct": ok} for i, ok in enumerate(answers)]
+    return write_run(d, NAME, d.name, {"accuracy": sum(answers) / len(answers), "failed": 0.0}, rows)
+
+
+def test_every_cell_has_n_and_a_ci_and_small_cells_are_marked(tmp_path):
+    big = _toy_run(tmp_path / "big", [i % 3 != 0 for i in range(60)])
+    small = _toy_run(tmp_path / "small", [True, False, True, True])
+    df = leaderboard([big, small]).set_index("subject")
+    acc = df[df.metric == "accuracy"]
+    assert acc.loc["big", "n"] == 60 and acc.loc["big", "n_clusters"] == 30
+    assert acc.loc["big", "ci_source"] == "cluster bootstrap"  # the toy's metrics hold no CI
+    assert acc.loc["big", "ci_low"] < acc.loc["big", "value"] < acc.loc["big", "ci_high"]
+    assert acc.loc["small", "n"] == 4
+    cells = wide(leaderboard([big, small])).set_index("subject")
+    assert cells.loc["big", "toy: accuracy"].endswith(" n=60")  # ranked
+    assert cells.loc["small", "toy: accuracy"].startswith("0.750 [") and \
+        cells.loc["small", "toy: accuracy"].endswith(" n=4†")  # too few to rank
+    assert cells.loc["small", "toy: failed"] == "0"  # a count: no CI, no n, never marked
+
+
+def test_metric_files_go_beside_the_defaults_and_mlflow_keeps_one_record(tmp_path):
+    from llmrec import tracking
+
+    store = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    s = suite_dir(tmp_path, tracking={"enabled": True, "uri": store, "artifact_root": str(tmp_path / "art")})
+    assert _cli(["leaderboard", str(s)]).exit_code == 0
+    default = (s / "leaderboard.md").read_text()
+    res = _cli(["leaderboard", str(s), "--metric", "exact_match"])
+    assert res.exit_code == 0, res.output
+    assert (s / "leaderboard.md").read_text() == default  # never over the default files
+    assert "perrecbench: exact_match" in (s / "leaderboard.exact_match.md").read_text()
+    assert (s / "leaderboard.exact_match.csv").is_file()
+    assert _cli(["leaderboard", str(s)]).exit_code == 0  # again: the same record, updated
+    client = tracking.client(store)
+    runs = client.search_runs([client.get_experiment_by_name("demo_suite").experiment_id])
+    assert sorted(r.info.run_name for r in runs) == ["leaderboard · demo_suite",
+                                                      "leaderboard · demo_suite · exact_match"]
+    main = next(r for r in runs if r.info.run_name == "leaderboard · demo_suite")
+    history = client.get_metric_history(main.info.run_id, "gemma-a/prefeval_mcq/accuracy")
+    assert [m.step for m in history] == [0, 1]
+    assert main.data.metrics["gemma-a/prefeval_mcq/accuracy_n"] == 5

@@ -29,8 +29,8 @@ def test_report_holds_leaderboard_plots_comparison_and_drilldown_offline(suite):
     soup = _soup(render([suite]))
     board = soup.find(id="leaderboard-table")
     rows = {tr.find_all("td")[0].text: [td.text for td in tr.find_all("td")] for tr in board.tbody.find_all("tr")}
-    assert rows["gemma-a"] == ["gemma-a", "llm", "0.123 [0.010, 0.200]", "0.417 [0.217, 0.617]"]
-    assert rows["user-average"][:3] == ["user-average", "baseline", "0.050 [—]"]
+    assert rows["gemma-a"] == ["gemma-a", "llm", "0.123 [0.010, 0.200] n=1†", "0.417 [0.217, 0.617] n=5†"]
+    assert rows["user-average"][:3] == ["user-average", "baseline", "0.050 [—] n=—†"]
     assert "baseline" in board.find("tr", class_="baseline").text
     assert soup.find(id="leaderboard-all").find("th", string="prefeval_mcq: missed_rate")
 
@@ -39,8 +39,15 @@ def test_report_holds_leaderboard_plots_comparison_and_drilldown_offline(suite):
 
     comp = soup.find("table", class_="comparison")
     cells = [td.text for td in comp.tbody.tr.find_all("td")]
-    assert cells == ["accuracy", "turns=10", "40", "10", "0.400", "0.550", "0.150", "0.020", "0.280", "1.23e-05",
-                     "2.46e-05", "mcnemar_exact"]
+    assert [th.text for th in comp.thead.find_all("th")] == ["metric", "setting", "A", "B", "diff", "95% CI", "p",
+                                                               "p_holm", "n (clusters)", "test"]
+    assert cells == ["accuracy", "turns=10", "0.400", "0.550", "0.150", "[0.020, 0.280]", "<0.001", "<0.001", "40 (10)",
+                     "mcnemar-exact"]  # A's and B's values, the difference with its CI, p as people read it
+    section = comp.find_previous("h3")
+    assert section.text == "A = gemma-a/prefeval_mcq, B = gemma-b/prefeval_mcq"
+    page = soup.get_text(" ")
+    assert "protocols differ" not in page and "allowed" not in page and "{" not in section.text  # none: not shown
+    assert "dropped: gemma-b/prefeval_mcq vs gemma-a/prefeval_mcq: failed in a 1" in page
 
     drill = soup.find(id="drill")
     trs = drill.tbody.find_all("tr")
@@ -159,3 +166,14 @@ def test_the_default_drilldown_reads_the_last_stage_output():
                           "gold": "yes", "verdict": "fine"}, None)
     assert view == {"prompt": None, "answer": "b", "gold": "yes", "verdict": "fine"}
     assert toy.drilldown({"answer": "x", "correct": False}, None)["verdict"] is False
+
+
+def test_protocol_differences_show_as_their_keys_only_when_there_are_some(suite):
+    path = suite / "comparisons" / "gemma-a--vs--gemma-b" / "comparison.json"
+    doc = json.loads(path.read_text())
+    doc["protocol_diff"] = {"allowed": True, "differences": [
+        {"a": "x", "b": "y", "key": "benchmark.truncate", "value_a": False, "value_b": True},
+        {"a": "x", "b": "z", "key": "benchmark.n", "value_a": 1, "value_b": 2}]}
+    path.write_text(json.dumps(doc))
+    note = _soup(render([suite])).find(string=lambda t: t and "protocols differ" in t)
+    assert note.strip() == "protocols differ (compared anyway) in: benchmark.n, benchmark.truncate"

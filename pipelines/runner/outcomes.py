@@ -1,0 +1,76 @@
+"""One run's rows and per-unit outcomes, as the verbs that read results (leaderboard, compare) need them.
+
+Rows come from the run directory (``RunDir``): the result store's shards (``results/``, what a resumed or
+unfinished run holds) or the final samples file. Outcomes are the benchmark's ``paired_outcomes`` (sample,
+setting, cluster, metric, value, statistic); the benchmark's data is loaded only when they need it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+
+from llmrec.errors import DataError, LlmrecError
+from llmrec.rundir import RunDir
+
+log = logging.getLogger(__name__)
+
+OUTCOME_COLUMNS = ["sample_id", "setting", "cluster", "metric", "value", "statistic"]
+
+
+def read_samples(rd: RunDir) -> list[dict] | None:
+    """The rows of a run's samples file (missing values as None, nested values decoded); None without one."""
+    from llmrec.pipelines.record import read_rows
+
+    if not rd.has_samples():
+        return None
+    try:
+        return read_rows(rd.file(RunDir.SAMPLES))
+    except (OSError, ValueError) as e:
+        raise DataError(f"{rd.uri}/{RunDir.SAMPLES}: cannot read it ({e})") from e
+
+
+def read_stored_rows(rd: RunDir) -> list[dict] | None:
+    """The result store's rows (``results/``) where it has any, else the samples file's; None without either."""
+    from llmrec.pipelines.common.store import ResultStore
+
+    if rd.path is not None and (rd.path / RunDir.RESULTS).is_dir():
+        return list(ResultStore(rd.path / RunDir.RESULTS).load().values())
+    return read_samples(rd)
+
+
+def unit_outcomes(bench, bench_cfg, rows: list[dict], data_dir: str | Path | None, cache: dict,
+                  quiet: bool = False) -> pd.DataFrame:
+    """``bench.paired_outcomes`` of ``rows`` as a frame (``OUTCOME_COLUMNS``). The benchmark's assets are loaded
+    (once per benchmark config and data folder, kept in ``cache``) only when the outcomes fail without them.
+    ``quiet``: a benchmark that cannot give outcomes here gives none (the leaderboard then counts samples);
+    otherwise that is a ``DataError``."""
+    import json
+
+    from llmrec.pipelines.common.datasets import resolve_data_dir
+
+    def outcomes(assets):
+        return pd.DataFrame([asdict(o) for o in bench.paired_outcomes(bench_cfg, rows, assets)],
+                            columns=OUTCOME_COLUMNS)
+
+    try:
+        return outcomes(None)
+    except Exception:  # noqa: BLE001 - some benchmarks need their data for outcomes; tried with it below
+        pass
+    key = (bench.name, json.dumps(bench_cfg.model_dump(mode="json"), sort_keys=True), str(data_dir))
+    if key not in cache:
+        try:
+            root = resolve_data_dir(Path(data_dir) if data_dir is not None else None, bench.data)
+            cache[key] = bench.assets(bench_cfg, root)
+        except LlmrecError:  # no data here
+            cache[key] = None
+    try:
+        return outcomes(cache[key])
+    except Exception as e:  # noqa: BLE001 - reported in one line (or, quiet, as no outcomes)
+        if quiet:
+            log.debug("%s: no per-unit outcomes (%s: %s)", bench.name, type(e).__name__, e)
+            return pd.DataFrame(columns=OUTCOME_COLUMNS)
+        raise DataError(f"per-sample outcomes: {type(e).__name__}: {e} (the benchmark's data: --data-dir)") from e
