@@ -112,11 +112,13 @@ def test_every_text_is_escaped(run):
     for url in ("/samples", "/samples?q=script", "/sample?run=0&id=travel_restaurant/explicit/0001/t010/zero-shot"):
         res = c.get(url)
         assert "<script>document" not in res.text and "<img src=x" not in res.text, url
-        assert "&lt;script&gt;" in res.text, url
         page = soup(res)
         assert page.find("script") is None and page.find("img") is None
-    s = soup(c.get("/sample?run=0&id=travel_restaurant/explicit/0001/t010/zero-shot"))
+    res = c.get("/sample?run=0&id=travel_restaurant/explicit/0001/t010/zero-shot")
+    assert "&lt;script&gt;document.title" in res.text and "&lt;img src=x onerror=" in res.text
+    s = soup(res)
     assert (SCRIPT + IMG) in s.find(class_="output").find("pre").text  # shown as the text it is
+    assert (SCRIPT + IMG) in s.find_all(class_="msg")[-1].find("pre").text  # in a message too
 
 
 def test_missing_and_corrupt_transcript_shards_name_what_is_missing(tmp_path):
@@ -161,7 +163,7 @@ def test_a_suite_lists_every_entry_and_filters_by_subject(tmp_path):
     assert [s for s, _ in beta_wrong] == [f"travel_restaurant/explicit/{i:04d}/t002/zero-shot" for i in (1, 5)]
     # the report's links name a sample by subject, entry and id
     s = soup(c.get("/sample?subject=beta&entry=prefeval_mcq&id=travel_restaurant/explicit/0005/t002/zero-shot"))
-    assert "beta · prefeval_mcq" in s.find(class_="meta").text
+    assert "beta · prefeval_mcq" in s.find(id="sample-meta").text
     res = c.get("/sample?subject=alpha&entry=prefeval_mcq&id=travel_restaurant/explicit/0005/t002/zero-shot")
     assert res.status_code == 404 and "no sample" in res.text
 

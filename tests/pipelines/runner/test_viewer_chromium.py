@@ -93,7 +93,7 @@ def test_filter_to_wrong_answers_open_one_and_read_its_prompt_and_output(tmp_pat
         hidden = browser.find_element(By.CSS_SELECTOR, "details.middle")
         assert not hidden.find_elements(By.CSS_SELECTOR, ".msg pre")[0].is_displayed()  # folded until opened
         hidden.find_element(By.TAG_NAME, "summary").click()
-        assert hidden.find_elements(By.CSS_SELECTOR, ".msg pre")[0].text.startswith("Unrelated answer number 0")
+        assert hidden.find_elements(By.CSS_SELECTOR, ".msg pre")[0].text == "Unrelated question number 0 about cooking pasta."
         assert browser.find_element(By.CSS_SELECTOR, ".call .output pre").text == "<choice>A</choice>"
         assert browser.find_element(By.CSS_SELECTOR, "dd.verdict").text == "wrong"
         logs = [e for e in browser.get_log("browser") if e.get("level") == "SEVERE"]
