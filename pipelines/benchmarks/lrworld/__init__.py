@@ -15,7 +15,8 @@ from llmrec.pipelines.benchmarks.lrworld import metrics, samples
 from llmrec.pipelines.benchmarks.lrworld.config import LRWorldConfig
 from llmrec.pipelines.benchmarks.lrworld.payload import TRANSIENT, LRWorldPayload
 from llmrec.pipelines.benchmarks.lrworld.stages import build_stages
-from llmrec.pipelines.protocol import Benchmark, Outcome, ScoreTask, outcomes_from_fields
+from llmrec.pipelines.protocol import (Benchmark, Explanation, Outcome, ScoreTask, choice_verdict,
+                                       failed_explanation, outcomes_from_fields)
 
 LINE_KEYS = ("sample_id", "base_id", "measure", "factor", "scale", "dataset", "field", "variant", "run",
              "gold", "gold_pos", "gold_pop", "options", "output", "parsed", "status")
@@ -108,8 +109,9 @@ class LRWorld(Benchmark):
 
         verdict = choice_verdict(row.get("correct"), row.get("missed"))
         parsed, gold = row.get("parsed"), row.get("gold")
+        chose = f"chose {parsed}, " if parsed else ""
         reason = {"missed": "no valid option label could be read from the answer",
-                  "wrong": f"chose {parsed}, the gold is {gold}", "right": f"chose the gold {gold}"}.get(verdict)
+                  "wrong": f"{chose}the gold is {gold}", "right": "the answer is the gold option"}.get(verdict)
         return Explanation(answer=labelled(parsed) if parsed else row.get("output"), gold=labelled(gold),
                            verdict=verdict, reason=reason,
                            numbers={k: row.get(k) for k in ("correct", "missed", "pred_pos", "gold_pos")

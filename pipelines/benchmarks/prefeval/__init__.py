@@ -133,9 +133,10 @@ class PrefEval(Benchmark):
 
             verdict = choice_verdict(row.get("correct"), row.get("missed"))
             pred, gold = row.get("prediction"), row.get("gold")
+            chose = f"chose {pred}, " if pred else ""
             reason = {"missed": "no <choice> letter could be read from the output",
-                      "wrong": f"chose {pred}, the preference-consistent option is {gold}",
-                      "right": f"chose {pred}, the preference-consistent option"}.get(verdict)
+                      "wrong": f"{chose}the preference-consistent option is {gold}",
+                      "right": f"{chose}the preference-consistent option"}.get(verdict)
             return Explanation(answer=lettered(pred) if pred else row.get("output"), gold=lettered(gold),
                                verdict=verdict, reason=reason,
                                numbers={k: row.get(k) for k in ("correct", "missed") if row.get(k) is not None})
