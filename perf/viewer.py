@@ -1,8 +1,9 @@
 """`llmrec view` page times on a generated run of 10,000 samples (PrefEval MCQ records with transcripts).
 
-Loads the run once (as `llmrec view` does), then requests list pages through the Starlette app in-process
-(TestClient: the app's own time, no network): unfiltered pages across the run, each verdict filter, a setting
-filter, text searches, and sample pages; prints the load time and p50 / p95 / max per kind and overall.
+Loads the run once (as `llmrec view` does), serves it as `llmrec view` does (uvicorn on a free port of 127.0.0.1,
+in a thread), then times HTTP requests end to end (httpx: request sent → whole page read): unfiltered pages across
+the run, each verdict filter, a setting filter, text searches, and sample pages; prints the load time and
+p50 / p95 / max per kind and overall.
 Target: p95 ≤ 300 ms. E.g. `python perf/viewer.py --samples 10000 --turns 10`.
 """
 
@@ -18,17 +19,29 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from llmrec.pipelines.runner.viewer import PAGE_SIZE, Viewer, app, samples_path  # noqa: E402
+from llmrec.pipelines.runner.viewer import PAGE_SIZE, Viewer, samples_path, serve  # noqa: E402
 from tests.pipelines.runner.viewer_fixtures import prefeval_run  # noqa: E402
 
 
 def measure(run: Path, requests: int = 40, seed: int = 0) -> dict:
-    from starlette.testclient import TestClient
+    import threading
+
+    import httpx
 
     t0 = time.perf_counter()
     viewer = Viewer.open([str(run)])
     load_s = time.perf_counter() - t0
-    client = TestClient(app(viewer))
+    got: list[str] = []
+    threading.Thread(target=serve, args=(viewer, "127.0.0.1", 0, got.append), daemon=True).start()
+    while not got:
+        time.sleep(0.05)
+    client = httpx.Client(base_url=got[0], timeout=60)
+    for _ in range(100):  # the thread has the address before uvicorn accepts: wait until it answers
+        try:
+            client.get("/samples")
+            break
+        except httpx.TransportError:
+            time.sleep(0.1)
     n = len(viewer.index)
     rng = random.Random(seed)
     pages = max(1, n // PAGE_SIZE)

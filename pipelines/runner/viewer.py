@@ -24,6 +24,7 @@ from typing import Any, Iterable
 from urllib.parse import urlencode
 
 import jinja2
+import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 VERDICTS = ("right", "wrong", "missed", "failed")
 FILTERS = ("benchmark", "subject", "entry", "setting", "verdict")
 PAGE_SIZE = 50
+SEP = "\x00"  # between rows' search texts
 HEAD_MESSAGES = 3  # a long conversation shows its first and last messages; the middle stretch behind an expander
 TAIL_MESSAGES = 4
 LONG_TEXT = 4000  # a longer message shows its head; the whole text behind an expander
@@ -184,9 +186,38 @@ def _setting(view: RunView, row: dict) -> str:
 
 
 def _search_text(row: dict, ex: Explanation) -> str:
-    parts = [json.dumps({k: v for k, v in row.items()}, ensure_ascii=False, default=str),
-             ex.answer or "", ex.gold or "", ex.reason or ""]
-    return "\n".join(parts).casefold()
+    """What the list's text search looks in: the sample's stored fields (not its calls' request references), its
+    calls' outputs and errors, and the explanation's words; case-folded."""
+    parts = [ex.answer or "", ex.gold or "", ex.reason or ""]
+    for k, v in row.items():
+        if k == "outputs" or v is None:
+            continue
+        parts.append(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str))
+    for c in calls(row):
+        parts += [str(c.result.get("text") or ""), str(c.result.get("error") or "")]
+    return " \n".join(parts).casefold()
+
+
+class CachedStore(TextStore):
+    """A run's text store read once, all of it, on the first page that needs a text (the viewer keeps it: pages
+    of samples that share a conversation read nothing again). A store over ``limit_bytes`` is read per page."""
+
+    def __init__(self, root, limit_bytes: int = 512 * 1024 * 1024):
+        super().__init__(root)
+        self.limit_bytes = limit_bytes
+        self._texts: dict[str, str] | None = None
+
+    def get(self, keys: Iterable[str]) -> dict[str, str]:
+        if self._texts is None:
+            if self.size_bytes() > self.limit_bytes:
+                return super().get(keys)
+            texts: dict[str, str] = {}
+            for shard in self.shards():
+                table = self._read(shard, None)
+                if table is not None:
+                    texts.update(zip(table.column("key").to_pylist(), table.column("text").to_pylist()))
+            self._texts = texts
+        return {k: self._texts[k] for k in keys if k in self._texts}
 
 
 class Viewer:
@@ -203,8 +234,13 @@ class Viewer:
                 recs.append((view.key, i, str(row.get("sample_id")), view.benchmark, view.subject, view.entry,
                              _setting(view, row), ex.verdict or "", str(row.get("status") or "ok"),
                              _search_text(row, ex)))
-        self.index = pd.DataFrame(recs, columns=["run", "row", "sample_id", "benchmark", "subject", "entry",
-                                                 "setting", "verdict", "status", "search"])
+        self.index = pd.DataFrame([r[:-1] for r in recs], columns=["run", "row", "sample_id", "benchmark", "subject",
+                                                                   "entry", "setting", "verdict", "status"])
+        # the text search: every row's search text in one string (rows apart by a separator no text holds)
+        texts = [r[-1].replace(SEP, " ") for r in recs]
+        self._starts = np.cumsum([0] + [len(t) + 1 for t in texts])
+        self._blob = SEP.join(texts) + SEP
+        self.stores = {r.key: CachedStore(r.run_dir.transcripts) for r in runs}
         self.by_id = {(r, s): i for i, (r, s) in enumerate(zip(self.index["run"], self.index["sample_id"]))}
         self.options = {k: sorted(set(self.index[k])) for k in ("benchmark", "subject", "entry", "setting")}
         self.options["verdict"] = list(VERDICTS)
@@ -222,8 +258,18 @@ class Viewer:
             if v:
                 mask &= self.index[k] == v
         if text.strip():
-            mask &= self.index["search"].str.contains(text.strip().casefold(), regex=False)
+            mask &= self._contains(text.strip().casefold().replace(SEP, " "))
         return self.index[mask]
+
+    def _contains(self, needle: str) -> np.ndarray:
+        """Which rows' search text contains ``needle`` (one scan of the joined texts)."""
+        hit = np.zeros(len(self.index), dtype=bool)
+        pos, blob, starts = self._blob.find(needle), self._blob, self._starts
+        while pos != -1:
+            row = int(np.searchsorted(starts, pos, side="right")) - 1
+            hit[row] = True
+            pos = blob.find(needle, int(starts[row + 1]))
+        return hit
 
     def page(self, filters: dict[str, str], text: str = "", page: int = 1, size: int = PAGE_SIZE) -> dict:
         hits = self.query(filters, text)
@@ -251,17 +297,17 @@ class Viewer:
         if hit is None:
             where = f"run {run}" if run is not None else ", ".join(self.sources)
             raise KeyError(f"no sample {sample_id!r} in {where}")
-        rec = self.index.iloc[hit]
-        view = self.by_key[rec["run"]]
-        return view, view.rows[int(rec["row"])]
+        view = self.by_key[self.index["run"].iat[hit]]
+        return view, view.rows[int(self.index["row"].iat[hit])]
 
     def sample(self, view: RunView, row: dict) -> dict:
         """What a sample page shows: the explanation, the resolved calls, what is missing, the other fields."""
-        i = self.index.index[(self.index["run"] == view.key) & (self.index["sample_id"] == str(row.get("sample_id")))]
-        ex = self.explained[(view.key, int(self.index.loc[i[0], "row"]))] if len(i) else explain(view, row)
+        hit = self.by_id.get((view.key, str(row.get("sample_id"))))
+        ex = self.explained[(view.key, int(self.index["row"].iat[hit]))] if hit is not None else explain(view, row)
         fields = {k: v for k, v in row.items() if k != "outputs" and v is not None}
         return {"run": view, "row": row, "sample_id": str(row.get("sample_id")), "setting": _setting(view, row),
-                "status": str(row.get("status") or "ok"), **transcript_of(view.run_dir, row, ex),
+                "status": str(row.get("status") or "ok"),
+                **transcript_of(view.run_dir, row, ex, self.stores.get(view.key)),
                 "fields": json.dumps(fields, indent=1, ensure_ascii=False, default=str)}
 
 

@@ -196,3 +196,14 @@ def test_the_terminal_view_prints_the_conversation_and_the_output(run):
     assert "Unrelated question number 5 about cooking pasta." in full.getvalue()
     with pytest.raises(KeyError, match="no sample 'nope'"):
         print_sample(Viewer.open([str(run)]), "nope", Console(file=io.StringIO()))
+
+
+@pytest.mark.slow
+def test_pages_of_a_10k_sample_run_stay_under_300_ms_at_p95(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+    from perf.viewer import measure, p95
+
+    got = measure(prefeval_run(tmp_path / "big", n=10_000, turns=10), requests=20)
+    every = [t for ts in got["times"].values() for t in ts]
+    assert got["samples"] == 10_000
+    assert p95(every) <= 0.3, {k: round(p95(v) * 1e3) for k, v in got["times"].items()}
