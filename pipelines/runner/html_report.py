@@ -6,7 +6,12 @@ drill-down (each benchmark's ``drilldown`` of its ``samples.parquet`` rows) with
 setting and status (inline JavaScript; the URL hash ``#status=failed&setting=…`` sets them). No
 network fetch: CSS, JavaScript and images are all in the file. Every text is HTML-escaped (jinja2
 autoescape): samples hold user text. Long texts are cut to ``MAX_CHARS`` behind an expander, and at
-most ``max_rows`` samples per run are included (failed and over-context ones first), so the file opens.
+most ``max_rows`` samples per run are included (failed ones first, then wrong, missed), so the file opens.
+
+The drill-down's answer, gold and verdict are each benchmark's ``explain`` words; the transcripts of the rows
+(every call's messages and output) are embedded up to ``TRANSCRIPT_MB`` in all, failed and wrong ones first; the
+leaderboard's values and the drill-down's sample ids name the ``llmrec view`` path of their samples (links once the
+reader pastes the address ``llmrec view`` printed).
 """
 
 from __future__ import annotations

@@ -22,13 +22,12 @@ def view(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (default: this machine only)."),
     port: int = typer.Option(0, "--port", min=0, max=65535, help="Port (default 0: a free one, printed)."),
 ) -> None:
-    """Browse every sample: the messages of each engine call, the raw output, tokens, timing, the answer, gold,
-    verdict and reason.
+    """Browse every sample's transcript: messages, raw output, tokens, timing, answer, gold, verdict, reason.
 
-    The list filters by benchmark, subject, entry, setting, verdict (right / wrong / missed / failed) and text,
+    Each engine call of a sample (subject, judge, every re-ask) is shown with the messages it was sent. The list filters by benchmark, subject, entry, setting, verdict (right / wrong / missed / failed) and text,
     e.g. http://127.0.0.1:PORT/samples?benchmark=prefeval&verdict=wrong (the report's links name these paths).
     Reads the directories once; stop with Ctrl-C. E.g. `llmrec view runs/suite-demo`, or
-    `llmrec view runs/prefeval-mcq-demo --sample travel_restaurant/explicit/0000/t002/zero-shot`.
+    `llmrec view RUN_DIR --sample travel_restaurant/explicit/0000/t002/zero-shot`.
     """
     from llmrec.errors import ConfigError
     from llmrec.pipelines.runner.viewer import open_viewer, print_sample, serve
