@@ -207,3 +207,18 @@ def test_pages_of_a_10k_sample_run_stay_under_300_ms_at_p95(tmp_path):
     every = [t for ts in got["times"].values() for t in ts]
     assert got["samples"] == 10_000
     assert p95(every) <= 0.3, {k: round(p95(v) * 1e3) for k, v in got["times"].items()}
+
+
+def test_unreadable_sources_fail_in_one_line_naming_the_file(tmp_path):
+    from llmrec.errors import ConfigError
+    from llmrec.pipelines.runner.viewer import open_viewer
+
+    with pytest.raises(ConfigError, match="no such run or suite directory"):
+        open_viewer([str(tmp_path / "nope")])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="neither a run directory"):
+        open_viewer([str(tmp_path / "empty")])
+    rd = prefeval_run(tmp_path / "r", n=2)
+    (rd / "samples.parquet").write_bytes(b"garbage")
+    with pytest.raises(ConfigError, match=r"r/samples.parquet: cannot read it as parquet"):
+        open_viewer([str(rd)])
