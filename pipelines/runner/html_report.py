@@ -6,13 +6,19 @@ drill-down (each benchmark's ``drilldown`` of its ``samples.parquet`` rows) with
 setting and status (inline JavaScript; the URL hash ``#status=failed&setting=…`` sets them). No
 network fetch: CSS, JavaScript and images are all in the file. Every text is HTML-escaped (jinja2
 autoescape): samples hold user text. Long texts are cut to ``MAX_CHARS`` behind an expander, and at
-most ``max_rows`` samples per run are included (failed and over-context ones first), so the file opens.
+most ``max_rows`` samples per run are included (failed ones first, then wrong, missed), so the file opens.
+
+The drill-down's answer, gold and verdict are each benchmark's ``explain`` words; the transcripts of the rows
+(every call's messages and output) are embedded up to ``TRANSCRIPT_MB`` in all, failed and wrong ones first; the
+leaderboard's values and the drill-down's sample ids name the ``llmrec view`` path of their samples (links once the
+reader pastes the address ``llmrec view`` printed).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+from urllib.parse import urlencode
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -22,13 +28,15 @@ from typing import Any, Iterable
 import jinja2
 
 from llmrec.errors import ConfigError
-from llmrec.pipelines.protocol import DRILLDOWN_FIELDS, setting_of
+from llmrec.pipelines.protocol import DRILLDOWN_FIELDS, Explanation, failed_explanation, setting_of
 from llmrec.pipelines.record import read_rows
 from llmrec.pipelines.registry import get_benchmark
 from llmrec.pipelines.runner.leaderboard import MISSING, Entry, fmt, leaderboard, load_entries, wide
 from llmrec.rundir import RunDir, SuiteDir
 
 MAX_ROWS = 500
+TRANSCRIPT_MB = 5.0  # transcripts embedded in the report, in all (failures and wrong answers first)
+VERDICT_ORDER = {"failed": 0, "wrong": 1, "missed": 2, "right": 4}  # the drill-down's order: what went wrong first
 HEAD_CHARS = 300  # a longer text shows this much, the rest behind an expander
 MAX_CHARS = 20_000  # a text is cut here (a PrefEval context can be 100k tokens)
 COMPARISON_COLUMNS = ("metric", "setting", "A", "B", "diff", "95% CI", "p", "p_holm", "n (clusters)", "test")
@@ -71,23 +79,75 @@ def _label(e: Entry) -> str:
     return f"{e.subject} · {e.entry}"
 
 
+def _explain(bench, row: dict) -> Explanation:
+    try:
+        return bench.explain(row) or failed_explanation(row) or Explanation()
+    except Exception as ex:  # noqa: BLE001 - one odd row must not lose the report; shown in its row
+        return failed_explanation(row) or Explanation(reason=f"explain failed: {type(ex).__name__}: {ex}")
+
+
 def drill_rows(e: Entry, max_rows: int) -> tuple[list[dict], int]:
-    """At most ``max_rows`` drill-down rows of an entry (samples not ``ok`` first) and its number of samples."""
+    """At most ``max_rows`` drill-down rows of an entry (failed samples first, then wrong, missed, unscored and
+    right ones) and its number of samples. Answer, gold and verdict are the benchmark's ``explain`` words."""
     rows = read_samples(e.run_dir)
     if not rows:
         return [], 0
     bench = get_benchmark(e.benchmark)
-    rows.sort(key=lambda r: r.get("status") == "ok")  # stable: failures first, then the store's order
+    explained = [(r, _explain(bench, r)) for r in rows]
+    explained.sort(key=lambda re: (re[0].get("status") == "ok", VERDICT_ORDER.get(re[1].verdict or "", 3)))
     out = []
-    for r in rows[:max_rows]:
+    for r, ex in explained[:max_rows]:
         try:
-            view = bench.drilldown(r, None)
-        except Exception as ex:  # noqa: BLE001 - one odd row must not lose the report; shown in its row
-            view = {"prompt": f"(drilldown failed: {type(ex).__name__}: {ex})"}
-        out.append({"run": _label(e), "sample_id": str(r.get("sample_id")), "setting": setting_of(bench, r),
-                    "status": str(r.get("status") or "ok"),
-                    "texts": [as_text(view.get(f)) for f in DRILLDOWN_FIELDS] + [as_text(r.get("error"))]})
+            view = {**bench.drilldown(r, None), **ex.cells()}
+        except Exception as err:  # noqa: BLE001 - one odd row must not lose the report; shown in its row
+            view = {"prompt": f"(drilldown failed: {type(err).__name__}: {err})", **ex.cells()}
+        sid = str(r.get("sample_id"))
+        out.append({"run": _label(e), "sample_id": sid, "setting": setting_of(bench, r),
+                    "status": str(r.get("status") or "ok"), "verdict": ex.verdict or "",
+                    "view": "/sample?" + urlencode({"subject": e.subject, "entry": e.entry, "id": sid}),
+                    "texts": [as_text(view.get(f)) for f in DRILLDOWN_FIELDS] + [as_text(r.get("error"))],
+                    "transcript": None, "_source": (e, r, ex)})
     return out, len(rows)
+
+
+def embed_transcripts(rows: list[dict], cap_mb: float = TRANSCRIPT_MB) -> tuple[int, int]:
+    """Render the transcripts of drill-down rows into them (``row["transcript"]``, escaped HTML), failures and
+    wrong answers first, until ``cap_mb`` megabytes; returns (embedded, skipped over the cap)."""
+    from markupsafe import Markup
+
+    from llmrec.pipelines.runner.viewer import templates, transcript_of
+    from llmrec.rundir import RunDir
+    from llmrec.transcripts import TextStore
+
+    macro = templates().get_template("viewer_transcript.html").module.transcript
+    order = sorted(range(len(rows)), key=lambda i: (rows[i]["status"] == "ok",
+                                                     VERDICT_ORDER.get(rows[i]["verdict"], 3)))
+    stores: dict[Path, TextStore] = {}
+    used, done, skipped, cap = 0, 0, 0, int(cap_mb * 1e6)
+    for i in order:
+        e, r, ex = rows[i]["_source"]
+        if not r.get("outputs"):
+            continue
+        store = stores.setdefault(e.run_dir, TextStore(RunDir(e.run_dir).transcripts))
+        html = str(macro(transcript_of(RunDir(e.run_dir), r, ex, store)))
+        if used + len(html.encode("utf-8")) > cap:
+            skipped += 1
+            continue
+        used += len(html.encode("utf-8"))
+        rows[i]["transcript"] = Markup(html)
+        done += 1
+    return done, skipped
+
+
+def board_links(board, primary_only: bool) -> list[list[str]]:
+    """For each cell of ``wide(board)``: the viewer path of the samples behind it (subject and entry), '' for the
+    subject and kind columns."""
+    from llmrec.pipelines.runner.viewer import samples_path
+
+    table = wide(board, primary_only=primary_only)
+    entries = [c.split(": ", 1)[0] for c in table.columns[2:]]
+    return [["", ""] + [samples_path(subject=str(row[0]), entry=entry) for entry in entries]
+            for row in table.itertuples(index=False)]
 
 
 def _plots(e: Entry) -> list[dict]:
@@ -176,7 +236,8 @@ def _comparison_cell(v: Any) -> str:
     return MISSING if v is None else str(v)
 
 
-def render(sources: list[Path], compare: list[Path] = (), max_rows: int = MAX_ROWS, title: str = "llmrec report") -> str:
+def render(sources: list[Path], compare: list[Path] = (), max_rows: int = MAX_ROWS, title: str = "llmrec report",
+           transcript_mb: float = TRANSCRIPT_MB) -> str:
     """The report's HTML text."""
     entries = load_entries(sources)
     board = leaderboard(entries)
@@ -186,16 +247,22 @@ def render(sources: list[Path], compare: list[Path] = (), max_rows: int = MAX_RO
         got, total = drill_rows(e, max_rows)
         rows += got
         if total > len(got):
-            notes.append(f"{_label(e)}: {len(got)} of {total} samples included (samples not ok first); "
-                         f"all of them: {e.run_dir / RunDir.SAMPLES}")
-    filters = [{"name": k, "options": sorted({r[k] for r in rows})} for k in ("run", "setting", "status")]
+            notes.append(f"{_label(e)}: {len(got)} of {total} samples included (failed and wrong ones first); "
+                         f"all of them: {e.run_dir / RunDir.SAMPLES}, or `llmrec view`")
+    embedded, skipped = embed_transcripts(rows, transcript_mb)
+    for r in rows:
+        r.pop("_source", None)
+    filters = [{"name": k, "options": sorted({r[k] for r in rows})} for k in ("run", "setting", "status", "verdict")]
     env = jinja2.Environment(loader=jinja2.PackageLoader("llmrec.pipelines.runner", "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined)
     return env.get_template("report.html").render(
         title=title, generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         sources=[str(s) for s in sources],
-        leaderboard={name: {"columns": list(t.columns), "rows": t.values.tolist()}
+        leaderboard={name: {"columns": list(t.columns), "rows": t.values.tolist(),
+                            "links": board_links(board, name == "primary") if not board.empty else []}
                      for name, t in (("primary", wide(board, primary_only=True)), ("all", wide(board)))},
+        viewer={"command": "llmrec view " + " ".join(str(s) for s in sources), "embedded": embedded,
+                "skipped": skipped, "cap_mb": transcript_mb},
         runs=runs, comparisons=[_comparison(p) for p in find_comparisons(sources, compare)],
         drill={"rows": rows, "notes": notes, "filters": filters, "fields": DRILLDOWN_FIELDS})
 

@@ -66,6 +66,8 @@ def _leaderboard(lb, paths: list[str], local: list[Path], out: Path | None, metr
     files = lb.write(df, out, primary_only=primary, stem=stem)
     console.print(lb.rich_table(df, primary))
     console.print(f"wrote {files['md']} and {files['csv']}", markup=False, highlight=False)
+    console.print(f"the samples behind a number: llmrec view {' '.join(paths)}  (then the printed address + "
+                  "/samples?subject=…&entry=…&verdict=wrong)", markup=False, highlight=False)
     cfg = lb.tracking_config(entries)
     if cfg.enabled if track is None else track:
         run_id = lb.log_mlflow(df, entries, files, one_suite or "llmrec-leaderboard", stem)

@@ -19,7 +19,8 @@ from llmrec.pipelines.benchmarks.beyond_utility.contract import ContractLine, sc
 from llmrec.pipelines.benchmarks.beyond_utility.dataset import load_dataset
 from llmrec.pipelines.benchmarks.beyond_utility.metrics import METRIC_KEYS
 from llmrec.pipelines.benchmarks.beyond_utility.stages import build_stages, rank_state, titles
-from llmrec.pipelines.protocol import Benchmark, Outcome, RankingBaselines, ScoreTask
+from llmrec.pipelines.protocol import (Benchmark, Explanation, Outcome, RankingBaselines, ScoreTask,
+                                       failed_explanation)
 from llmrec.pipelines.benchmarks.beyond_utility.payload import TRANSIENT, BeyondUtilityPayload
 
 SCORE_TASK = ScoreTask(
@@ -90,20 +91,56 @@ class BeyondUtility(Benchmark):
                                 cfg.filters.model_dump(mode="json"), partial(results.ranked_rows, samples, assets))
 
     def drilldown(self, row: dict, assets: dict | None) -> dict:
-        """The user's shown history and the candidates, the titles answered (a trained baseline: the ids it
-        ranked; else the raw answer), the held-out target item as gold, and whether the answer parsed into a
-        list (and after how many asks)."""
+        """The user's shown history and the candidates; answer, gold and verdict as ``explain`` words them (the
+        titles ranked, for a trained baseline's row too; the held-out target's title)."""
+        names = row.get("candidate_titles") or row.get("candidates")
         prompt = (f"user {row.get('user_id')}: {row.get('history_shown')} of {row.get('history_len')} history "
                   f"items shown ({row.get('template')} prompt); rank {len(row.get('candidates') or [])} "
-                  f"{row.get('order')} candidates: {row.get('candidates')}")
-        ranked = titles(row)
-        if ranked is None:
-            ranked = row.get("ranked")  # a trained baseline's row: the contract ids it ranked
-        answer = ranked if ranked is not None else super().drilldown(row, assets)["answer"]
+                  f"{row.get('order')} candidates: {names}")
+        return {"prompt": prompt, **self.explain(row).cells()}
+
+    def explain(self, row: dict) -> Explanation:
+        """The ranked list as titles (a trained baseline's ids mapped to titles through the candidates it
+        ranked), the held-out target's title as gold; right when the target is in the list (a hit), wrong when
+        not, missed when the answer never parsed into a list (with the asks it took and the parse error)."""
+        failed = failed_explanation(row)
+        if failed is not None:
+            return failed
+        cands, names = row.get("candidates") or [], row.get("candidate_titles") or []
+        title_of = dict(zip(cands, names)) if len(names) == len(cands) else {}
+        gold = row.get("target_title") or (title_of.get(row.get("target")) or
+                                          (f"item {row['target']}" if row.get("target") is not None else None))
         state = rank_state(row)
-        verdict = {"compliant": ranked is not None, "attempts": state["attempts"],
-                   "parse_error": state["parse_error"]} if state else None
-        return {"prompt": prompt, "answer": answer, "gold": row.get("target"), "verdict": verdict}
+        ranked = titles(row)
+        numbers: dict = {}
+        if ranked is None and row.get("ranked") is not None:  # a trained baseline's row: the ids it ranked
+            ids = list(row["ranked"])
+            ranked = [title_of.get(i, f"item {i}") for i in ids]
+            hit = row.get("target") in ids
+        elif ranked is not None:
+            want = (gold or "").casefold().strip()
+            hit = any(str(t).casefold().strip() == want for t in ranked) if want else None
+        else:
+            hit = None
+        if state:
+            numbers = {"attempts": state.get("attempts"), "compliant": ranked is not None}
+        if ranked is None:
+            why = state.get("parse_error") if state else None
+            answer = super().drilldown(row, None)["answer"]
+            return Explanation(answer=answer if answer is None or isinstance(answer, str) else str(answer),
+                               gold=gold, verdict="missed" if state else None,
+                               reason=f"the answer never parsed into a ranked list{f': {why}' if why else ''}"
+                               if state else None, numbers=numbers)
+        answer = "; ".join(f"{i}. {t}" for i, t in enumerate(ranked, start=1))
+        if hit is None:
+            return Explanation(answer=answer, gold=gold, numbers=numbers)
+        pos = next((i for i, t in enumerate(ranked, start=1)
+                    if str(t).casefold().strip() == (gold or "").casefold().strip()), None)
+        numbers["hit"] = hit
+        return Explanation(answer=answer, gold=gold, verdict="right" if hit else "wrong",
+                           reason=f"the target is ranked {pos} of {len(ranked)}" if hit and pos
+                           else "the target is in the list" if hit else "the target is not in the list",
+                           numbers=numbers)
 
     def plots(self, cfg: BeyondUtilityConfig, rows: list[dict], out_dir: Path, assets: dict | None) -> list[Path]:
         return plots.make(cfg, rows, out_dir, assets)

@@ -24,6 +24,8 @@ class BeyondUtilityPayload(Payload):
     target: int = Field(description="the held-out item (internal id)")
     candidates: list[int] = Field(description="the candidates in the order shown")
     base_candidates: list[int]
+    target_title: str | None = Field(None, description="the held-out item's title (for people reading results)")
+    candidate_titles: list[str] | None = Field(None, description="the candidates' titles, in the order shown")
     history_len: int
     list_len: int
     user_draw: dict[str, Any] = Field(description="how the user was drawn (statistic, value, group)")

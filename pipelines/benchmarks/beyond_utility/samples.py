@@ -115,4 +115,6 @@ def _sample(cfg, ds, texts, user, seq, base, pool, strategy, shown, order, draw,
         "_text": lines[idx], "_profile_text": gen[gen_idx],
         "_history_titles": [t[ds.int_id[i]] for i in history],
         "_candidate_titles": [t[ds.int_id[c]] for c in cands],
+        # stored for people reading results (llmrec view, the report): ids as titles without the catalog
+        "target_title": t[ds.int_id[seq[-1]]], "candidate_titles": [t[ds.int_id[c]] for c in cands],
     }

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llmrec.pipelines.protocol import Benchmark, DataFile, DataManifest, LoopStage, Outcome, ScoreTask
+from llmrec.pipelines.protocol import (Benchmark, DataFile, DataManifest, Explanation, LoopStage, Outcome, ScoreTask,
+                                       failed_explanation)
 from llmrec.pipelines.benchmarks.gistbench import aggregate as agg
 from llmrec.pipelines.benchmarks.gistbench.config import GistbenchConfig
 from llmrec.pipelines.benchmarks.gistbench.predictions import ContractLine, score_predictions
@@ -70,15 +71,28 @@ class GistBench(Benchmark):
         return agg.plots(cfg, rows, out_dir)
 
     def drilldown(self, row: dict, assets: dict | None) -> dict:
-        """The user's engagements as extraction input, the interests extracted (else the raw answer), no
-        per-user gold (the oracle is the run's union), and how many interests the judge verified."""
+        """The user's engagements as extraction input; answer, gold and verdict as ``explain`` words them."""
         prompt = (f"{row.get('n_engagements')} engagements ({', '.join(row.get('signals') or [])}) of user "
                   f"{row.get('user_id')} in {row.get('dataset')}, chunks of {row.get('chunk_size')}")
-        interests = [i.get("interest") for i in row.get("interests") or []]
-        answer = interests or super().drilldown(row, assets)["answer"]
-        verdict = (f"{row['n_verified']} of {row.get('n_interests')} interests verified"
-                   if row.get("n_verified") is not None else None)
-        return {"prompt": prompt, "answer": answer, "gold": None, "verdict": verdict}
+        return {"prompt": prompt, **self.explain(row).cells()}
+
+    def explain(self, row: dict) -> Explanation:
+        """The interests extracted (else the raw answer); no per-user gold (the oracle is the run's union) and so
+        no right / wrong: the reason says how many interests the judge verified; missed when no interest could be
+        read from any chunk."""
+        failed = failed_explanation(row)
+        if failed is not None:
+            return failed
+        interests = [str(i.get("interest")) for i in row.get("interests") or [] if isinstance(i, dict)]
+        raw = super().drilldown(row, None)["answer"]
+        answer = "; ".join(interests) if interests else (raw if raw is None or isinstance(raw, str) else str(raw))
+        n, v = row.get("n_interests"), row.get("n_verified")
+        numbers = {k: row.get(k) for k in ("n_interests", "n_verified", "failed_chunks") if row.get(k) is not None}
+        if n == 0 and row.get("interests") is not None:
+            return Explanation(answer=answer, verdict="missed", reason="no interest could be read from the answers",
+                               numbers=numbers)
+        reason = f"{v} of {n} interests verified by the judge" if v is not None else None
+        return Explanation(answer=answer, reason=reason, numbers=numbers)
 
     def predictions(self, rows: list[dict], assets: dict | None) -> list[dict]:
         return agg.predictions(rows)

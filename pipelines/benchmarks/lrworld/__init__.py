@@ -15,7 +15,8 @@ from llmrec.pipelines.benchmarks.lrworld import metrics, samples
 from llmrec.pipelines.benchmarks.lrworld.config import LRWorldConfig
 from llmrec.pipelines.benchmarks.lrworld.payload import TRANSIENT, LRWorldPayload
 from llmrec.pipelines.benchmarks.lrworld.stages import build_stages
-from llmrec.pipelines.protocol import Benchmark, Outcome, ScoreTask, outcomes_from_fields, prediction_lines
+from llmrec.pipelines.protocol import (Benchmark, Explanation, Outcome, ScoreTask, choice_verdict,
+                                       failed_explanation, outcomes_from_fields, prediction_lines)
 
 
 class LRWorld(Benchmark):
@@ -85,15 +86,36 @@ class LRWorld(Benchmark):
         return prediction_lines(metrics.ContractLine, rows)
 
     def drilldown(self, row: dict, assets: dict | None) -> dict:
-        """The probe (measure, variant, its target or history) and its numbered options, the raw answer, the
-        gold option's label, and right / wrong / missed."""
+        """The probe (measure, variant, its target or history) and its numbered options; answer, gold and
+        verdict as ``explain`` words them."""
         about = row.get("target") or row.get("history")
         labs = samples.labels(row.get("kind", "hit1"))
         options = "".join(f"\n{label}. {text}" for label, text in zip(labs, row.get("options") or []))
         prompt = f"{row.get('measure')} ({row.get('variant')}): {about}{options}"
-        verdict = None if row.get("correct") is None else (
-            "missed" if row.get("missed") else "right" if row["correct"] else "wrong")
-        return {"prompt": prompt, "answer": row.get("output"), "gold": row.get("gold"), "verdict": verdict}
+        return {"prompt": prompt, **self.explain(row).cells()}
+
+    def explain(self, row: dict) -> Explanation:
+        """The option label read from the answer and the gold label, each with its option's text; right /
+        wrong / missed (no valid label in the answer), with the gold's and the answer's positions."""
+        failed = failed_explanation(row)
+        if failed is not None:
+            return failed
+        labs = list(samples.labels(row.get("kind", "hit1")))
+        options = row.get("options") or []
+
+        def labelled(label):
+            i = labs.index(label) if label in labs else -1
+            return f"{label}. {options[i]}" if 0 <= i < len(options) else label
+
+        verdict = choice_verdict(row.get("correct"), row.get("missed"))
+        parsed, gold = row.get("parsed"), row.get("gold")
+        chose = f"chose {parsed}, " if parsed else ""
+        reason = {"missed": "no valid option label could be read from the answer",
+                  "wrong": f"{chose}the gold is {gold}", "right": "the answer is the gold option"}.get(verdict)
+        return Explanation(answer=labelled(parsed) if parsed else row.get("output"), gold=labelled(gold),
+                           verdict=verdict, reason=reason,
+                           numbers={k: row.get(k) for k in ("correct", "missed", "pred_pos", "gold_pos")
+                                    if row.get(k) is not None})
 
     def plots(self, cfg: LRWorldConfig, rows: list[dict], out_dir: Path, assets: dict | None) -> list[Path]:
         from llmrec.pipelines.benchmarks.lrworld.plots import all_plots

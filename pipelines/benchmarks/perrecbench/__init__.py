@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llmrec.pipelines.protocol import Benchmark, ScoreTask, prediction_lines
+from llmrec.pipelines.protocol import (Benchmark, Explanation, ScoreTask, choice_verdict, failed_explanation,
+                                       prediction_lines)
 from llmrec.pipelines.benchmarks.perrecbench import metrics, samples
 from llmrec.pipelines.benchmarks.perrecbench.config import PerRecBenchConfig
 from llmrec.pipelines.benchmarks.perrecbench.profiles import profile_stage
@@ -69,15 +70,54 @@ class PerRecBench(Benchmark):
         return prediction_lines(metrics.ContractLine, [r for r in rows if r.get("status", "ok") == "ok"])
 
     def drilldown(self, row: dict, assets: dict | None) -> dict:
-        """The group (users, query item, mode), the predicted ordering (else the raw answer), the users'
-        relative ratings as gold, and the sample's PTC / exact match."""
+        """The group (users, query item, mode); answer, gold and verdict as ``explain`` words them (orderings of
+        the users, the gold as ranks)."""
         prompt = (f"{row.get('mode')} ({row.get('level')}): rank users {row.get('user_ids')} by how much each "
                   f"prefers item {row.get('item_id')} relative to their own average rating")
-        answer = row.get("prediction")
+        return {"prompt": prompt, **self.explain(row).cells()}
+
+    def explain(self, row: dict) -> Explanation:
+        """The gold as ranks (``1. user 764 (+0.50)``: each user's rating minus their average, most preferred
+        first), the predicted ordering of the same users (point mode: with the predicted ratings), right when
+        the ordering is exact, wrong when not (with PTC), missed when no ordering could be read."""
+        failed = failed_explanation(row)
+        if failed is not None:
+            return failed
+        users = [str(u) for u in row.get("user_ids") or []]
+        rel = row.get("relative_ratings") or []
+
+        def name(i: int) -> str:
+            return f"user {users[i - 1]}" if 1 <= i <= len(users) else f"user #{i}"
+
+        gold = None
+        if rel and len(rel) == len(users):
+            gold = ", ".join(f"{pos}. {name(i)} ({rel[i - 1]:+.2f})"
+                             for pos, i in enumerate(metrics.ordering_from_values(rel), start=1))
+        answer = None
+        pred = row.get("prediction")
+        if pred is not None:
+            try:
+                order = metrics.prediction_ordering(row.get("mode"), pred, row.get("avg_ratings") or [])
+            except (TypeError, ValueError, IndexError):
+                order = None
+            if order is not None:
+                answer = ", ".join(f"{pos}. {name(i)}" for pos, i in enumerate(order, start=1))
+                if row.get("mode") == "point":
+                    answer += " (predicted ratings " + ", ".join(str(p) for p in pred) + ")"
         if answer is None:
-            answer = super().drilldown(row, assets)["answer"]
-        verdict = {k: row[k] for k in ("ptc", "exact_match", "missed") if row.get(k) is not None} or None
-        return {"prompt": prompt, "answer": answer, "gold": row.get("relative_ratings"), "verdict": verdict}
+            answer = self._raw_answer(row)
+        em = row.get("exact_match")
+        verdict = choice_verdict(None if em is None else em >= 1.0, row.get("missed"))
+        reason = {"missed": "no ordering of the users could be read from the answer",
+                  "wrong": "the predicted ordering differs from the gold ranks",
+                  "right": "the predicted ordering is the gold ranks"}.get(verdict)
+        return Explanation(answer=answer, gold=gold, verdict=verdict, reason=reason,
+                           numbers={k: row.get(k) for k in ("ptc", "ptc_rank", "exact_match", "missed")
+                                    if row.get(k) is not None})
+
+    def _raw_answer(self, row: dict) -> str | None:
+        answer = super().drilldown(row, None)["answer"]
+        return answer if answer is None or isinstance(answer, str) else str(answer)
 
     def baselines(self, cfg: PerRecBenchConfig, samples: list[dict], assets: dict | None) -> dict[str, list[dict]]:
         """The paper's naive baselines, one point line per group (``<group>/point``, the id of the
@@ -90,6 +130,8 @@ class PerRecBench(Benchmark):
             for g in groups:
                 row = {k: v for k, v in g.items() if not k.startswith("_")}
                 row.update(sample_id=f"{g['group_id']}/point", mode="point", status="ok", prediction=list(g[key]))
+                if isinstance(row.get("setting"), dict):  # the copied sample's setting: this row's is point mode
+                    row["setting"] = {**row["setting"], "mode": "point"}
                 rows.append(dict(row, **self.score(cfg, row)))
             out[label] = rows
         return out

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from llmrec.pipelines.protocol import Benchmark, DataFile, DataManifest, Outcome, ScoreTask, outcomes_from_fields
+from llmrec.pipelines.protocol import (Benchmark, DataFile, DataManifest, Explanation, Outcome, ScoreTask,
+                                       choice_verdict, failed_explanation, outcomes_from_fields)
 from llmrec.pipelines.benchmarks.prefeval import gen_metrics, metrics
 from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
 from llmrec.pipelines.benchmarks.prefeval.judge import CHECKS, derive
@@ -113,18 +114,55 @@ class PrefEval(Benchmark):
 
     def drilldown(self, row: dict, assets: dict | None) -> dict:
         """The preference, how many inter-turn exchanges follow it, the question and its lettered options (the
-        full conversation is rebuilt from the data at run time, not stored); MCQ: right / wrong / missed;
-        generation: the judge's flags (``correct``, the error types, ``judge_failed``)."""
+        full conversation: ``llmrec view``); answer, gold and verdict as ``explain`` words them."""
         options = "".join(f"\n{letter}. {text}" for letter, text in zip("ABCD", row.get("options") or []))
         prompt = (f"preference ({row.get('form')}): {row.get('preference')}\n[{row.get('turns')} inter-turn "
                   f"exchanges]\nquestion: {row.get('question')}{options}")
+        return {"prompt": prompt, **self.explain(row).cells()}
+
+    def explain(self, row: dict) -> Explanation:
+        """MCQ: the letter chosen and the gold letter, each with its option's text; right / wrong / missed (no
+        <choice> could be read). Generation: the judge's four answers as words (acknowledged the preference,
+        violated it, …) and the reference's error types; right when ``correct``, wrong when not, missed when the
+        judge's answers could not be read (strict mode)."""
+        failed = failed_explanation(row)
+        if failed is not None:
+            return failed
         if row.get("task", "mcq") == "mcq":
-            verdict = None if row.get("correct") is None else (
-                "missed" if row.get("missed") else "right" if row["correct"] else "wrong")
+            options = row.get("options") or []
+
+            def lettered(letter):
+                i = "ABCD".find(letter) if isinstance(letter, str) and len(letter) == 1 else -1
+                return f"{letter}. {options[i]}" if 0 <= i < len(options) else letter
+
+            verdict = choice_verdict(row.get("correct"), row.get("missed"))
+            pred, gold = row.get("prediction"), row.get("gold")
+            chose = f"chose {pred}, " if pred else ""
+            reason = {"missed": "no <choice> letter could be read from the output",
+                      "wrong": f"{chose}the preference-consistent option is {gold}",
+                      "right": f"{chose}the preference-consistent option"}.get(verdict)
+            return Explanation(answer=lettered(pred) if pred else row.get("output"), gold=lettered(gold),
+                               verdict=verdict, reason=reason,
+                               numbers={k: row.get(k) for k in ("correct", "missed") if row.get(k) is not None})
+        answers = row.get("judge_answers") or {}
+        words = {"acknowledge": "acknowledged the preference", "violate": "violated the preference",
+                 "hallucinate": "hallucinated a preference", "helpful": "helpful"}
+        said = [f"{words[c]}: {answers[c]}" for c in CHECKS if answers.get(c)]
+        errors = [e.replace("_", " ") for e in ("unaware_violation", "hallucinated_violation",
+                                                 "inconsistent_violation", "unhelpful") if row.get(e)]
+        if row.get("judge_failed") and row.get("correct") is None:
+            verdict = "missed"
         else:
-            flags = ("correct", "acknowledged", "hallucinated", "violated", "unhelpful", "judge_failed")
-            verdict = {k: row[k] for k in flags if row.get(k) is not None} or None
-        return {"prompt": prompt, "answer": row.get("output"), "gold": row.get("gold"), "verdict": verdict}
+            verdict = choice_verdict(row.get("correct"))
+        reason = "; ".join(["judge: " + ", ".join(said)] if said else []) or None
+        if errors:
+            reason = f"{reason + '; ' if reason else ''}error: {', '.join(errors)}"
+        if row.get("judge_failed"):
+            reason = f"{reason + '; ' if reason else ''}a judge answer could not be read as yes/no"
+        flags = ("correct", "acknowledged", "hallucinated", "violated", "unhelpful", "judge_failed")
+        return Explanation(answer=row.get("output"), gold=f"respects: {row.get('preference')}"
+                           if row.get("preference") else None, verdict=verdict, reason=reason,
+                           numbers={k: row[k] for k in flags if row.get(k) is not None})
 
     def plots(self, cfg: PrefEvalConfig, rows: list[dict], out_dir: Path, assets: dict | None) -> list[Path]:
         from llmrec.pipelines.benchmarks.prefeval.plots import run_plots

@@ -53,7 +53,7 @@ def test_report_holds_leaderboard_plots_comparison_and_drilldown_offline(suite):
     trs = drill.tbody.find_all("tr")
     assert len(trs) == 2 * 6 + 2 * 1  # every PrefEval and PerRecBench sample of both subjects; the baseline has none
     assert [th.text for th in drill.thead.find_all("th")] == ["run", "sample", "setting", "status", *DRILLDOWN_FIELDS,
-                                                              "error"]
+                                                              "error", "transcript"]
     failed = trs[0]  # samples not ok come first
     assert failed["data-status"] == "failed" and failed["data-run"] == "gemma-a · prefeval_mcq"
     assert failed["data-setting"] == ("task=mcq,form=explicit,turns=2,method=zero-shot,position=end,extra_prefs=0,"
@@ -90,7 +90,7 @@ def test_long_prompts_are_cut_behind_an_expander_and_rows_are_capped(tmp_path):
     short = long_row.find_all("td")[5]  # the answer: short, shown whole without an expander
     assert short.find("details") is None and short.text == "<choice>B</choice>"
     assert len(soup.find(id="drill").tbody.find_all("tr")) == 4
-    assert "prefeval: 4 of 6 samples included (samples not ok first)" in soup.text
+    assert "prefeval: 4 of 6 samples included (failed and wrong ones first)" in soup.text
 
 
 def test_cli_writes_the_file_and_refuses_a_missing_comparison(suite, tmp_path):
@@ -123,23 +123,29 @@ def test_a_drilldown_that_raises_is_shown_in_its_row(tmp_path, monkeypatch):
 
 
 ROWS = {
-    "prefeval": (prefeval_rows(2)[0], {"answer": "<choice>B</choice>", "gold": "B", "verdict": "right"}),
+    "prefeval": (prefeval_rows(2)[0], {"answer": "<choice>B</choice>", "gold": "B. Quiet inn",
+                                       "verdict": "right — the preference-consistent option; correct=True, missed=False"}),
     "perrecbench": ({"mode": "pair", "level": "hard", "user_ids": ["a", "b"], "item_id": "i", "prediction": [2, 1],
                      "relative_ratings": [0.1, 0.3], "ptc": 1.0, "exact_match": 1.0, "missed": False},
-                    {"answer": [2, 1], "gold": [0.1, 0.3], "verdict": {"ptc": 1.0, "exact_match": 1.0, "missed": False}}),
+                    {"answer": "1. user b, 2. user a", "gold": "1. user b (+0.30), 2. user a (+0.10)",
+                     "verdict": "right — the predicted ordering is the gold ranks; ptc=1, exact_match=1, missed=False"}),
     "gistbench": ({"n_engagements": 6, "signals": ["explicit_positive"], "user_id": "7", "dataset": "ml-100k",
                    "chunk_size": 6, "interests": [{"interest": "sci-fi", "item_ids": ["1"]}], "n_verified": 1,
-                   "n_interests": 1}, {"answer": ["sci-fi"], "gold": None, "verdict": "1 of 1 interests verified"}),
+                   "n_interests": 1}, {"answer": "sci-fi", "gold": None,
+                                       "verdict": "1 of 1 interests verified by the judge; n_interests=1, n_verified=1"}),
     "beyond_utility": ({"user_id": "64", "history_shown": "10", "history_len": 199, "template": "history",
                         "candidates": [1, 2, 3], "order": "shuffled", "target": 3,
                         "answers": {"rank": {"attempts": 2, "texts": ["no", "I cannot rank"], "answer": None,
                                              "parse_error": "no list", "state": "missed"}},
                         "outputs": {"rank": {"text": "I cannot rank"}}},
-                       {"answer": "I cannot rank", "gold": 3,
-                        "verdict": {"compliant": False, "attempts": 2, "parse_error": "no list"}}),
+                       {"answer": "I cannot rank", "gold": "item 3",
+                        "verdict": "missed — the answer never parsed into a ranked list: no list; attempts=2, "
+                                   "compliant=False"}),
     "lrworld": ({"measure": "memory_item_item/ml-100k/item", "variant": "base", "target": "Alien (1979)",
                  "options": ["Aliens (1986)", "Heat (1995)"], "kind": "hit1", "output": "1", "gold": "1",
-                 "correct": True, "missed": False}, {"answer": "1", "gold": "1", "verdict": "right"}),
+                 "correct": True, "missed": False},
+                {"answer": "1", "gold": "1. Aliens (1986)",
+                 "verdict": "right — the answer is the gold option; correct=True, missed=False"}),
 }
 
 

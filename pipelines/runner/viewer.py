@@ -1,0 +1,512 @@
+"""`llmrec view`: the samples of run and suite directories, each with the transcript of every engine call.
+
+:class:`Viewer` reads the run directories once (local or ``s3://``, through :class:`llmrec.rundir.RunDir`; a suite
+through its ``suite.json``) and keeps every sample's row in memory with a small index (a pandas frame of the columns
+the list filters by), so a page of a 10,000-sample run is a few boolean masks, not a file read. A sample's
+transcript (the messages of each call) is read from the run's :class:`llmrec.transcripts.TextStore` when its page
+is opened.
+
+Reading results never imports code a run directory names: a benchmark is looked up in the installed registry
+by its plain name; anything else (a ``pkg.mod:attr`` name, a name not installed) shows the samples without a
+benchmark's explanation. :func:`app` is the Starlette web app (Jinja2 templates, autoescaped: samples hold user
+text); :func:`print_sample` writes one sample's transcript to a terminal with Rich.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+from urllib.parse import urlencode
+
+import jinja2
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from llmrec import storage, tracking
+from llmrec.errors import ConfigError
+from llmrec.pipelines.protocol import Benchmark, Explanation, failed_explanation, setting_label
+from llmrec.pipelines.record import json_columns
+from llmrec.rundir import RunDir, SuiteDir
+from llmrec.transcripts import Call, TextStore, calls, resolve
+
+log = logging.getLogger(__name__)
+
+VERDICTS = ("right", "wrong", "missed", "failed")
+FILTERS = ("benchmark", "subject", "entry", "setting", "verdict")
+PAGE_SIZE = 50
+SEP = "\x00"  # between rows' search texts
+HEAD_MESSAGES = 3  # a long conversation shows its first and last messages; the middle stretch behind an expander
+TAIL_MESSAGES = 4
+LONG_TEXT = 4000  # a longer message shows its head; the whole text behind an expander
+TEXT_HEAD = 1500
+NO_TRANSCRIPTS = ("This run was written before llmrec stored transcripts: each call's output, tokens and timing "
+                  "are shown, the messages it was sent are not. Run it again with --fresh to record them.")
+
+
+@dataclass
+class RunView:
+    """One run directory as the viewer shows it."""
+
+    key: str  # its position among the sources' runs (the ``run`` of a sample's address)
+    run_dir: RunDir
+    subject: str
+    benchmark: str
+    entry: str
+    kind: str
+    bench: Benchmark | None
+    rows: list[dict] = field(default_factory=list, repr=False)
+    notes: list[str] = field(default_factory=list)
+    has_transcripts: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"{self.subject} · {self.entry}"
+
+
+def known_benchmark(name: str | None) -> Benchmark | None:
+    """The installed benchmark of that plain name; None for anything else (never imports a named module)."""
+    from llmrec.pipelines.registry import BENCHMARKS
+
+    if not name or not isinstance(name, str) or ":" in name or name not in BENCHMARKS.names():
+        return None
+    return BENCHMARKS.get(name)
+
+
+def read_samples(rd: RunDir) -> list[dict]:
+    """A run's ``samples.parquet`` rows (nested values decoded), local or at a storage URI; [] without one."""
+    if not rd.has_samples():
+        return []
+    where = f"{rd.uri}/{RunDir.SAMPLES}"
+    try:
+        table = pq.read_table(io.BytesIO(rd.samples_bytes()))
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{where}: cannot read it as parquet ({e})") from e
+    marked = json_columns(table.schema)
+    typed = b"llmrec.payload" in (table.schema.metadata or {})
+    rows = table.to_pylist()
+    for r in rows:
+        for k, v in r.items():
+            if isinstance(v, float) and math.isnan(v):
+                r[k] = None
+            elif isinstance(v, str) and (k in marked or (not typed and v[:1] in "[{")):
+                try:
+                    r[k] = json.loads(v)
+                except json.JSONDecodeError:
+                    if k in marked:
+                        raise ConfigError(f"{where}: column {k!r} of sample {r.get('sample_id')!r} holds text that "
+                                          "is not JSON") from None
+    return rows
+
+
+def _run_view(key: str, rd: RunDir, subject: str | None = None, benchmark: str | None = None,
+              entry: str | None = None, kind: str = "llm") -> RunView:
+    cfg = rd.config() if rd.has_config() else {}
+    name = benchmark or (rd.benchmark_name() if cfg else None)
+    bench = known_benchmark(name)
+    if subject is None:
+        subject = tracking.model_label(cfg.get("engine") or {}) if cfg.get("engine") else rd.name
+    view = RunView(key, rd, subject, str(name or "?"), entry or (bench.name if bench else rd.name), kind, bench)
+    if name and bench is None:
+        view.notes.append(f"benchmark {name!r} is not an installed benchmark: its samples are shown without "
+                          "verdicts (results never import code a run directory names)")
+    view.rows = read_samples(rd)
+    if not rd.has_samples():
+        view.notes.append(f"no {RunDir.SAMPLES} in {rd.uri} (a run still going, or one that wrote no samples)")
+    store = rd.transcripts
+    view.has_transcripts = bool(TextStore(store).shards()) or any(
+        c.request for r in view.rows[:50] for c in calls(r))
+    if view.rows and not view.has_transcripts:
+        view.notes.append(NO_TRANSCRIPTS)
+    return view
+
+
+def load_runs(sources: Iterable[str | Path]) -> list[RunView]:
+    """Every run of the given run and suite directories (local or storage URIs), in order."""
+    out: list[RunView] = []
+    for src in map(str, sources):
+        if SuiteDir.is_suite(src):
+            out += _suite_runs(src, len(out))
+        elif RunDir.is_run(src):
+            out.append(_run_view(str(len(out)), RunDir(src)))
+        else:
+            raise ConfigError(f"{src}: neither a run directory ({RunDir.CONFIG}, {RunDir.METRICS}) nor a suite "
+                              f"directory ({SuiteDir.INDEX})")
+    return out
+
+
+def _suite_runs(src: str, start: int) -> list[RunView]:
+    from pydantic import ValidationError
+
+    from llmrec.pipelines.runner.suite_config import SuiteIndexFile, read_index
+
+    suite = SuiteDir(src)
+    if suite.path is not None:
+        _, pairs = read_index(suite.path)
+        found = [(e, RunDir(p)) for e, p in pairs]
+    else:
+        try:
+            index = SuiteIndexFile.model_validate(json.loads(suite.index_text()))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{suite.uri}/{SuiteDir.INDEX}: cannot read it as JSON ({e})") from e
+        except ValidationError as e:
+            first = e.errors()[0]
+            raise ConfigError(f"{suite.uri}/{SuiteDir.INDEX}: {'.'.join(map(str, first['loc']))}: "
+                              f"{first['msg']}") from e
+        found = [(e, suite.run_dir(e.run_dir, e.subject, e.entry)) for e in index.entries]
+    return [_run_view(str(start + i), rd, e.subject, e.benchmark, e.entry, e.kind) for i, (e, rd) in enumerate(found)]
+
+
+def explain(view: RunView, row: dict) -> Explanation:
+    """The benchmark's explanation of a row; without a benchmark (or when its explain fails) the default."""
+    if view.bench is not None:
+        try:
+            got = view.bench.explain(row)
+            if got is not None:
+                return got
+        except Exception as e:  # noqa: BLE001 - one odd row must not lose the page: named in the reason
+            failed = failed_explanation(row)
+            return failed or Explanation(reason=f"explain failed: {type(e).__name__}: {e}")
+        return failed_explanation(row) or Explanation()
+    return Benchmark.explain(Benchmark(), row)
+
+
+def _setting(view: RunView, row: dict) -> str:
+    setting = row.get("setting")
+    if isinstance(setting, dict):
+        keys = list(view.bench.group_keys) if view.bench else []
+        keys = [k for k in keys if k in setting] + [k for k in setting if k not in keys]
+        return setting_label(keys, setting)
+    return setting_label(view.bench.group_keys, row) if view.bench else ""
+
+
+def _search_text(row: dict, ex: Explanation) -> str:
+    """What the list's text search looks in: the sample's stored fields (not its calls' request references), its
+    calls' outputs and errors, and the explanation's words; case-folded."""
+    parts = [ex.answer or "", ex.gold or "", ex.reason or ""]
+    for k, v in row.items():
+        if k == "outputs" or v is None:
+            continue
+        parts.append(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str))
+    for c in calls(row):
+        parts += [str(c.result.get("text") or ""), str(c.result.get("error") or "")]
+    return " \n".join(parts).casefold()
+
+
+class CachedStore(TextStore):
+    """A run's text store read once, all of it, on the first page that needs a text (the viewer keeps it: pages
+    of samples that share a conversation read nothing again). A store over ``limit_bytes`` is read per page."""
+
+    def __init__(self, root, limit_bytes: int = 512 * 1024 * 1024):
+        super().__init__(root)
+        self.limit_bytes = limit_bytes
+        self._texts: dict[str, str] | None = None
+
+    def get(self, keys: Iterable[str]) -> dict[str, str]:
+        if self._texts is None:
+            if self.size_bytes() > self.limit_bytes:
+                return super().get(keys)
+            texts: dict[str, str] = {}
+            for shard in self.shards():
+                table = self._read(shard, None)
+                if table is not None:
+                    texts.update(zip(table.column("key").to_pylist(), table.column("text").to_pylist()))
+            self._texts = texts
+        return {k: self._texts[k] for k in keys if k in self._texts}
+
+
+class Viewer:
+    """The samples of some runs, loaded once, with the index the list pages filter."""
+
+    def __init__(self, runs: list[RunView], sources: list[str]):
+        self.runs, self.sources = runs, sources
+        self.by_key = {r.key: r for r in runs}
+        recs, self.explained = [], {}
+        for view in runs:
+            for i, row in enumerate(view.rows):
+                ex = explain(view, row)
+                self.explained[(view.key, i)] = ex
+                recs.append((view.key, i, str(row.get("sample_id")), view.benchmark, view.subject, view.entry,
+                             _setting(view, row), ex.verdict or "", str(row.get("status") or "ok"),
+                             _search_text(row, ex)))
+        self.index = pd.DataFrame([r[:-1] for r in recs], columns=["run", "row", "sample_id", "benchmark", "subject",
+                                                                   "entry", "setting", "verdict", "status"])
+        # the text search: every row's search text in one string (rows apart by a separator no text holds)
+        texts = [r[-1].replace(SEP, " ") for r in recs]
+        self._starts = np.cumsum([0] + [len(t) + 1 for t in texts])
+        self._blob = SEP.join(texts) + SEP
+        self.stores = {r.key: CachedStore(r.run_dir.transcripts) for r in runs}
+        self.by_id = {(r, s): i for i, (r, s) in enumerate(zip(self.index["run"], self.index["sample_id"]))}
+        self.options = {k: sorted(set(self.index[k])) for k in ("benchmark", "subject", "entry", "setting")}
+        self.options["verdict"] = list(VERDICTS)
+
+    @classmethod
+    def open(cls, sources: Iterable[str | Path]) -> "Viewer":
+        sources = [str(s) for s in sources]
+        return cls(load_runs(sources), sources)
+
+    def query(self, filters: dict[str, str], text: str = "") -> pd.DataFrame:
+        """The index rows that pass every filter (exact values) and contain ``text`` (case-insensitive)."""
+        mask = pd.Series(True, index=self.index.index)
+        for k in FILTERS:
+            v = filters.get(k)
+            if v:
+                mask &= self.index[k] == v
+        if text.strip():
+            mask &= self._contains(text.strip().casefold().replace(SEP, " "))
+        return self.index[mask]
+
+    def _contains(self, needle: str) -> np.ndarray:
+        """Which rows' search text contains ``needle`` (one scan of the joined texts)."""
+        hit = np.zeros(len(self.index), dtype=bool)
+        pos, blob, starts = self._blob.find(needle), self._blob, self._starts
+        while pos != -1:
+            row = int(np.searchsorted(starts, pos, side="right")) - 1
+            hit[row] = True
+            pos = blob.find(needle, int(starts[row + 1]))
+        return hit
+
+    def page(self, filters: dict[str, str], text: str = "", page: int = 1, size: int = PAGE_SIZE) -> dict:
+        hits = self.query(filters, text)
+        pages = max(1, math.ceil(len(hits) / size))
+        page = min(max(1, page), pages)
+        rows = []
+        for rec in hits.iloc[(page - 1) * size: page * size].itertuples(index=False):
+            ex = self.explained[(rec.run, rec.row)]
+            rows.append({"run": self.by_key[rec.run].label, "run_key": rec.run, "sample_id": rec.sample_id,
+                         "setting": rec.setting, "status": rec.status, "verdict": rec.verdict,
+                         "href": sample_path(rec.run, rec.sample_id), "answer": _head(ex.answer, 160),
+                         "gold": _head(ex.gold, 120), "reason": _head(ex.reason, 160)})
+        return {"rows": rows, "total": len(hits), "page": page, "pages": pages}
+
+    def find(self, sample_id: str, run: str | None = None, subject: str | None = None,
+             entry: str | None = None) -> tuple[RunView, dict]:
+        """The row of a sample: in ``run`` (the run's key) when given, else in the first run holding that id (of
+        that ``subject`` and benchmark ``entry`` when given: the report's links name a run so)."""
+        if run is not None:
+            hit = self.by_id.get((run, sample_id))
+        else:
+            hit = next((i for (r, s), i in self.by_id.items() if s == sample_id
+                        and (not subject or self.by_key[r].subject == subject)
+                        and (not entry or self.by_key[r].entry == entry)), None)
+        if hit is None:
+            where = f"run {run}" if run is not None else ", ".join(self.sources)
+            raise KeyError(f"no sample {sample_id!r} in {where}")
+        view = self.by_key[self.index["run"].iat[hit]]
+        return view, view.rows[int(self.index["row"].iat[hit])]
+
+    def sample(self, view: RunView, row: dict) -> dict:
+        """What a sample page shows: the explanation, the resolved calls, what is missing, the other fields."""
+        hit = self.by_id.get((view.key, str(row.get("sample_id"))))
+        ex = self.explained[(view.key, int(self.index["row"].iat[hit]))] if hit is not None else explain(view, row)
+        fields = {k: v for k, v in row.items() if k != "outputs" and v is not None}
+        return {"run": view, "row": row, "sample_id": str(row.get("sample_id")), "setting": _setting(view, row),
+                "status": str(row.get("status") or "ok"),
+                **transcript_of(view.run_dir, row, ex, self.stores.get(view.key)),
+                "fields": json.dumps(fields, indent=1, ensure_ascii=False, default=str)}
+
+
+def transcript_of(run_dir: RunDir, row: dict, ex: Explanation, store: TextStore | None = None) -> dict:
+    """A sample's transcript as the templates' ``transcript`` macro takes it: ``calls`` (resolved from the run's
+    text store), ``notes`` (missing texts named; a run written before transcripts) and ``explanation``."""
+    found = calls(row)
+    notes = []
+    try:
+        resolve(found, store or TextStore(run_dir.transcripts))
+    except Exception as e:  # noqa: BLE001 - an unreadable store: everything else still shows, named here
+        notes.append(f"the run's transcripts could not be read ({type(e).__name__}: {e})")
+    missing = sorted({k for c in found for k in c.missing})
+    if missing:
+        notes.append(f"{len(missing)} text(s) are missing from {run_dir.uri}/{RunDir.TRANSCRIPTS} (missing or "
+                     f"unreadable shards): {', '.join(missing)}")
+    if found and not any(c.request for c in found):
+        notes.append(NO_TRANSCRIPTS)
+    return {"calls": [call_view(c) for c in found], "notes": notes, "explanation": ex}
+
+
+def _head(text: str | None, n: int) -> str:
+    if not text:
+        return ""
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def sample_path(run: str, sample_id: str) -> str:
+    return "/sample?" + urlencode({"run": run, "id": sample_id})
+
+
+def samples_path(**filters: str) -> str:
+    """The viewer's list filtered, e.g. ``/samples?benchmark=prefeval&verdict=wrong``."""
+    return "/samples" + ("?" + urlencode({k: v for k, v in filters.items() if v}) if any(filters.values()) else "")
+
+
+def _text(text: str) -> dict:
+    """A message's text as shown: whole, or its head with the whole behind an expander."""
+    long = len(text) > LONG_TEXT
+    return {"full": text, "head": text[:TEXT_HEAD] if long else text, "long": long, "chars": len(text)}
+
+
+def call_view(c: Call) -> dict:
+    """One call as the templates show it: its messages (the middle of a long conversation folded), the output,
+    the finish reason, tokens, latency, the rendered prompt and the request's sampling and constraint."""
+    msgs = [{"role": m["role"], **_text(m["content"])} for m in c.messages]
+    fold = len(msgs) > HEAD_MESSAGES + TAIL_MESSAGES + 1
+    r = c.result
+    out = r.get("text")
+    return {"stage": c.stage, "index": c.index, "role": c.role, "request": c.request is not None,
+            "head": msgs[:HEAD_MESSAGES] if fold else msgs, "middle": msgs[HEAD_MESSAGES:-TAIL_MESSAGES] if fold else [],
+            "tail": msgs[-TAIL_MESSAGES:] if fold else [],
+            "middle_chars": sum(m["chars"] for m in msgs[HEAD_MESSAGES:-TAIL_MESSAGES]) if fold else 0,
+            "output": _text(out) if isinstance(out, str) else None, "finish_reason": r.get("finish_reason"),
+            "error": r.get("error"), "from_cache": r.get("from_cache"),
+            "tokens": {k: r.get(k) for k in ("prompt_tokens", "cached_prompt_tokens", "completion_tokens")},
+            "latency_s": r.get("latency_s"), "prompt": _text(c.prompt) if c.prompt else None,
+            "missing": c.missing,
+            "sampling": json.dumps(c.request.get("sampling"), ensure_ascii=False) if c.request else "",
+            "constraint": json.dumps(c.request.get("constraint"), ensure_ascii=False)
+            if c.request and c.request.get("constraint") else ""}
+
+
+def templates() -> jinja2.Environment:
+    """The viewer's (and the report's transcript) templates, autoescaped."""
+    return jinja2.Environment(loader=jinja2.PackageLoader("llmrec.pipelines.runner", "templates"),
+                              autoescape=True, undefined=jinja2.StrictUndefined)
+
+
+# ---- the web app ----------------------------------------------------------------------------------------------
+
+def app(viewer: Viewer):
+    """The Starlette app over ``viewer``: ``/samples`` (the filtered list), ``/sample?run=K&id=ID``."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, RedirectResponse
+    from starlette.routing import Route
+
+    env = templates()
+    base = {"sources": viewer.sources, "runs": viewer.runs}
+
+    def filters_of(request: Request) -> dict[str, str]:
+        return {k: request.query_params.get(k, "") for k in FILTERS}
+
+    async def index(request: Request):
+        return RedirectResponse("/samples" + (f"?{request.url.query}" if request.url.query else ""))
+
+    async def samples(request: Request):
+        f = filters_of(request)
+        q = request.query_params.get("q", "")
+        try:
+            page_no = int(request.query_params.get("page", "1"))
+        except ValueError:
+            page_no = 1
+        got = viewer.page(f, q, page_no)
+        keep = {**f, "q": q}
+
+        def page_href(n: int) -> str:
+            return samples_path(**keep, page=str(n))
+
+        html = env.get_template("viewer_list.html").render(
+            **base, filters=f, q=q, options=viewer.options, got=got, page_href=page_href,
+            filter_names=FILTERS, title="llmrec view")
+        return HTMLResponse(html)
+
+    async def sample(request: Request):
+        sid, run = request.query_params.get("id"), request.query_params.get("run")
+        subject, entry = request.query_params.get("subject"), request.query_params.get("entry")
+        if not sid:
+            return HTMLResponse(env.get_template("viewer_error.html").render(
+                **base, title="llmrec view", message="no sample id given (/sample?run=K&id=ID)"), status_code=400)
+        try:
+            view, row = viewer.find(sid, run, subject, entry)
+        except KeyError as e:
+            return HTMLResponse(env.get_template("viewer_error.html").render(
+                **base, title="llmrec view", message=str(e.args[0])), status_code=404)
+        html = env.get_template("viewer_sample.html").render(
+            **base, s=viewer.sample(view, row), title=f"{sid} · llmrec view",
+            back=samples_path(benchmark=view.benchmark, subject=view.subject, entry=view.entry))
+        return HTMLResponse(html)
+
+    return Starlette(routes=[Route("/", index), Route("/samples", samples), Route("/sample", sample)])
+
+
+def serve(viewer: Viewer, host: str = "127.0.0.1", port: int = 0, ready=None) -> None:
+    """Serve the app on ``host:port`` (port 0: a free one); ``ready(url)`` is called once it listens."""
+    import socket
+
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        raise ConfigError(f"--host {host} --port {port}: cannot listen there ({e.strerror or e})") from e
+    sock.listen(128)
+    got = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app(viewer), log_level="warning", lifespan="off"))
+    if ready is not None:
+        ready(f"http://{'[' + host + ']' if ':' in host else host}:{got}")
+    server.run(sockets=[sock])
+
+
+# ---- the terminal ---------------------------------------------------------------------------------------------
+
+def print_sample(viewer: Viewer, sample_id: str, console, run: str | None = None, full: bool = False) -> None:
+    """One sample's transcript in the terminal: every call's messages (a long conversation's middle folded unless
+    ``full``), its output, finish reason, tokens and latency, then the answer, gold, verdict and reason."""
+    from rich.panel import Panel
+    from rich.rule import Rule
+    from rich.text import Text
+
+    view, row = viewer.find(sample_id, run)
+    s = viewer.sample(view, row)
+    console.print(Rule(Text(f"{s['sample_id']}  ·  {view.label}  ·  {view.benchmark}")))
+    console.print(Text(f"run: {view.run_dir.uri}\nsetting: {s['setting'] or '—'}   status: {s['status']}"))
+    for note in dict.fromkeys(view.notes + s["notes"]):
+        console.print(Text(f"note: {note}", style="yellow"))
+    for c in s["calls"]:
+        console.print(Rule(Text(f"call {c['stage']}[{c['index']}] · {c['role']} engine")))
+        shown_middle = bool(c["middle"]) and not full
+        for i, m in enumerate(c["head"] + c["middle"] + c["tail"]):
+            if shown_middle and len(c["head"]) <= i < len(c["head"]) + len(c["middle"]):
+                if i == len(c["head"]):
+                    console.print(Text(f"… {len(c['middle'])} messages ({c['middle_chars']} characters) folded: "
+                                       "--full shows them", style="dim"))
+                continue
+            console.print(Panel(Text(m["full"]), title=Text(m["role"]), title_align="left",
+                                border_style="blue" if m["role"] == "user" else "magenta" if m["role"] == "system"
+                                else "green"))
+        if c["prompt"]:
+            console.print(Panel(Text(c["prompt"]["full"]), title=Text("engine-rendered prompt"), title_align="left",
+                                border_style="dim"))
+        console.print(Panel(Text(c["output"]["full"] if c["output"] else "(no output)"),
+                            title=Text("raw output"), title_align="left", border_style="green"))
+        t = c["tokens"]
+        console.print(Text(f"finish: {c['finish_reason'] or '—'}   tokens: prompt {_n(t['prompt_tokens'])}, cached "
+                           f"{_n(t['cached_prompt_tokens'])}, completion {_n(t['completion_tokens'])}   latency: "
+                           f"{_secs(c['latency_s'])}" + ("   (from the request cache)" if c["from_cache"] else "")
+                           + (f"   error: {c['error']}" if c["error"] else "")))
+    ex = s["explanation"]
+    console.print(Rule(Text("verdict")))
+    for label, value in (("answer", ex.answer), ("gold", ex.gold), ("verdict", ex.verdict), ("reason", ex.reason),
+                         ("numbers", ", ".join(f"{k}={v}" for k, v in ex.numbers.items()) or None)):
+        console.print(Text.assemble((f"{label}: ", "bold"), value if value is not None else "—"))
+
+
+def _n(v: Any) -> str:
+    return "—" if v is None else str(v)
+
+
+def _secs(v: Any) -> str:
+    return "—" if not isinstance(v, (int, float)) else f"{v:.2f}s"
+
+
+def open_viewer(sources: list[str]) -> Viewer:
+    """The viewer over run / suite directories, or a one-line error naming the source."""
+    for s in sources:
+        if not storage.is_uri(s) and not Path(s).exists():
+            raise ConfigError(f"{s}: no such run or suite directory")
+    return Viewer.open(sources)

@@ -1,0 +1,53 @@
+"""`llmrec view`: the samples of run and suite directories in a local web viewer, or one sample in the terminal."""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+console = Console(width=None if sys.stdout.isatty() else 160)
+
+
+def view(
+    sources: list[str] = typer.Argument(..., help="Run directories (what `llmrec run` writes) and suite directories "
+                                                  "(suite.json): local folders or storage URIs (s3://…)."),
+    sample: Optional[str] = typer.Option(None, "--sample", help="Print this sample's transcript in the terminal "
+                                                                 "(no server), e.g. for a session over SSH."),
+    run: Optional[str] = typer.Option(None, "--run", help="With --sample in a suite: the run's number in the list "
+                                                          "(the viewer's run=K); default: the first run holding it."),
+    full: bool = typer.Option(False, "--full", help="With --sample: every message, no folded middle."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (default: this machine only)."),
+    port: int = typer.Option(0, "--port", min=0, max=65535, help="Port (default 0: a free one, printed)."),
+) -> None:
+    """Browse every sample's transcript: messages, raw output, tokens, timing, answer, gold, verdict, reason.
+
+    Each engine call of a sample (subject, judge, every re-ask) is shown with the messages it was sent. The list filters by benchmark, subject, entry, setting, verdict (right / wrong / missed / failed) and text,
+    e.g. http://127.0.0.1:PORT/samples?benchmark=prefeval&verdict=wrong (the report's links name these paths).
+    Reads the directories once; stop with Ctrl-C. E.g. `llmrec view runs/suite-demo`, or
+    `llmrec view RUN_DIR --sample travel_restaurant/explicit/0000/t002/zero-shot`.
+    """
+    from llmrec.errors import ConfigError
+    from llmrec.pipelines.runner.viewer import open_viewer, print_sample, serve
+
+    viewer = open_viewer(list(sources))
+    if sample is not None:
+        try:
+            print_sample(viewer, sample, console, run, full)
+        except KeyError as e:
+            raise ConfigError(str(e.args[0])) from None
+        return
+    n = len(viewer.index)
+
+    def ready(url: str) -> None:
+        console.print(f"llmrec view: {n} samples of {len(viewer.runs)} run(s) at {url}/samples  (Ctrl-C stops)",
+                      markup=False, highlight=False)
+        sys.stdout.flush()
+
+    serve(viewer, host, port, ready)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("view")(view)
