@@ -141,24 +141,9 @@ def load_runs(sources: Iterable[str | Path]) -> list[RunView]:
 
 
 def _suite_runs(src: str, start: int) -> list[RunView]:
-    from pydantic import ValidationError
+    from llmrec.pipelines.runner.suite_config import read_index
 
-    from llmrec.pipelines.runner.suite_config import SuiteIndexFile, read_index
-
-    suite = SuiteDir(src)
-    if suite.path is not None:
-        _, pairs = read_index(suite.path)
-        found = [(e, RunDir(p)) for e, p in pairs]
-    else:
-        try:
-            index = SuiteIndexFile.model_validate(json.loads(suite.index_text()))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ConfigError(f"{suite.uri}/{SuiteDir.INDEX}: cannot read it as JSON ({e})") from e
-        except ValidationError as e:
-            first = e.errors()[0]
-            raise ConfigError(f"{suite.uri}/{SuiteDir.INDEX}: {'.'.join(map(str, first['loc']))}: "
-                              f"{first['msg']}") from e
-        found = [(e, suite.run_dir(e.run_dir, e.subject, e.entry)) for e in index.entries]
+    _, found = read_index(src)  # local or a storage URI; nothing a benchmark name names is imported
     return [_run_view(str(start + i), rd, e.subject, e.benchmark, e.entry, e.kind) for i, (e, rd) in enumerate(found)]
 
 
