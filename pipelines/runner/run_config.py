@@ -9,7 +9,7 @@ from pydantic import Field, SerializeAsAny, model_validator
 
 import yaml
 
-from llmrec.config import OutputBase, StrictModel, apply_overrides, flatten, read_yaml, validate
+from llmrec.config import Location, OutputBase, StrictModel, apply_overrides, flatten, read_yaml, validate
 from llmrec.errors import ConfigError
 from llmrec.tracking import TrackingConfig
 from llmrec.pipelines.protocol import BenchmarkConfig
@@ -21,9 +21,10 @@ RUN_FACTS_FILE = "run_facts.json"  # in a run directory: role → what its engin
 
 
 class DataConfig(StrictModel):
-    dir: str | None = Field(
+    dir: Location | None = Field(
         None, description="data directory or storage URI (s3://bucket/data: copied once to the driver's cache); "
-                          "else $LLMREC_DATA_DIR, else the per-user cache (see `llmrec data`)"
+                          "when given, the data must be there (no fallback); else $LLMREC_DATA_DIR, else the "
+                          "per-user cache (see `llmrec data`)"
     )
 
 
