@@ -34,5 +34,5 @@ def test_a_split_that_leaves_valid_or_test_empty_is_a_clear_error(tmp_path):
 
     df = pd.DataFrame({"user_id": ["u1"] * 3, "item_id": ["a", "b", "c"], "rating": [1.0] * 3,
                        "timestamp": [1, 2, 3]})
-    with pytest.raises(DataError, match=r"ratings.csv: the random split of 3 interactions leaves (valid|test)"):
-        split_interactions(df, SplitConfig(protocol="random", ratios=[0.98, 0.01, 0.01]), "ratings.csv")
+    with pytest.raises(DataError, match=r"ratings.csv: the temporal split of 3 interactions leaves valid and test"):
+        split_interactions(df, SplitConfig(protocol="temporal", ratios=[1.0, 0.0, 0.0]), "ratings.csv")
