@@ -50,9 +50,8 @@ class Split:
 
 
 def split_interactions(df: pd.DataFrame, cfg: SplitConfig, source: str = "interactions") -> Split:
-    """Split ``df`` as ``cfg.protocol`` says; the result records the protocol and its counts. No interactions,
-    or a split that leaves train, valid or test empty, is a ``DataError`` naming the source (training would
-    have nothing to fit, select the best epoch on, or report)."""
+    """Split ``df`` as ``cfg.protocol`` says; the result records the protocol and its counts. No interactions at
+    all is a ``DataError`` naming the source."""
     if len(df) == 0:
         raise DataError(f"{source}: no interactions to split (the file holds none, or the filters removed them all)")
     if cfg.protocol == "loo":
@@ -61,10 +60,6 @@ def split_interactions(df: pd.DataFrame, cfg: SplitConfig, source: str = "intera
         parts = random_split(df, cfg.ratios, cfg.seed, cfg.group_by_user)
     else:
         parts = temporal_split(df, cfg.ratios, source)
-    empty = [name for name, part in zip(("train", "valid", "test"), parts) if len(part) == 0]
-    if empty:
-        raise DataError(f"{source}: the {cfg.protocol} split of {len(df)} interactions leaves {' and '.join(empty)} "
-                        "empty; use more data, other split.ratios, or looser filters")
     record = cfg.model_dump(mode="json")
     split = Split.from_frames(*parts, protocol=record)
     logger.info(

@@ -9,10 +9,10 @@ from llmrec.cli import app
 from tests.tuning.helpers import base_config, write_config
 
 
-def _train(tmp_path, header_only: bool = True):
+def _train(tmp_path):
     data = tmp_path / "data"
     data.mkdir(exist_ok=True)
-    (data / "inter.csv").write_text("uid,iid,r,ts\n" if header_only else "uid,iid,r,ts\nu1,i1,1,1\nu1,i2,1,2\n")
+    (data / "inter.csv").write_text("uid,iid,r,ts\n")
     path = write_config(tmp_path, base_config(tmp_path))
     return CliRunner().invoke(app, ["train", path])
 
@@ -25,14 +25,12 @@ def test_empty_ratings_file_is_a_clear_error(tmp_path):
     assert "KeyError" not in text and "valid/ndcg" not in text
 
 
-def test_a_split_that_leaves_valid_or_test_empty_is_a_clear_error(tmp_path):
-    from llmrec.errors import DataError
-    from llmrec.interactions.config import SplitConfig
-    from llmrec.interactions.splits import split_interactions
-    import pandas as pd
-    import pytest
-
-    df = pd.DataFrame({"user_id": ["u1"] * 3, "item_id": ["a", "b", "c"], "rating": [1.0] * 3,
-                       "timestamp": [1, 2, 3]})
-    with pytest.raises(DataError, match=r"ratings.csv: the temporal split of 3 interactions leaves valid and test"):
-        split_interactions(df, SplitConfig(protocol="temporal", ratios=[1.0, 0.0, 0.0]), "ratings.csv")
+def test_a_split_that_leaves_valid_and_test_empty_is_a_clear_error(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "inter.csv").write_text("uid,iid,r,ts\nu1,i1,1,1\nu1,i2,1,2\nu2,i1,1,3\n")
+    cfg = base_config(tmp_path, split={"protocol": "temporal", "ratios": [1.0, 0.0, 0.0]})
+    res = CliRunner().invoke(app, ["train", write_config(tmp_path, cfg)])
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2, res.output
+    assert "the temporal split of 3 interactions leaves valid and test empty" in text and "KeyError" not in text
