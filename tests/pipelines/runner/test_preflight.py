@@ -55,9 +55,10 @@ def test_unreachable_tracking_server_fails_in_seconds_before_the_work(tmp_path):
     assert "Traceback" not in res.output and took < 30 and no_work_done(tmp_path)
 
 
-@pytest.mark.parametrize("uri", ["foo://x", "sqlite:////no/such/folder/m.db"])
+@pytest.mark.parametrize("uri", ["foo://x", "sqlite:///{tmp}/no/such/folder/m.db", "sqlite:///{tmp}/afile/m.db"])
 def test_invalid_tracking_uri_fails_before_the_work(tmp_path, uri):
-    res, text, _ = run(toy_config(tmp_path), "--set", f"tracking.uri={uri}")
+    (tmp_path / "afile").write_text("x")  # a file where the store's folder should be
+    res, text, _ = run(toy_config(tmp_path), "--set", f"tracking.uri={uri.format(tmp=tmp_path)}")
     assert res.exit_code == 2 and "error: tracking store" in text and "Traceback" not in res.output, res.output
     assert no_work_done(tmp_path)
 
