@@ -33,7 +33,16 @@ def wrapped_llmrec_error(e: BaseException) -> LlmrecError | None:
         if isinstance(cur, LlmrecError) and not type(cur).__module__.startswith("ray."):
             found = cur
         todo.extend([getattr(cur, "cause", None), cur.__cause__])  # explicit chains only, never __context__
+    if found is None and type(e).__module__.startswith("ray."):
+        # Ray Data hands back a batch function's error as text only (UserCodeException, its cause lost): the
+        # last "llmrec.<module>.<Error>: message" line of the remote traceback, as a run failure (exit 1)
+        said = _REMOTE_LLMREC_ERROR.findall(str(e))
+        if said:
+            found = RunFailed(said[-1])
     return found
+
+
+_REMOTE_LLMREC_ERROR = re.compile(r"^llmrec(?:\.\w+)*\.\w*Error: (.+)$", re.MULTILINE)
 
 
 class ConfigError(LlmrecError):

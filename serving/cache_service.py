@@ -83,6 +83,8 @@ class RemoteRequestCache:
 
 def start_cache_service(path: str, name: str):
     """Start the service on this (the driver's) node; returns its actor handle."""
+    with cache_errors(path, "open it"):  # here first: the actor runs on this node, and Ray does not hand back
+        RequestCache(path).close()  # the exception of a failed actor constructor, only its text
     node = ray.get_runtime_context().get_node_id()
     actor = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(RequestCacheService)
     handle = actor.options(name=name, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote(path)
@@ -90,9 +92,12 @@ def start_cache_service(path: str, name: str):
         ray.get(handle.size.remote())  # fail here, naming the file, if it cannot be opened
     except ray.exceptions.RayError as e:
         inner = wrapped_llmrec_error(e)
-        if inner is None:
-            raise
-        raise CacheError(str(inner)) from e
+        if inner is not None:
+            raise CacheError(str(inner)) from e
+        said = str(e).rsplit(f"{CacheError.__name__}: ", 1)  # an ActorDiedError keeps only the text of the cause
+        if len(said) == 2:
+            raise CacheError(said[1].splitlines()[0]) from e
+        raise
     log.info("request cache service %s: %s on node %s", name, path, node[:12])
     return handle
 
