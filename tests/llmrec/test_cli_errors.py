@@ -182,3 +182,17 @@ def test_an_error_raised_inside_a_ray_worker_is_one_line():
     outer.__cause__ = RayTaskLike(inner)
     assert wrapped_llmrec_error(outer) is inner
     assert wrapped_llmrec_error(RuntimeError("plain")) is None
+
+
+def test_an_error_ray_data_hands_back_as_text_is_its_message():
+    """Ray Data keeps only the text of a batch function's exception (UserCodeException, cause lost): the
+    message of the llmrec error in that remote traceback is what is printed, as a run failure (exit 1)."""
+    from llmrec.errors import EXIT_FAILED, wrapped_llmrec_error
+
+    remote = type("RayTaskError(UserCodeException)", (Exception,), {"__module__": "ray.exceptions"})
+    text = ("UDF failed to process a data block.\nTraceback (most recent call last):\n  File \"w.py\", line 3\n"
+            "llmrec.serving.cache_service.CacheError: request cache /r/c.sqlite: cannot write: database or disk is "
+            "full (free space or fix the folder and re-run, finished samples are kept; or run with --no-cache)\n")
+    found = wrapped_llmrec_error(remote(text))
+    assert str(found).startswith("request cache /r/c.sqlite: cannot write: database or disk is full")
+    assert found.exit_code == EXIT_FAILED
