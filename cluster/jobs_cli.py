@@ -22,13 +22,15 @@ from rich.table import Table
 
 from llmrec import settings
 from llmrec.errors import EXIT_FAILED, ConfigError, LlmrecError
+from llmrec.redact import redact_text
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 jobs_app = typer.Typer(no_args_is_help=True,
                        help="Watch and control submitted runs (Ray Jobs): list, status, logs, stop.")
 
-ADDRESS_HELP = "Ray dashboard URL of the cluster, e.g. http://127.0.0.1:8265 (default: $RAY_ADDRESS)."
+ADDRESS_HELP = ("Ray dashboard URL of the cluster, e.g. http://127.0.0.1:8265 (default: $RAY_ADDRESS). Credentials "
+                "in it are never printed: prefer the cluster's token (RAY_AUTH_MODE=token, ~/.ray/auth_token).")
 SET_HELP = "Override a config key before resolving, e.g. --set benchmark.limit=20. Repeatable."
 ENV_HELP = ("NAME of a variable the job needs (checked on the cluster, value never sent), "
             "e.g. --env OPENAI_API_KEY. Repeatable.")
@@ -51,10 +53,10 @@ def client(address: str | None):
     try:
         return JobSubmissionClient(address)
     except AuthenticationError as e:
-        raise ConfigError(f"the cluster at {address} wants its token: export RAY_AUTH_MODE=token and put the "
+        raise ConfigError(f"the cluster at {redact_text(address)} wants its token: export RAY_AUTH_MODE=token and put the "
                           "token (`ray get-auth-token` on the head) in ~/.ray/auth_token or $RAY_AUTH_TOKEN") from e
     except (ConnectionError, RuntimeError, ValueError) as e:
-        raise ConfigError(f"cannot reach the Ray Jobs API at {address}: {e} "
+        raise ConfigError(f"cannot reach the Ray Jobs API at {redact_text(address)}: {redact_text(str(e))} "
                           "(is the head up, started with the dashboard, and is this its dashboard port?)") from e
 
 
@@ -64,7 +66,7 @@ def _job_errors(job_id: str):
     try:
         yield
     except RuntimeError as e:
-        raise LlmrecError(f"job {job_id}: {e}") from e
+        raise LlmrecError(f"job {job_id}: {redact_text(str(e))}") from e
 
 
 def wait_for(c, job_id: str, poll_s: float = 2.0) -> str:
@@ -126,7 +128,8 @@ def submit(
 
     It travels with the job as its resolved config and the job runs `llmrec run` on it.
 
-    Secrets are never sent: name them with --env and set them on the cluster nodes.
+    Secrets are never sent: name them with --env (or engine.api_key_env) and set them on the cluster nodes.
+    A URL in the config carrying credentials (https://user:pass@host, ?api_key=..., ?token=...) is refused.
 
     Example: llmrec submit configs/prefeval_mcq_demo.yaml --address http://127.0.0.1:8265
     --set tracking.uri=http://127.0.0.1:5000 --follow
@@ -140,7 +143,8 @@ def submit(
             console.print((Path(tmp) / "job" / RESOLVED).read_text(), markup=False, highlight=False)
             return
         c = client(address)
-        job_id = c.submit_job(**spec.submit_kwargs())  # uploads the staged files before returning
+        with _job_errors(spec.submission_id):
+            job_id = c.submit_job(**spec.submit_kwargs())  # uploads the staged files before returning
     console.print(f"submitted [bold]{job_id}[/]  (results: {escape(spec.metadata['llmrec.output_dir'])}, "
                   f"MLflow: {spec.metadata['llmrec.tracking_uri']})")
     console.print(f"watch: llmrec jobs logs {job_id} --follow    stop: llmrec jobs stop {job_id}")

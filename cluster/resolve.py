@@ -13,8 +13,11 @@
 - ``ray`` points at the cluster the job runs on (``address: auto``, no local CPU count).
 
 Secrets never enter the resolved file: a key that looks like a secret (``*key``, ``*token``,
-``*password``, ...) with a value fails, and so does a tracking URI carrying a password. Secrets
-reach the job as environment variables set on the cluster nodes, named by ``--env``.
+``*password``, ...) with a value fails, and so does any URL in the config that carries credentials
+(``https://user:pass@host``, ``?api_key=…``, ``?token=…``: an engine's or judge's ``base_url``, the
+tracking URI, a storage URI). They are refused rather than moved: the file is what the job ships and
+what ``--dry-run`` prints, and the error shows the URL redacted. Secrets reach the job as environment
+variables set on the cluster nodes, named by ``--env`` or a ``*_env`` key (``engine.api_key_env``).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from pydantic import BaseModel
 from llmrec import tracking
 from llmrec.config import apply_overrides, read_yaml, validate
 from llmrec.errors import ConfigError
-from llmrec.redact import is_secret_name
+from llmrec.redact import is_secret_name, redact_text
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +83,7 @@ def absolute_location(value: str, base: Path) -> str:
 def absolute_tracking_uri(uri: str, base: Path) -> str:
     """``sqlite:///mlruns.db`` (relative) → ``sqlite:////abs/mlruns.db``; refuse embedded passwords."""
     parts = urlsplit(uri)
-    if parts.password:
+    if parts.password or redact_text(uri) != uri:
         raise ConfigError("tracking.uri carries a password; put it in MLFLOW_TRACKING_PASSWORD on the cluster "
                           "nodes and name it with --env MLFLOW_TRACKING_PASSWORD")
     if parts.scheme == "sqlite" and uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
@@ -100,6 +103,33 @@ def secret_values(raw: dict, prefix: str = "") -> list[str]:
         elif v not in (None, "") and is_secret_name(str(k)):
             found.append(key)
     return found
+
+
+def url_credentials(raw: Any, prefix: str = "") -> list[str]:
+    """``key (redacted URL)`` for every string in ``raw`` holding a URL with user info or a
+    secret-looking query parameter (the same rule ``llmrec.redact`` records URLs by)."""
+    found: list[str] = []
+    if isinstance(raw, dict):
+        for k, v in raw.items():
+            found.extend(url_credentials(v, f"{prefix}.{k}" if prefix else str(k)))
+    elif isinstance(raw, (list, tuple)):
+        for i, v in enumerate(raw):
+            found.extend(url_credentials(v, f"{prefix}[{i}]"))
+    elif isinstance(raw, str) and "://" in raw and redact_text(raw) != raw:
+        found.append(f"{prefix} ({redact_text(raw)})")
+    return found
+
+
+def refuse_url_credentials(raw: dict, where: str) -> None:
+    """A submitted config carries no credentials inside a URL (see the module docstring)."""
+    found = url_credentials(raw)
+    if found:
+        raise ConfigError(
+            f"{where}: {'; '.join(found)}: credentials inside a URL are not submitted (the resolved config is "
+            "shipped to the cluster and printed by --dry-run). Remove them from the URL, set the secret as an "
+            "environment variable on the cluster nodes and name it: engine.api_key_env / judge.api_key_env for "
+            "an API key (sent as a Bearer token), MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD for the "
+            "tracking server, AWS_* for S3; pass --env NAME for any other")
 
 
 def env_names_in(raw: dict) -> list[str]:
@@ -125,6 +155,8 @@ def _resolve_run(given: dict, cfg, where: str, base: Path) -> dict:
     from llmrec.pipelines.runner.run_config import RunConfig
 
     raw = cfg.model_dump(mode="json")
+    refuse_url_credentials({**raw, "tracking": {**raw["tracking"], "uri": tracking.tracking_uri(cfg.tracking.uri)}},
+                           where)
     leaked = secret_values(raw)
     if leaked:
         raise ConfigError(f"{where}: {', '.join(leaked)} hold secret values; a submitted config must not. "
@@ -170,6 +202,7 @@ def resolve_suite_for_cluster(config: str | Path, overrides: list[str] | None = 
     suite["tracking"] = {k: v for k, v in run["tracking"].items() if k != "experiment"}
     suite["tracking"]["experiment"] = cfg.tracking.experiment
     suite["ray"] = run["ray"]
+    refuse_url_credentials(suite, str(config))
     load_suite_config_from(suite, f"{config} (resolved)")  # what we ship still validates
     return suite
 

@@ -248,9 +248,12 @@ def score(
     """
     from llmrec.pipelines.runner.scoring import parse_option_pairs, score_file
 
+    from llmrec.paths import refuse_overwriting_inputs
+
     if out is not None and out.is_dir():
         raise ConfigError(f"--out {out} is a directory; give the path of the metrics file to write, "
                           f"e.g. {out / RunDir.METRICS}")
+    refuse_overwriting_inputs(out, [predictions, oracle, items])
     opts = {"model": model, "oracle": str(oracle) if oracle else None,
             "items": str(items) if items else None, "k": k}
     opts.update(parse_option_pairs(option))

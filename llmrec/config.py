@@ -17,9 +17,10 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from llmrec.errors import ConfigError, read_utf8
-from llmrec.redact import redacted
+from llmrec.redact import redact_text, redacted
 
 M = TypeVar("M", bound=BaseModel)
+NAME_MAX_BYTES = 255  # the longest file or folder name of common file systems (ext4, xfs, APFS, NTFS)
 
 
 class StrictModel(BaseModel):
@@ -31,7 +32,16 @@ class StrictModel(BaseModel):
 def _one_component(name: str) -> str:
     if name in ("", ".", "..") or any(c in name for c in "/\\\0"):
         raise ValueError("must be a single folder/file name: no '/', '\\', '..' or absolute path")
+    if len(name.encode("utf-8")) > NAME_MAX_BYTES:
+        raise ValueError(f"is {len(name.encode('utf-8'))} bytes long; a folder or file name holds at most "
+                         f"{NAME_MAX_BYTES}")
     return name
+
+
+def _not_empty(value: str) -> str:
+    if not str(value).strip():
+        raise ValueError("must name a folder or a storage URI; it is empty (write '.' for the working directory)")
+    return value
 
 
 def _relative_inside(path: Path) -> Path:
@@ -43,6 +53,8 @@ def _relative_inside(path: Path) -> Path:
 # A user-given name that becomes one folder or file name (run names, labels): it cannot point
 # anywhere else, so whatever the config says stays inside its parent folder.
 PathName = Annotated[str, AfterValidator(_one_component)]
+# A location (a folder or a storage URI) that must be given, never the empty string.
+Location = Annotated[str, AfterValidator(_not_empty)]
 # A user-given path relative to a configured folder, which must stay inside it.
 InsidePath = Annotated[Path, AfterValidator(_relative_inside)]
 
@@ -74,7 +86,7 @@ def format_validation_error(err: ValidationError, model: type[BaseModel], prefix
             lines.append(f"unknown key '{path}'. Allowed keys here: {', '.join(allowed)}")
         else:
             got = e.get("input")
-            got_s = "" if isinstance(got, dict) else f" (got {got!r})"
+            got_s = "" if isinstance(got, dict) else f" (got {redact_text(repr(got))})"  # no credentials echoed
             lines.append(f"'{path}': {e['msg']}{got_s}")
     return "Invalid configuration:\n  " + "\n  ".join(lines)
 
@@ -220,7 +232,7 @@ class OutputBase(StrictModel):
     parent of run directories, and ``run_name``, one folder name inside it. Each stack sets its default ``dir`` and
     adds its own keys."""
 
-    dir: str = Field("runs", description="where run directories (result store, metrics) go: a local folder "
+    dir: Location = Field("runs", description="where run directories (result store, metrics) go: a local folder "
                                          "(relative: to the driver's working directory) or a storage URI "
                                          "(s3://bucket/runs, gs://…)")
     run_name: PathName | None = Field(None, description="run directory name (one folder name inside output.dir); "

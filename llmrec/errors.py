@@ -20,6 +20,31 @@ class LlmrecError(Exception):
     exit_code = EXIT_USAGE
 
 
+def wrapped_llmrec_error(e: BaseException) -> LlmrecError | None:
+    """The ``LlmrecError`` an exception carries when it crossed a process boundary: Ray re-raises an
+    actor's or task's error wrapped (``RayTaskError``, ``cause``) and Ray Data wraps a batch function's
+    (``UserCodeException``, ``__cause__``). The innermost one, whose message is its own."""
+    found, seen, todo = None, set(), [e]
+    while todo:
+        cur = todo.pop()
+        if not isinstance(cur, BaseException) or id(cur) in seen:
+            continue
+        seen.add(id(cur))
+        if isinstance(cur, LlmrecError) and not type(cur).__module__.startswith("ray."):
+            found = cur
+        todo.extend([getattr(cur, "cause", None), cur.__cause__])  # explicit chains only, never __context__
+    if found is None and type(e).__module__.startswith("ray."):
+        # Ray Data hands back a batch function's error as text only (UserCodeException, its cause lost): the
+        # last "llmrec.<module>.<Error>: message" line of the remote traceback, as a run failure (exit 1)
+        said = _REMOTE_LLMREC_ERROR.findall(str(e))
+        if said:
+            found = RunFailed(said[-1])
+    return found
+
+
+_REMOTE_LLMREC_ERROR = re.compile(r"^llmrec(?:\.\w+)*\.\w*Error: (.+)$", re.MULTILINE)
+
+
 class ConfigError(LlmrecError):
     """A configuration file, key or value is wrong."""
 

@@ -1,6 +1,11 @@
 """The one place a process starts or joins Ray: ``llmrec run`` / ``serve`` / ``serve-cleanup`` (through
 the runner's ``RayConfig``), ``llmrec train`` / ``tune`` and ``llmrec sft``.
 
+A local instance listens on 127.0.0.1 only: its GCS, raylet, workers and agents have no authentication a
+stranger on the network could not pass, so they are not on the network at all (Ray's own default is every
+interface). No dashboard is started. To open a local instance on purpose (e.g. to let another machine join
+it), set ``$LLMREC_RAY_HOST`` to this machine's address; see docs/cluster.md, "What listens where".
+
 Below every layer that drives Ray (the runner, tuning, SFT), so each of them may import it; Ray itself
 is imported only when called.
 """
@@ -32,6 +37,7 @@ _FILTER = ("import sys\nout = sys.stdout.buffer\ndrop = [a.encode() for a in sys
            "for line in sys.stdin.buffer:\n    if not any(d in line for d in drop):\n"
            "        out.write(line)\n        out.flush()\n")
 _quiet = {"wanted": False, "done": False}
+RAY_CLUSTER_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # Ray's switch: "0" keeps a node on the loopback address
 LOCAL_SESSIONS_DIR = "ray-local"  # under the per-user cache: one record per local Ray instance llmrec started
 
 
@@ -90,6 +96,7 @@ def start_ray(address: str | None = None, num_cpus: int | None = None, worker_ni
         kwargs.update(log_to_driver=False, logging_level=logging.WARNING)
     if local:  # this process starts its raylet, so these apply
         kwargs["include_dashboard"] = False
+        kwargs["_node_ip_address"] = listen_address()
         if num_cpus:
             kwargs["num_cpus"] = num_cpus
         if worker_niceness is not None:
@@ -100,6 +107,32 @@ def start_ray(address: str | None = None, num_cpus: int | None = None, worker_ni
         record_local_session()
     log.info("Ray ready: %s", ray.cluster_resources())
     return True
+
+
+def is_loopback(host: str) -> bool:
+    import ipaddress
+
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def listen_address() -> str:
+    """The node address of a local instance (:func:`llmrec.settings.ray_host`). For the loopback, Ray is told
+    that this is no cluster node: it would otherwise replace 127.0.0.1 by the machine's outward address (and
+    listen there). The variable is also set for the processes Ray starts, which read it themselves."""
+    host = settings.ray_host()
+    if is_loopback(host):
+        os.environ[RAY_CLUSTER_ENV] = "0"
+        try:
+            from ray._private import ray_constants
+        except ImportError:  # a Ray without this switch: the variable, read by its processes, is all there is
+            pass
+        else:
+            ray_constants.ENABLE_RAY_CLUSTER = False  # read once, when Ray was imported: set for this process too
+        return settings.LOOPBACK if host == "localhost" else host
+    return host
 
 
 def _sessions_dir() -> Path:

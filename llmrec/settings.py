@@ -12,6 +12,13 @@ CACHE_DIR_ENV = "LLMREC_CACHE_DIR"
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 RAY_ADDRESS_ENV = "RAY_ADDRESS"
 GIT_COMMIT_ENV = "LLMREC_GIT_COMMIT"  # set by `llmrec submit` for code shipped without .git
+STORAGE_TIMEOUT_ENV = "LLMREC_STORAGE_TIMEOUT_S"  # seconds a storage URI (s3://, gs://) may take to connect/answer
+DEFAULT_STORAGE_TIMEOUT_S = 10.0
+MIN_FREE_ENV = "LLMREC_MIN_FREE_MB"  # free space (MB) a local output.dir must have before a run starts
+DEFAULT_MIN_FREE_MB = 100.0
+RAY_HOST_ENV = "LLMREC_RAY_HOST"  # the address a local Ray instance listens on (default: the loopback only)
+LOOPBACK = "127.0.0.1"
+TRACKING_CHECK_TIMEOUT_S = 10.0  # how long the check before a run waits for the tracking store to answer
 
 DEFAULT_TRACKING_URI = "sqlite:///mlruns.db"
 DEFAULT_ARTIFACT_ROOT = "./mlartifacts"
@@ -49,3 +56,27 @@ def missing_env(names: list[str]) -> list[str]:
 def env_git_commit() -> str | None:
     """The commit of code shipped to a cluster without its .git (set by ``llmrec submit``)."""
     return os.environ.get(GIT_COMMIT_ENV) or None
+
+
+def ray_host() -> str:
+    """The address a local Ray instance's servers (GCS, raylet, workers, agents) listen on: ``$LLMREC_RAY_HOST``,
+    else 127.0.0.1, so nothing outside this machine can reach them."""
+    return os.environ.get(RAY_HOST_ENV, "").strip() or LOOPBACK
+
+
+def min_free_mb() -> float:
+    """The free space (MB) a local ``output.dir`` must have before a run starts (``$LLMREC_MIN_FREE_MB``)."""
+    value = os.environ.get(MIN_FREE_ENV)
+    try:
+        return max(0.0, float(value)) if value else DEFAULT_MIN_FREE_MB
+    except ValueError:
+        return DEFAULT_MIN_FREE_MB
+
+
+def storage_timeout_s() -> float:
+    """Connect / request timeout of S3 and the retry time limit of GCS (``$LLMREC_STORAGE_TIMEOUT_S``)."""
+    value = os.environ.get(STORAGE_TIMEOUT_ENV)
+    try:
+        return max(0.5, float(value)) if value else DEFAULT_STORAGE_TIMEOUT_S
+    except ValueError:
+        return DEFAULT_STORAGE_TIMEOUT_S

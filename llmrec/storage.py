@@ -11,11 +11,16 @@ unique names (the result store does).
 
 S3 credentials and endpoint come from the usual AWS variables/config files (read by pyarrow;
 ``AWS_ENDPOINT_URL`` points at an S3-compatible server such as MinIO).
+
+Failures are one line naming the location (:class:`StorageError`), never a filesystem library's
+traceback, and never a hang: S3 connections and requests time out and GCS stops retrying after
+``$LLMREC_STORAGE_TIMEOUT_S`` seconds (default 10), with a few attempts each.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import tempfile
@@ -23,7 +28,47 @@ import uuid
 from pathlib import Path
 from typing import Iterator
 
+from llmrec import settings
 from llmrec.errors import ConfigError, DataError
+
+S3_ATTEMPTS = 3  # tries of one S3 request (connect or read timed out, 5xx) before it fails
+
+
+class StorageError(DataError):
+    """A storage location cannot be reached, read or written: one line naming it (and why)."""
+
+
+def one_line(text, limit: int = 400) -> str:
+    """An error text on one line, shortened (filesystem libraries' messages run long)."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def describe_os_error(e: OSError) -> str:
+    """What went wrong, in words, for the errors a full, read-only or misnamed location gives."""
+    hints = {errno.ENOSPC: "no space left on the device; free some and re-run (finished samples are kept)",
+             errno.EDQUOT: "disk quota exceeded; free some and re-run (finished samples are kept)",
+             errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
+             errno.EPERM: "operation not permitted", errno.ENAMETOOLONG: "file name too long",
+             errno.ENOTDIR: "a path component is a file, not a folder", errno.EISDIR: "is a folder, not a file"}
+    return hints.get(e.errno) or one_line(e.strerror or e)
+
+
+@contextlib.contextmanager
+def storage_errors(where: str, doing: str) -> Iterator[None]:
+    """Turn a filesystem library's failure (pyarrow's OSError / ArrowException) into a :class:`StorageError`
+    naming ``where``; a missing file stays ``FileNotFoundError`` for the caller to judge."""
+    import pyarrow as pa
+
+    try:
+        yield
+    except FileNotFoundError:
+        raise
+    except (OSError, pa.ArrowException) as e:
+        from llmrec.redact import redact_text
+
+        why = describe_os_error(e) if isinstance(e, OSError) and e.errno else one_line(e)
+        raise StorageError(f"{redact_text(where)}: cannot {doing}: {redact_text(why)}") from e
 
 
 def is_uri(location: str | Path) -> bool:
@@ -42,15 +87,43 @@ def resolve(location: str | Path) -> str:
     return str(Path(s).expanduser().resolve())
 
 
+def _bounded_uri(uri: str) -> str:
+    """A GCS URI with a retry time limit (pyarrow's default retries for minutes: without network, a hang)."""
+    scheme = uri.split("://", 1)[0].lower()
+    if scheme in ("gs", "gcs") and "retry_limit_seconds=" not in uri:
+        return f"{uri}{'&' if '?' in uri else '?'}retry_limit_seconds={settings.storage_timeout_s():g}"
+    return uri
+
+
+def _bounded(fs):
+    """An S3 filesystem with short connect / request timeouts and a few attempts (pyarrow's defaults
+    take minutes on an endpoint that accepts connections and never answers); others unchanged."""
+    import pyarrow.fs as pafs
+
+    if not isinstance(fs, pafs.S3FileSystem):
+        return fs
+    rebuild, (kwargs,) = fs.__reduce__()
+    t = settings.storage_timeout_s()
+    return rebuild({**kwargs, "connect_timeout": t, "request_timeout": t,
+                    "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=S3_ATTEMPTS)})
+
+
 def _filesystem(uri: str):
+    import pyarrow as pa
     import pyarrow.fs as pafs
 
     if not is_uri(uri):
         return pafs.LocalFileSystem(), uri
     try:
-        return pafs.FileSystem.from_uri(uri)
-    except (pafs.ArrowInvalid, ValueError):  # not a pyarrow scheme: try fsspec
-        pass
+        fs, path = pafs.FileSystem.from_uri(_bounded_uri(uri))
+        return _bounded(fs), path
+    except pa.ArrowInvalid as e:  # not a pyarrow scheme: try fsspec (a pyarrow scheme's bad URI: say so)
+        if "Unrecognized filesystem type" not in str(e):
+            raise ConfigError(f"storage location {uri!r}: {one_line(e)}") from e
+    except (OSError, pa.ArrowException) as e:  # e.g. S3's bucket-region lookup failing
+        from llmrec.redact import redact_text
+
+        raise StorageError(f"{redact_text(uri)}: cannot open the storage location: {redact_text(one_line(e))}") from e
     try:
         import fsspec
 
@@ -95,18 +168,30 @@ class Storage:
         return f"{self.path.rstrip('/')}/{name}"
 
     def mkdir(self) -> None:
-        self.fs.create_dir(self.path, recursive=True)
+        with storage_errors(self.uri, "create the folder"):
+            if self.local and os.path.isfile(self.path):
+                raise NotADirectoryError(errno.ENOTDIR, "is a file", self.path)
+            self.fs.create_dir(self.path, recursive=True)
 
     def write_bytes(self, name: str, data: bytes) -> None:
         """Atomically publish ``name`` (see the module docstring)."""
+        with storage_errors(f"{self.uri}/{name}", "write"):
+            self._write_bytes(name, data)
+
+    def _write_bytes(self, name: str, data: bytes) -> None:
         if self.local:
             self.mkdir()
             tmp = self._p(f".{name}.{uuid.uuid4().hex[:8]}.tmp")
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self._p(name))
+            try:
+                with open(tmp, "wb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, self._p(name))
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)  # a disk-full write leaves no partial temporary file behind
+                raise
             return
         with self.fs.open_output_stream(self._p(name)) as out:
             out.write(data)
@@ -132,7 +217,7 @@ class Storage:
 
     def read_bytes(self, name: str) -> bytes:
         try:
-            with self.fs.open_input_stream(self._p(name)) as fh:
+            with storage_errors(f"{self.uri}/{name}", "read"), self.fs.open_input_stream(self._p(name)) as fh:
                 return fh.read()
         except FileNotFoundError as e:
             raise DataError(f"{self.uri}/{name} does not exist") from e
@@ -143,20 +228,35 @@ class Storage:
     def exists(self, name: str) -> bool:
         import pyarrow.fs as pafs
 
-        return self.fs.get_file_info(self._p(name)).type == pafs.FileType.File
+        with storage_errors(f"{self.uri}/{name}", "look up"):
+            return self.fs.get_file_info(self._p(name)).type == pafs.FileType.File
 
     def list(self, suffix: str = "") -> list[str]:
         """Names of the files directly in this directory ending with ``suffix``, sorted."""
         import pyarrow.fs as pafs
 
-        infos = self.fs.get_file_info(pafs.FileSelector(self.path, allow_not_found=True))
+        with storage_errors(self.uri, "list"):
+            infos = self.fs.get_file_info(pafs.FileSelector(self.path, allow_not_found=True))
         return sorted(i.base_name for i in infos if i.type == pafs.FileType.File and i.base_name.endswith(suffix))
 
     def delete(self, name: str) -> None:
         try:
-            self.fs.delete_file(self._p(name))
+            with storage_errors(f"{self.uri}/{name}", "delete"):
+                self.fs.delete_file(self._p(name))
         except FileNotFoundError:
             pass
+
+    def check_writable(self) -> None:
+        """Create the folder and write, read back and delete a small probe file there: a location that
+        cannot hold the run fails now, in one line naming it, rather than after the work."""
+        probe = f".llmrec-probe-{uuid.uuid4().hex[:8]}"
+        self.mkdir()
+        self.write_bytes(probe, b"ok")
+        try:
+            if self.read_bytes(probe) != b"ok":
+                raise StorageError(f"{self.uri}: a file written there reads back different")
+        finally:
+            self.delete(probe)
 
 
 def materialize(location: str | Path, cache_root: Path) -> Path:
@@ -176,9 +276,10 @@ def materialize(location: str | Path, cache_root: Path) -> Path:
 def _copy_tree(src: "Storage", dest: Path) -> None:
     import pyarrow.fs as pafs
 
-    if not src.fs.get_file_info(src.path).type == pafs.FileType.Directory:
-        raise DataError(f"{src.uri}: no such folder")
-    pafs.copy_files(src.path, str(dest), source_filesystem=src.fs, destination_filesystem=pafs.LocalFileSystem())
+    with storage_errors(src.uri, "read"):
+        if not src.fs.get_file_info(src.path).type == pafs.FileType.Directory:
+            raise DataError(f"{src.uri}: no such folder")
+        pafs.copy_files(src.path, str(dest), source_filesystem=src.fs, destination_filesystem=pafs.LocalFileSystem())
 
 
 @contextlib.contextmanager

@@ -115,6 +115,36 @@ def existing_store(configured: str | None = None) -> str:
     return uri
 
 
+def check_store(configured: str | None = None, timeout_s: float = settings.TRACKING_CHECK_TIMEOUT_S) -> str:
+    """Fail now, in seconds and in one line, when the tracking store cannot be used: a server that does not
+    answer (one try, ``timeout_s``; MLflow's own client retries for minutes), refuses the credentials, or is not
+    an MLflow server; a scheme MLflow has no store for; a sqlite file that cannot be opened. Called before a run's
+    first sample. Returns the URI."""
+    import os
+
+    uri = tracking_uri(configured)
+    path = _local_store(uri)
+    if path is not None and uri.startswith("sqlite:") and not path.parent.is_dir():
+        raise ConfigError(f"tracking store {uri}: the folder {path.parent} does not exist (create it, or fix "
+                          "tracking.uri / $MLFLOW_TRACKING_URI)")
+    saved = {k: os.environ.get(k) for k in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT")}
+    os.environ.update(MLFLOW_HTTP_REQUEST_MAX_RETRIES="0", MLFLOW_HTTP_REQUEST_TIMEOUT=str(int(max(1, timeout_s))))
+    try:
+        client(uri).search_experiments(max_results=1)
+    except Exception as e:  # noqa: BLE001 - whatever MLflow raises (its own, requests', sqlalchemy's) is one line
+        why = " ".join(str(e).split())
+        raise ConfigError(f"tracking store {redact_text(uri)} cannot be used: {redact_text(why)[:300]} (checked "
+                          "before the run; fix tracking.uri / $MLFLOW_TRACKING_URI, or set tracking.enabled=false)"
+                          ) from e
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return uri
+
+
 def artifact_location(root: str) -> str:
     """A URI stays as given (``s3://…``, ``mlflow-artifacts:/…``); a local path becomes an absolute
     ``file://`` URI (resolved on the driver, before anything runs on a cluster)."""

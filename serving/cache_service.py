@@ -11,13 +11,30 @@ service, or the next run, still answers earlier requests.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import sqlite3
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from llmrec.errors import DataError, wrapped_llmrec_error
 from llmrec.serving.cache import RequestCache
 from llmrec.types import Result
+
+
+class CacheError(DataError):
+    """The request cache file cannot be read or written (a full disk, sqlite's ``disk I/O error``, a read-only
+    folder): one line naming the file, raised through Ray to the driver as is."""
+
+
+@contextlib.contextmanager
+def cache_errors(path: str, doing: str):
+    try:
+        yield
+    except (sqlite3.Error, OSError) as e:
+        raise CacheError(f"request cache {path}: cannot {doing}: {e} (free space or fix the folder and re-run, "
+                         "finished samples are kept; or run with --no-cache)") from None
 
 log = logging.getLogger(__name__)
 
@@ -26,17 +43,22 @@ class RequestCacheService:
     """Actor body: batch get/put over one sqlite cache file."""
 
     def __init__(self, path: str):
-        self.cache = RequestCache(path)
+        self.path = path
+        with cache_errors(path, "open it"):
+            self.cache = RequestCache(path)
 
     def get_many(self, keys: list[str]) -> dict[str, str]:
-        return {k: r.model_dump_json() for k, r in self.cache.get_many(keys).items()}
+        with cache_errors(self.path, "read"):
+            return {k: r.model_dump_json() for k, r in self.cache.get_many(keys).items()}
 
     def put_many(self, items: dict[str, str]) -> int:
-        self.cache.put_many({k: Result.model_validate_json(v) for k, v in items.items()})
+        with cache_errors(self.path, "write"):
+            self.cache.put_many({k: Result.model_validate_json(v) for k, v in items.items()})
         return len(items)
 
     def size(self) -> int:
-        return len(self.cache)
+        with cache_errors(self.path, "read"):
+            return len(self.cache)
 
 
 class RemoteRequestCache:
@@ -63,10 +85,21 @@ class RemoteRequestCache:
 
 def start_cache_service(path: str, name: str):
     """Start the service on this (the driver's) node; returns its actor handle."""
+    with cache_errors(path, "open it"):  # here first: the actor runs on this node, and Ray does not hand back
+        RequestCache(path).close()  # the exception of a failed actor constructor, only its text
     node = ray.get_runtime_context().get_node_id()
     actor = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(RequestCacheService)
     handle = actor.options(name=name, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote(path)
-    ray.get(handle.size.remote())  # fail here, naming the file, if it cannot be opened
+    try:
+        ray.get(handle.size.remote())  # fail here, naming the file, if it cannot be opened
+    except ray.exceptions.RayError as e:
+        inner = wrapped_llmrec_error(e)
+        if inner is not None:
+            raise CacheError(str(inner)) from e
+        said = str(e).rsplit(f"{CacheError.__name__}: ", 1)  # an ActorDiedError keeps only the text of the cause
+        if len(said) == 2:
+            raise CacheError(said[1].splitlines()[0]) from e
+        raise
     log.info("request cache service %s: %s on node %s", name, path, node[:12])
     return handle
 

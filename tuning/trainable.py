@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from llmrec.config import validate
+from llmrec.errors import DataError
 from llmrec.models.base import build_model, get_model_class
 from llmrec.models.data import RecData, encode
 from llmrec.models.evaluation import EvalResult, evaluate, history_masked
@@ -31,6 +32,10 @@ def prepare_data(cfg: TrainConfig) -> RecData:
     data = load_interactions(cfg.data)
     inter = apply_filters(data.interactions, cfg.filters, data.source)
     split = split_interactions(inter, cfg.split, data.source)
+    empty = [name for name in ("train", "valid", "test") if len(getattr(split, name)) == 0]
+    if empty:  # training would have nothing to fit, to pick its best epoch on, or to report
+        raise DataError(f"{data.source}: the {cfg.split.protocol} split of {len(inter)} interactions leaves "
+                        f"{' and '.join(empty)} empty; use more data, other split.ratios, or looser filters")
     rec = encode(split, data.titles(), cfg.split.candidates)
     masked = history_masked(cfg.train.eval, get_model_class(cfg.model.name))
     rec.protocol.update(

@@ -50,7 +50,10 @@ class Split:
 
 
 def split_interactions(df: pd.DataFrame, cfg: SplitConfig, source: str = "interactions") -> Split:
-    """Split ``df`` as ``cfg.protocol`` says; the result records the protocol and its counts."""
+    """Split ``df`` as ``cfg.protocol`` says; the result records the protocol and its counts. No interactions at
+    all is a ``DataError`` naming the source."""
+    if len(df) == 0:
+        raise DataError(f"{source}: no interactions to split (the file holds none, or the filters removed them all)")
     if cfg.protocol == "loo":
         parts = leave_one_out(df, source)
     elif cfg.protocol == "random":

@@ -2,7 +2,9 @@
 
 Search order: an explicit directory (``--data-dir`` / ``data.dir``), ``$LLMREC_DATA_DIR``,
 then the per-user cache (``<cache>/data``). A directory "has" a benchmark when the
-manifest's probe file exists under it.
+manifest's probe file exists under it. An explicit directory is the only place looked in: a missing
+folder, a file, or a folder without the benchmark's files is an error naming it, never a fallback to
+``$LLMREC_DATA_DIR`` or the cache (which could hold other data).
 """
 
 from __future__ import annotations
@@ -39,7 +41,18 @@ def candidate_dirs(explicit: Path | None) -> list[tuple[str, Path]]:
 
 
 def resolve_data_dir(explicit: Path | None, manifest: DataManifest | None) -> Path:
-    """The first candidate directory holding the benchmark's probe file."""
+    """The first candidate directory holding the benchmark's probe file (``explicit``: that one only)."""
+    if explicit is not None:
+        where = Path(explicit).expanduser()
+        if not where.exists():
+            raise DataError(f"data folder {where} (--data-dir / data.dir) does not exist")
+        if not where.is_dir():
+            raise DataError(f"data folder {where} (--data-dir / data.dir) is a file, not a folder")
+        if manifest is not None and not (where / manifest.probe).exists():
+            raise DataError(f"{manifest.name} data not found in {where} (--data-dir / data.dir): no "
+                            f"{where / manifest.probe}. Get it with `llmrec data fetch {manifest.name} --dest "
+                            f"{where}`, or give the folder that holds {manifest.probe}")
+        return where
     cands = candidate_dirs(explicit)
     if manifest is None:
         return cands[0][1]

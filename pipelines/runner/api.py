@@ -11,6 +11,7 @@ from llmrec.pipelines.runner.failures import FailureSummary, summarize_failures
 from llmrec.pipelines.runner.report import log_mlflow, publish, staging_dir, write_outputs
 from llmrec.pipelines.runner.run_config import RunConfig
 from llmrec.pipelines.runner.execution import Progress, collect, invocation_stats, plan, stream
+from llmrec.pipelines.runner.preflight import check_before_work
 from llmrec.pipelines.runner.ray_env import SharedSubject
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,8 @@ def run_evaluation(cfg: RunConfig, data_dir: Path | None = None, progress: Progr
     """One run. A suite passes ``subject`` (its subject engine, started once and shared by its runs),
     ``title`` (the MLflow run name) and ``parent_run_id`` (the subject's MLflow run)."""
     started = time.time()
+    if subject is None:  # a suite checks all its runs before its first one
+        check_before_work([cfg])
     p = plan(cfg, data_dir)
     log.info("%s: %d samples, %d already in the store, %d to run", p.run_dir, len(p.samples),
              len(p.samples) - len(p.pending), len(p.pending))

@@ -92,8 +92,10 @@ def report(
     table shows them).
     E.g. `llmrec report runs/suite_demo --out report.html`.
     """
+    from llmrec.paths import refuse_overwriting_inputs
     from llmrec.pipelines.runner.html_report import write_report
 
+    refuse_overwriting_inputs(out, [*paths, *compare])
     with storage.local_folders(paths) as local, installed_only():
         path = write_report(local, out, list(compare), max_rows)
     console.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)", markup=False, highlight=False)

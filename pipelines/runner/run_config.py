@@ -9,7 +9,8 @@ from pydantic import Field, SerializeAsAny, model_validator
 
 import yaml
 
-from llmrec.config import OutputBase, StrictModel, apply_overrides, read_yaml, semantic_conflicts, validate
+from llmrec.config import (Location, OutputBase, StrictModel, apply_overrides, read_yaml, semantic_conflicts,
+                           validate)
 from llmrec.errors import ConfigError
 from llmrec.rundir import RunDir
 from llmrec.tracking import TrackingConfig
@@ -22,9 +23,10 @@ RUN_FACTS_FILE = RunDir.FACTS  # in a run directory: role → what its engine le
 
 
 class DataConfig(StrictModel):
-    dir: str | None = Field(
+    dir: Location | None = Field(
         None, description="data directory or storage URI (s3://bucket/data: copied once to the driver's cache); "
-                          "else $LLMREC_DATA_DIR, else the per-user cache (see `llmrec data`)"
+                          "when given, the data must be there (no fallback); else $LLMREC_DATA_DIR, else the "
+                          "per-user cache (see `llmrec data`)"
     )
 
 

@@ -291,6 +291,9 @@ def run_suite(cfg: SuiteConfig, data_dir: Path | None = None, only: list[str] | 
         raise ConfigError(f"--subject {', '.join(unknown)}: not a subject of suite '{cfg.name}' "
                           f"(its subjects: {', '.join(cfg.subjects)})")
     t0 = time.perf_counter()
+    from llmrec.pipelines.runner.preflight import check_before_work
+
+    check_before_work([cfg.run_config(s, e) for s in only or list(cfg.subjects) for e in cfg.benchmarks])
     where = suite_dir(cfg)
     where.mkdir()
     index = SuiteIndex(where, cfg.name)

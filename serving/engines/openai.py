@@ -29,6 +29,7 @@ from __future__ import annotations
 import email.utils
 import json
 import logging
+import math
 import re
 import threading
 import time
@@ -256,20 +257,25 @@ class OpenAIEngine(EngineBase):
             if reply.status_code == 400 and _CONTEXT_WORDS.search(text):
                 raise ContextOverflow.from_server_text(text, estimate_tokens(request))
             raise EngineError(f"{self.config.base_url}/chat/completions: HTTP {reply.status_code}: {text}")
+        where = redact_url(f"{self.config.base_url}/chat/completions")
         try:
             data = reply.json()
             choice = data["choices"][0]
             text = choice["message"]["content"] or ""
+            if not isinstance(text, str):
+                raise TypeError(f"message.content is {type(text).__name__}, not text")
             usage = data.get("usage") or {}
             details = usage.get("prompt_tokens_details") or {}
-        except (ValueError, KeyError, IndexError, TypeError) as e:
-            raise EngineError(f"malformed reply from {self.config.base_url}: {reply.text[:300]}") from e
+            counts = {name: _count(src, key) for name, src, key in (
+                ("prompt_tokens", usage, "usage.prompt_tokens"),
+                ("completion_tokens", usage, "usage.completion_tokens"),
+                ("cached_prompt_tokens", details, "usage.prompt_tokens_details.cached_tokens"))}
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
+            raise EngineError(f"{where}: the server's reply is malformed: {e}: {reply.text[:300]}") from e
         c = request.constraint
         if c is not None and c.choices is not None and style in ("openai", "json_object"):
             text = _unwrap_answer(text)
-        return Result(text=text, prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                      completion_tokens=int(usage.get("completion_tokens") or 0),
-                      cached_prompt_tokens=int(details.get("cached_tokens") or 0),
+        return Result(text=text, **counts,
                       finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
                       latency_s=reply.elapsed.total_seconds(), request_id=request.request_id)
 
@@ -331,6 +337,18 @@ class OpenAIEngine(EngineBase):
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+def _count(src: dict, key: str) -> int:
+    """The token count ``key`` (its dotted path in the reply) of a reply's ``usage``: absent or null is 0;
+    anything but a whole number >= 0 is malformed."""
+    value = src.get(key.rsplit(".", 1)[-1])
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0 \
+            or value != int(value):
+        raise ValueError(f"{key} is {value!r}, not a token count")
+    return int(value)
 
 
 def estimate_tokens(request: Request) -> int:

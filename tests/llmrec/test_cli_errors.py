@@ -141,3 +141,58 @@ def test_failure_summary(rows, exceeds):
     from llmrec.pipelines.runner.failures import summarize_failures
 
     assert summarize_failures(rows).exceeds(0.1) is exceeds
+
+
+def test_score_out_that_is_the_predictions_file_is_refused(tmp_path):
+    p = tmp_path / "p.jsonl"
+    line = json.dumps({"sample_id": "a", "gold": "A", "output": "A"}) + "\n"
+    p.write_text(line)
+    res = runner.invoke(app, ["score", "prefeval-mcq", "--predictions", str(p), "--out", str(p)])
+    assert res.exit_code == 2 and f"--out {p}: is the input file {p} itself" in _text(res), res.output
+    assert p.read_text() == line  # the predictions are untouched
+    (tmp_path / "link.jsonl").symlink_to(p)  # the same file under another name
+    res = runner.invoke(app, ["score", "prefeval-mcq", "--predictions", str(p), "--out", str(tmp_path / "link.jsonl")])
+    assert res.exit_code == 2 and p.read_text() == line
+
+
+def test_report_out_over_a_run_directory_results_file_is_refused(tmp_path):
+    from llmrec.cli import _mount_extra_verbs
+
+    _mount_extra_verbs()
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.json").write_text('{"accuracy": 1.0}')
+    res = runner.invoke(app, ["report", str(run), "--out", str(run / "metrics.json")])
+    assert res.exit_code == 2 and "would overwrite the results file metrics.json" in _text(res), res.output
+    assert (run / "metrics.json").read_text() == '{"accuracy": 1.0}'
+
+
+def test_an_error_raised_inside_a_ray_worker_is_one_line():
+    """An LlmrecError raised in an actor or task comes back wrapped by Ray (RayTaskError, its cause): the one
+    handler prints the original's message, not Ray's traceback."""
+    from llmrec.errors import DataError, wrapped_llmrec_error
+
+    class RayTaskLike(Exception):
+        def __init__(self, cause):
+            super().__init__("Traceback (most recent call last): ... long")
+            self.cause = cause
+
+    inner = DataError("request cache /x/c.sqlite: cannot write: database or disk is full")
+    outer = RuntimeError("UserCodeException")
+    outer.__cause__ = RayTaskLike(inner)
+    assert wrapped_llmrec_error(outer) is inner
+    assert wrapped_llmrec_error(RuntimeError("plain")) is None
+
+
+def test_an_error_ray_data_hands_back_as_text_is_its_message():
+    """Ray Data keeps only the text of a batch function's exception (UserCodeException, cause lost): the
+    message of the llmrec error in that remote traceback is what is printed, as a run failure (exit 1)."""
+    from llmrec.errors import EXIT_FAILED, wrapped_llmrec_error
+
+    remote = type("RayTaskError(UserCodeException)", (Exception,), {"__module__": "ray.exceptions"})
+    text = ("UDF failed to process a data block.\nTraceback (most recent call last):\n  File \"w.py\", line 3\n"
+            "llmrec.serving.cache_service.CacheError: request cache /r/c.sqlite: cannot write: database or disk is "
+            "full (free space or fix the folder and re-run, finished samples are kept; or run with --no-cache)\n")
+    found = wrapped_llmrec_error(remote(text))
+    assert str(found).startswith("request cache /r/c.sqlite: cannot write: database or disk is full")
+    assert found.exit_code == EXIT_FAILED

@@ -326,3 +326,16 @@ def test_retry_after_header_values():
     assert retry_after_s("7") == 7.0 and retry_after_s("-3") == 0.0
     assert 58 <= retry_after_s(email.utils.formatdate(time.time() + 60, usegmt=True)) <= 60
     assert retry_after_s(None) is None and retry_after_s("soon") is None
+
+
+@pytest.mark.parametrize("usage", [{"prompt_tokens": "x"}, {"completion_tokens": -2}, {"prompt_tokens": 1.5},
+                                   {"prompt_tokens_details": {"cached_tokens": "many"}}, {"prompt_tokens": True}])
+def test_malformed_usage_fails_the_sample_saying_so(server, usage):
+    """A server whose token counts are not counts: the request fails with "the server's reply is malformed", naming
+    the field (not Python's `invalid literal for int()`), and the engine stays usable."""
+    server.status_body = (200, json.dumps({"choices": [{"index": 0, "message": {"content": "A"}}], "usage": usage}))
+    (r,) = engine(server).generate([req("x")])
+    assert r.finish_reason == "error" and "the server's reply is malformed" in r.error, r.error
+    assert "invalid literal" not in r.error and f"usage.{next(iter(usage))}" in r.error
+    server.status_body = None
+    assert engine(server).generate([req("ab")])[0].text == "ba"

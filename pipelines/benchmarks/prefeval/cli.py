@@ -39,8 +39,11 @@ def compare_cmd(
     out: Optional[Path] = typer.Option(None, "--out", help="Write the points and Pearson r as JSON here."),
 ) -> None:
     """Pearson r between MCQ and generation accuracy per (model, form, method, turns), with a scatter plot."""
+    from llmrec.paths import refuse_overwriting_inputs
     from llmrec.pipelines.benchmarks.prefeval.compare import compare
 
+    for flag, target in (("--out", out), ("--plot", plot)):
+        refuse_overwriting_inputs(target, [*mcq, *gen], flag)
     result = compare(mcq, gen, plot)
     if out is not None:
         out.write_text(json.dumps(result, indent=1) + "\n")
