@@ -11,7 +11,6 @@ most ``max_rows`` samples per run are included (failed and over-context ones fir
 
 from __future__ import annotations
 
-import base64
 import json
 import math
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from llmrec.pipelines.protocol import DRILLDOWN_FIELDS, setting_of
 from llmrec.pipelines.record import read_rows
 from llmrec.pipelines.registry import get_benchmark
 from llmrec.pipelines.runner.leaderboard import MISSING, Entry, fmt, leaderboard, load_entries, wide
+from llmrec.pipelines.runner.report_plots import overlays, run_figures
 
 MAX_ROWS = 500
 HEAD_CHARS = 300  # a longer text shows this much, the rest behind an expander
@@ -90,12 +90,6 @@ def drill_rows(e: Entry, max_rows: int) -> tuple[list[dict], int]:
     return out, len(rows)
 
 
-def _plots(e: Entry) -> list[dict]:
-    folder = e.run_dir / "plots"
-    return [{"name": p.name, "uri": "data:image/png;base64," + base64.b64encode(p.read_bytes()).decode("ascii")}
-            for p in sorted(folder.glob("*.png"))] if folder.is_dir() else []
-
-
 def find_comparisons(sources: Iterable[Path], compare: Iterable[Path]) -> list[Path]:
     """``comparison.json`` files: each ``--compare`` directory's (or file), then those under each suite's
     ``comparisons/``."""
@@ -139,7 +133,7 @@ def render(sources: list[Path], compare: list[Path] = (), max_rows: int = MAX_RO
     board = leaderboard(entries)
     runs, rows, notes = [], [], []
     for e in entries:
-        runs.append({"label": _label(e), "plots": _plots(e)})
+        runs.append(run_figures(_label(e), e.run_dir))
         got, total = drill_rows(e, max_rows)
         rows += got
         if total > len(got):
@@ -153,7 +147,7 @@ def render(sources: list[Path], compare: list[Path] = (), max_rows: int = MAX_RO
         sources=[str(s) for s in sources],
         leaderboard={name: {"columns": list(t.columns), "rows": t.values.tolist()}
                      for name, t in (("primary", wide(board, primary_only=True)), ("all", wide(board)))},
-        runs=runs, comparisons=[_comparison(p) for p in find_comparisons(sources, compare)],
+        runs=runs, overlays=overlays(entries), comparisons=[_comparison(p) for p in find_comparisons(sources, compare)],
         drill={"rows": rows, "notes": notes, "filters": filters, "fields": DRILLDOWN_FIELDS})
 
 
