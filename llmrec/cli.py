@@ -36,6 +36,9 @@ def _setup_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     if not verbose:  # libraries that log progress at INFO: keep the terminal for our own bar and table
+        from llmrec.settings import default_mlflow_log_level
+
+        default_mlflow_log_level("WARNING")  # e.g. "Creating initial MLflow database tables": MLflow's own setup
         import ray.data  # noqa: F401 - ray.data installs its logging config on import; adjust after it
         # Ray (>= 2.59) turns token auth on for a new local instance and warns that it did: nothing to act on
         quiet_auth = "ray._private.authentication.authentication_token_setup"
@@ -284,25 +287,29 @@ def ui(
     port: int = typer.Option(5000, help="Port of the local UI."),
 ) -> None:
     """Open the MLflow UI on 127.0.0.1 against the tracking store, printing a link per experiment
-    that opens its runs table with the headline metrics as columns. The UI process replaces this
-    one, so stopping `llmrec ui` (Ctrl-C, SIGTERM) stops the UI."""
+    (most recently used first) that opens its runs table with the headline metrics as columns. The UI
+    process replaces this one, so stopping `llmrec ui` (Ctrl-C, SIGTERM) stops the UI."""
     import os
 
     from llmrec import tracking
 
     store = tracking.existing_store(uri)
     base = store if store.startswith(("http://", "https://")) else f"http://127.0.0.1:{port}"
+    links = []
     try:
-        for exp in tracking.client(store).search_experiments():
-            console.print(f"{exp.name}: {tracking.ui_url(base, exp.experiment_id)}", markup=False, highlight=False)
+        exps = tracking.client(store).search_experiments(order_by=["last_update_time DESC"])
+        links = [(exp.name, tracking.ui_url(base, exp.experiment_id)) for exp in exps if exp.name != "Default"
+                 or len(exps) == 1]
     except Exception as e:  # noqa: BLE001 - listing is a convenience; the UI still starts
         err.print(f"could not list experiments in {store}: {e}", markup=False)
+    for name, link in links:
+        console.print(f"{name}: {link}", markup=False, highlight=False)
     if base == store:
         return
-    console.print(f"MLflow UI: {base}  (store {store})", markup=False)
+    console.print(f"MLflow UI (store {store}): {links[0][1] if links else base}", markup=False, highlight=False)
     sys.stdout.flush()
-    os.execv(sys.executable, [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", store,
-                              "--host", "127.0.0.1", "--port", str(port)])
+    argv, env = tracking.ui_command(store, port)
+    os.execve(argv[0], argv, {**os.environ, **env})
 
 
 @data_app.command("fetch")

@@ -12,6 +12,7 @@ CACHE_DIR_ENV = "LLMREC_CACHE_DIR"
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 RAY_ADDRESS_ENV = "RAY_ADDRESS"
 GIT_COMMIT_ENV = "LLMREC_GIT_COMMIT"  # set by `llmrec submit` for code shipped without .git
+MLFLOW_LOG_LEVEL_ENV = "MLFLOW_LOGGING_LEVEL"  # MLflow sets its loggers' level from it when it is imported
 
 DEFAULT_TRACKING_URI = "sqlite:///mlruns.db"
 DEFAULT_ARTIFACT_ROOT = "./mlartifacts"
@@ -49,3 +50,9 @@ def missing_env(names: list[str]) -> list[str]:
 def env_git_commit() -> str | None:
     """The commit of code shipped to a cluster without its .git (set by ``llmrec submit``)."""
     return os.environ.get(GIT_COMMIT_ENV) or None
+
+
+def default_mlflow_log_level(level: str) -> None:
+    """The level MLflow's loggers get when MLflow is imported (later, lazily, also in Ray workers, which inherit
+    the environment), unless the user set one: MLflow resets them to INFO on import, whatever was set before."""
+    os.environ.setdefault(MLFLOW_LOG_LEVEL_ENV, level)
