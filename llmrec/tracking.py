@@ -164,7 +164,7 @@ def quantization(engine: dict) -> str | None:
 
 def subject_params(engines: dict[str, dict]) -> dict[str, dict[str, str]]:
     """subject → the params of its MLflow run that tell the subjects apart: ``engine.type``, ``engine.model`` (model
-    or model file; ``default`` when the engine uses its own), ``engine.quantization`` (when known), and
+    or model file; ``embedded`` when the engine uses its embedded model), ``engine.quantization`` (when known), and
     ``engine.<option>`` for every engine option whose value differs between the subjects (never a secret-looking
     one). ``engines``: subject → engine section as a dict, in suite order."""
     flat = {s: flatten(dict(e)) for s, e in engines.items()}
@@ -175,7 +175,7 @@ def subject_params(engines: dict[str, dict]) -> dict[str, dict[str, str]]:
     out = {}
     for s, f in flat.items():
         model = f.get("model") or f.get("model_path")
-        p = {"engine.type": str(f.get("type")), "engine.model": str(model) if model else "default"}
+        p = {"engine.type": str(f.get("type")), "engine.model": str(model) if model else "embedded"}
         q = quantization(f)
         if q:
             p["engine.quantization"] = q

@@ -15,7 +15,7 @@ def test_subject_params_carry_identity_and_the_options_that_differ():
                "gemma-grammar": {"type": "llamacpp", "model_path": "/m/gemma-3-270m-it-Q8_0.gguf", "n_ctx": 8192,
                                  "choice_mode": "grammar", "n_threads": 2, "api_key": "sk-2"}}
     p = tracking.subject_params(engines)
-    assert p["gemma"] == {"engine.type": "llamacpp", "engine.model": "default", "engine.choice_mode": "score"}
+    assert p["gemma"] == {"engine.type": "llamacpp", "engine.model": "embedded", "engine.choice_mode": "score"}
     assert p["gemma-grammar"]["engine.model"] == "/m/gemma-3-270m-it-Q8_0.gguf"
     assert p["gemma-grammar"]["engine.quantization"] == "Q8_0" and p["gemma-grammar"]["engine.choice_mode"] == "grammar"
     assert "engine.n_ctx" not in p["gemma"]  # the same for both: not what tells them apart
