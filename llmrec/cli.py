@@ -286,30 +286,21 @@ def ui(
     uri: Optional[str] = typer.Option(None, "--tracking-uri", help=STORE_HELP + ". An http(s):// server is already a UI: its links are printed."),
     port: int = typer.Option(5000, help="Port of the local UI."),
 ) -> None:
-    """Open the MLflow UI on 127.0.0.1 against the tracking store, printing a link per experiment
-    (most recently used first) that opens its runs table with the headline metrics as columns. The UI
-    process replaces this one, so stopping `llmrec ui` (Ctrl-C, SIGTERM) stops the UI."""
-    import os
-
-    from llmrec import tracking
+    """Open the MLflow UI on 127.0.0.1 against the tracking store and print, once it answers, a link per
+    experiment (most recently used first) that opens its runs table with the headline metrics as columns.
+    Stopping `llmrec ui` (Ctrl-C, SIGTERM) stops the UI."""
+    from llmrec import tracking, ui_server
 
     store = tracking.existing_store(uri)
-    base = store if store.startswith(("http://", "https://")) else f"http://127.0.0.1:{port}"
-    links = []
-    try:
-        exps = tracking.client(store).search_experiments(order_by=["last_update_time DESC"])
-        links = [(exp.name, tracking.ui_url(base, exp.experiment_id)) for exp in exps if exp.name != "Default"
-                 or len(exps) == 1]
-    except Exception as e:  # noqa: BLE001 - listing is a convenience; the UI still starts
-        err.print(f"could not list experiments in {store}: {e}", markup=False)
-    for name, link in links:
-        console.print(f"{name}: {link}", markup=False, highlight=False)
-    if base == store:
+    say = lambda text: console.print(text, markup=False, highlight=False, soft_wrap=True)  # noqa: E731
+    if store.startswith(("http://", "https://")):
+        for name, link in ui_server.experiment_links(store):
+            say(f"{name}: {link}")
         return
-    console.print(f"MLflow UI (store {store}): {links[0][1] if links else base}", markup=False, highlight=False)
-    sys.stdout.flush()
-    argv, env = tracking.ui_command(store, port)
-    os.execve(argv[0], argv, {**os.environ, **env})
+    say(f"starting the MLflow UI on http://127.0.0.1:{port} (store {store}) ...")
+    code = ui_server.serve(store, port, say, lambda text: err.print(text, markup=False))
+    if code not in (0, -2, -15):
+        raise typer.Exit(code)
 
 
 @data_app.command("fetch")

@@ -286,11 +286,23 @@ def ensure_experiment(mlflow_client, name: str, artifact_root: str = settings.DE
     merged_params = known_params + [k for k in dict.fromkeys(map(metric_key, params)) if k not in known_params]
     view = view_state(merged, merged_params)
     if merged != known or exp is None or (exp.tags or {}).get(VIEW_TAG) != view:  # or an older view
-        mlflow_client.set_experiment_tag(exp_id, HEADLINE_LIST_TAG, json.dumps(merged))
+        _set_experiment_tag(mlflow_client, exp_id, HEADLINE_LIST_TAG, json.dumps(merged))
         if merged_params:
-            mlflow_client.set_experiment_tag(exp_id, PARAMS_LIST_TAG, json.dumps(merged_params))
-        mlflow_client.set_experiment_tag(exp_id, VIEW_TAG, view)
+            _set_experiment_tag(mlflow_client, exp_id, PARAMS_LIST_TAG, json.dumps(merged_params))
+        _set_experiment_tag(mlflow_client, exp_id, VIEW_TAG, view)
     return exp_id
+
+
+def _set_experiment_tag(mlflow_client, exp_id: str, key: str, value: str) -> None:
+    """Set a tag; when another run inserted the same tag at the same moment (a sqlite store's insert then fails
+    on its unique key), set it again: the row exists now and is updated."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        mlflow_client.set_experiment_tag(exp_id, key, value)
+    except MlflowException:
+        time.sleep(0.2)
+        mlflow_client.set_experiment_tag(exp_id, key, value)
 
 
 def setup(uri: str | None, experiment: str, artifact_root: str = settings.DEFAULT_ARTIFACT_ROOT,
@@ -316,20 +328,6 @@ def ui_url(base: str, experiment_id: str) -> str:
     otherwise opens on its GenAI overview, whatever the experiment's kind tag says)."""
     return (f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs"
             f"?workflowType=machine_learning&viewStateShareKey={VIEW_KEY}")
-
-
-def ui_command(store: str, port: int) -> tuple[list[str], dict[str, str]]:
-    """The ``mlflow server`` command line (and environment additions) ``llmrec ui`` runs: one uvicorn process.
-
-    MLflow's default is 4 uvicorn workers under uvicorn's supervisor, plus a job-runner process: on 2 busy cores
-    each worker needs longer than the supervisor's 5 s health check to import MLflow's server, so the supervisor
-    kills and restarts workers again and again and the UI answers after minutes. One worker has no supervisor
-    and is plenty for one person's browser; the job runner serves GenAI judge jobs, which llmrec does not use."""
-    import sys
-
-    return ([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", store, "--host", "127.0.0.1",
-             "--port", str(port), "--workers", "1"],
-            {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
 
 
 def start_run(mlflow_client, exp_id: str, name: str, params: dict[str, Any], tags: dict[str, str]) -> str:
