@@ -35,7 +35,7 @@ export VLLM_CPU_KVCACHE_SPACE ?= 1
 
 help:
 	@echo "make demo   - PrefEval MCQ slice with the embedded CPU model on a local Ray; prints results + MLflow UI command"
-	@echo "make demo-suite - all five benchmarks (small slices) for the embedded CPU model, one engine start; leaderboard + report.html"
+	@echo "make demo-suite - all five benchmarks (small slices) for the embedded CPU model, one engine start; the leaderboard (printed by the suite) + report.html"
 	@echo "make demo-beyond-utility - Beyond Utility: LLM ranking slice + MostPop/BM25/BPRMF on the same candidates, one table"
 	@echo "make demo-lrworld - LRWorld on ML-100K (a few samples per measure) with the embedded CPU model"
 	@echo "make browser - apt-install chromium + chromium-driver for the browser tests when missing (as root)"
@@ -69,7 +69,6 @@ demo: venv
 demo-suite: venv
 	$(LLMREC) data fetch prefeval --if-missing
 	$(LLMREC) suite configs/suite_demo.yaml
-	$(LLMREC) leaderboard runs/suite-demo
 	$(LLMREC) report runs/suite-demo --out runs/suite-demo/report.html
 
 demo-beyond-utility: venv

@@ -37,6 +37,9 @@ def _setup_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     if not verbose:  # libraries that log progress at INFO: keep the terminal for our own bar and table
+        from llmrec.settings import default_mlflow_log_level
+
+        default_mlflow_log_level("WARNING")  # e.g. "Creating initial MLflow database tables": MLflow's own setup
         import ray.data  # noqa: F401 - ray.data installs its logging config on import; adjust after it
         # Ray (>= 2.59) turns token auth on for a new local instance and warns that it did: nothing to act on
         quiet_auth = "ray._private.authentication.authentication_token_setup"
@@ -294,26 +297,21 @@ def ui(
     uri: Optional[str] = typer.Option(None, "--tracking-uri", help=STORE_HELP + ". An http(s):// server is already a UI: its links are printed."),
     port: int = typer.Option(5000, help="Port of the local UI."),
 ) -> None:
-    """Open the MLflow UI on 127.0.0.1 against the tracking store, printing a link per experiment
-    that opens its runs table with the headline metrics as columns. The UI process replaces this
-    one, so stopping `llmrec ui` (Ctrl-C, SIGTERM) stops the UI."""
-    import os
-
-    from llmrec import tracking
+    """Open the MLflow UI on 127.0.0.1 against the tracking store and print, once it answers, a link per
+    experiment (most recently used first) that opens its runs table with the headline metrics as columns.
+    Stopping `llmrec ui` (Ctrl-C, SIGTERM) stops the UI."""
+    from llmrec import tracking, ui_server
 
     store = tracking.existing_store(uri)
-    base = store if store.startswith(("http://", "https://")) else f"http://127.0.0.1:{port}"
-    try:
-        for exp in tracking.client(store).search_experiments():
-            console.print(f"{exp.name}: {tracking.ui_url(base, exp.experiment_id)}", markup=False, highlight=False)
-    except Exception as e:  # noqa: BLE001 - listing is a convenience; the UI still starts
-        err.print(f"could not list experiments in {store}: {e}", markup=False)
-    if base == store:
+    say = lambda text: console.print(text, markup=False, highlight=False, soft_wrap=True)  # noqa: E731
+    if store.startswith(("http://", "https://")):
+        for name, link in ui_server.experiment_links(store):
+            say(f"{name}: {link}")
         return
-    console.print(f"MLflow UI: {base}  (store {store})", markup=False)
-    sys.stdout.flush()
-    os.execv(sys.executable, [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", store,
-                              "--host", "127.0.0.1", "--port", str(port)])
+    say(f"starting the MLflow UI on http://127.0.0.1:{port} (store {store}) ...")
+    code = ui_server.serve(store, port, say, lambda text: err.print(text, markup=False))
+    if code not in (0, -2, -15):
+        raise typer.Exit(code)
 
 
 @data_app.command("fetch")

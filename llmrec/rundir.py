@@ -16,7 +16,7 @@ A run directory holds::
     mlflow_run_id        the MLflow run this directory is logged to
     results/             the result store's write-once parquet shards (resume reads them)
     transcripts/         content-addressed texts of every engine call (see llmrec.transcripts)
-    plots/               figures
+    plots/               figures; plots/left_out.json: figure → why it was not drawn
     comparisons/         comparisons written for this run (``llmrec compare``)
 
 Reading a run directory never imports code: configs are read as plain YAML mappings here; typed configs are built by
@@ -49,6 +49,7 @@ class RunDir:
     RESULTS = "results"
     TRANSCRIPTS = "transcripts"
     PLOTS = "plots"
+    PLOTS_LEFT_OUT = "left_out.json"  # in plots/: figure → why it was not drawn (no data, one x value)
     COMPARISONS = "comparisons"
 
     def __init__(self, location: "str | Path | Storage | RunDir"):

@@ -19,6 +19,7 @@ DEFAULT_MIN_FREE_MB = 100.0
 RAY_HOST_ENV = "LLMREC_RAY_HOST"  # the address a local Ray instance listens on (default: the loopback only)
 LOOPBACK = "127.0.0.1"
 TRACKING_CHECK_TIMEOUT_S = 10.0  # how long the check before a run waits for the tracking store to answer
+MLFLOW_LOG_LEVEL_ENV = "MLFLOW_LOGGING_LEVEL"  # MLflow sets its loggers' level from it when it is imported
 
 DEFAULT_TRACKING_URI = "sqlite:///mlruns.db"
 DEFAULT_ARTIFACT_ROOT = "./mlartifacts"
@@ -80,3 +81,7 @@ def storage_timeout_s() -> float:
         return max(0.5, float(value)) if value else DEFAULT_STORAGE_TIMEOUT_S
     except ValueError:
         return DEFAULT_STORAGE_TIMEOUT_S
+def default_mlflow_log_level(level: str) -> None:
+    """The level MLflow's loggers get when MLflow is imported (later, lazily, also in Ray workers, which inherit
+    the environment), unless the user set one: MLflow resets them to INFO on import, whatever was set before."""
+    os.environ.setdefault(MLFLOW_LOG_LEVEL_ENV, level)

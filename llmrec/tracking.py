@@ -10,7 +10,9 @@ One module, one set of rules:
 - run tags: ``git_commit``, ``data_fingerprint``, ``protocol`` (JSON of the settings that
   define the numbers), ``llmrec.kind`` (run | train | tune | trial | sft), ``llmrec.headline``
   (the metric keys ``llmrec runs`` shows), ``llmrec.setting`` on child runs, ``llmrec.config_hash`` (run
-  names stay readable: ``<benchmark> · <model>``; a suite's ``<suite> · <subject>`` / ``<subject> · <entry>``);
+  names stay readable and lead with what differs: ``<benchmark> · <model>``; a suite's ``<subject> · <suite>``
+  / ``<entry> · <subject>`` / ``<setting keys that vary> · <entry> · <subject>``);
+- a suite's subject runs carry the engine params that tell the subjects apart (:func:`subject_params`);
 - metric keys: ``metric_key`` (``ndcg@10`` → ``ndcg_at_10``; other characters MLflow refuses
   become ``_``); params: the flattened config minus secret-looking keys.
 """
@@ -54,7 +56,10 @@ EXPERIMENT_KIND = "custom_model_development"
 VIEW_KEY = "llmrec-headline"
 VIEW_TAG = f"mlflow.sharedViewState.{VIEW_KEY}"
 HEADLINE_LIST_TAG = "llmrec.headline_metrics"  # the union the view was built from
+PARAMS_LIST_TAG = "llmrec.view_params"  # the param columns the view was built with (besides VIEW_PARAMS)
 VIEW_PARAMS = ("engine.type", "engine.model", "model.name")
+ENGINE_ID_PARAMS = ("type", "model", "quantization")  # a subject run's params besides the options that differ
+_QUANT = re.compile(r"(?i)(?:^|[-_.])((?:IQ|Q)\d(?:_[A-Z0-9]+)*|BF16|F16|F32)(?=[-_.]|$)")
 
 _URI = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 _BAD_KEY_CHARS = re.compile(r"[^\w\-. /:]")
@@ -179,6 +184,44 @@ def model_label(engine) -> str:
     return str(model).replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
 
 
+def quantization(engine: dict) -> str | None:
+    """The weights' quantization: the engine's ``quantization`` / ``dtype`` option, else the GGUF type in the
+    model file's name (``gemma-3-270m-it-Q8_0.gguf`` → ``Q8_0``); None when nothing says."""
+    for key in ("quantization", "dtype"):
+        if engine.get(key) not in (None, "", "auto"):
+            return str(engine[key])
+    name = str(engine.get("model_path") or engine.get("model") or "").replace("\\", "/").rsplit("/", 1)[-1]
+    found = _QUANT.search(name)
+    return found.group(1).upper() if found else None
+
+
+def subject_params(engines: dict[str, dict]) -> dict[str, dict[str, str]]:
+    """subject → the params of its MLflow run that tell the subjects apart: ``engine.type``, ``engine.model`` (model
+    or model file; ``embedded`` when the engine uses its embedded model), ``engine.quantization`` (when known), and
+    ``engine.<option>`` for every engine option whose value differs between the subjects (never a secret-looking
+    one). ``engines``: subject → engine section as a dict, in suite order."""
+    flat = {s: flatten(dict(e)) for s, e in engines.items()}
+    keys = list(dict.fromkeys(k for f in flat.values() for k in f))
+    differ = [k for k in keys if k not in ENGINE_ID_PARAMS and k != "model_path"
+              and not is_secret_name(k.rsplit(".", 1)[-1])
+              and len({json.dumps(f.get(k), sort_keys=True, default=str) for f in flat.values()}) > 1]
+    out = {}
+    for s, f in flat.items():
+        model = f.get("model") or f.get("model_path")
+        p = {"engine.type": str(f.get("type")), "engine.model": str(model) if model else "embedded"}
+        q = quantization(f)
+        if q:
+            p["engine.quantization"] = q
+        p.update({f"engine.{k}": "—" if f.get(k) is None else str(f[k]) for k in differ})
+        out[s] = p
+    return out
+
+
+def view_params(params: dict[str, dict[str, str]]) -> list[str]:
+    """The param columns of a suite's view: the keys of :func:`subject_params`, the identifying ones first."""
+    return list(dict.fromkeys(metric_key(k) for p in params.values() for k in p))
+
+
 def safe_params(config: dict) -> dict[str, str]:
     """Flattened config without secret-looking keys (api_key, hf_token; not max_tokens; their *names* of env
     vars, ``*_env``, are fine) and with the credentials of URLs in values redacted."""
@@ -235,20 +278,23 @@ def client(uri: str | None = None):
     return MlflowClient(tracking_uri=tracking_uri(uri))
 
 
-def view_state(headline: Iterable[str]) -> str:
-    """The runs-table view shared through the experiment tag: headline metrics as columns (MLflow's
-    shared-view format: column ids ``metrics.`key```), newest runs first. Sorted by creation time, as the
-    MLflow 3 UI nests child runs under their parent only then (sorted by a metric it lists every run flat,
-    mlflow/mlflow#15802); a click on a metric's column header sorts by it."""
-    cols = [f"metrics.`{metric_key(h)}`" for h in headline] + [f"params.`{p}`" for p in VIEW_PARAMS]
-    return json.dumps({"selectedColumns": ["attributes.`Run Name`", "attributes.`Created`", *cols],
-                       "orderByKey": "attributes.start_time", "orderByAsc": False})
+def view_state(headline: Iterable[str], params: Iterable[str] = ()) -> str:
+    """The runs-table view shared through the experiment tag: the headline metrics as columns, in the order given
+    (MLflow's shared-view format: column ids ``metrics.`key```), then ``params`` (default ``VIEW_PARAMS``); runs
+    oldest first, so a suite's subjects and, nested below each, its entries read in suite order. Sorted by
+    creation time, as the MLflow 3 UI nests child runs under their parent only then (sorted by a metric it lists
+    every run flat, mlflow/mlflow#15802); a click on a metric's column header sorts by it."""
+    params = list(params) or list(VIEW_PARAMS)
+    cols = [f"metrics.`{metric_key(h)}`" for h in headline] + [f"params.`{p}`" for p in params]
+    return json.dumps({"selectedColumns": ["attributes.`Run Name`", *cols],
+                       "orderByKey": "attributes.start_time", "orderByAsc": True})
 
 
 def ensure_experiment(mlflow_client, name: str, artifact_root: str = settings.DEFAULT_ARTIFACT_ROOT,
-                      headline: Iterable[str] = ()) -> str:
+                      headline: Iterable[str] = (), params: Iterable[str] = ()) -> str:
     """Id of experiment ``name``; created if new (artifact location, kind tag). The shared
-    view lists the union of the headline metrics of every run kind logged to it."""
+    view lists the union of the headline metrics of every run kind logged to it, in the order they came,
+    and the union of the ``params`` columns asked for (none asked: ``VIEW_PARAMS``)."""
     from mlflow.exceptions import MlflowException
 
     exp = mlflow_client.get_experiment_by_name(name)
@@ -262,20 +308,38 @@ def ensure_experiment(mlflow_client, name: str, artifact_root: str = settings.DE
                 raise
     if exp is None:
         known: list[str] = []
+        known_params: list[str] = []
     else:
         exp_id = exp.experiment_id
         known = json.loads(exp.tags.get(HEADLINE_LIST_TAG, "[]")) if exp.tags else []
+        known_params = json.loads(exp.tags.get(PARAMS_LIST_TAG, "[]")) if exp.tags else []
         if EXPERIMENT_KIND_TAG not in (exp.tags or {}):
             mlflow_client.set_experiment_tag(exp_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
-    merged = known + [metric_key(h) for h in headline if metric_key(h) not in known]
-    if merged != known or exp is None or (exp.tags or {}).get(VIEW_TAG) != view_state(merged):  # or an older view
-        mlflow_client.set_experiment_tag(exp_id, HEADLINE_LIST_TAG, json.dumps(merged))
-        mlflow_client.set_experiment_tag(exp_id, VIEW_TAG, view_state(merged))
+    merged = known + [k for k in dict.fromkeys(map(metric_key, headline)) if k not in known]
+    merged_params = known_params + [k for k in dict.fromkeys(map(metric_key, params)) if k not in known_params]
+    view = view_state(merged, merged_params)
+    if merged != known or exp is None or (exp.tags or {}).get(VIEW_TAG) != view:  # or an older view
+        _set_experiment_tag(mlflow_client, exp_id, HEADLINE_LIST_TAG, json.dumps(merged))
+        if merged_params:
+            _set_experiment_tag(mlflow_client, exp_id, PARAMS_LIST_TAG, json.dumps(merged_params))
+        _set_experiment_tag(mlflow_client, exp_id, VIEW_TAG, view)
     return exp_id
 
 
+def _set_experiment_tag(mlflow_client, exp_id: str, key: str, value: str) -> None:
+    """Set a tag; when another run inserted the same tag at the same moment (a sqlite store's insert then fails
+    on its unique key), set it again: the row exists now and is updated."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        mlflow_client.set_experiment_tag(exp_id, key, value)
+    except MlflowException:
+        time.sleep(0.2)
+        mlflow_client.set_experiment_tag(exp_id, key, value)
+
+
 def setup(uri: str | None, experiment: str, artifact_root: str = settings.DEFAULT_ARTIFACT_ROOT,
-          headline: Iterable[str] = ()) -> str:
+          headline: Iterable[str] = (), params: Iterable[str] = ()) -> str:
     """Point the fluent MLflow API at the store and make sure the experiment exists; returns its id."""
     import os
 
@@ -289,7 +353,7 @@ def setup(uri: str | None, experiment: str, artifact_root: str = settings.DEFAUL
         os.environ.pop(settings.TRACKING_URI_ENV, None)
     else:
         os.environ[settings.TRACKING_URI_ENV] = before
-    return ensure_experiment(client(uri), experiment, artifact_root, headline)
+    return ensure_experiment(client(uri), experiment, artifact_root, headline, params)
 
 
 def ui_url(base: str, experiment_id: str) -> str:

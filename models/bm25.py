@@ -7,6 +7,7 @@ as in Jiang et al., "Beyond Utility: Evaluating LLM as Recommender" (WWW 2025), 
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Literal
 
@@ -27,6 +28,14 @@ class BM25Config(ModelConfig):
     k1: float = Field(1.5, gt=0, description="term-frequency saturation")
     b: float = Field(0.75, ge=0, le=1, description="document-length normalisation")
     method: Literal["robertson", "lucene", "atire", "bm25l", "bm25+"] = Field("lucene", description="bm25s variant")
+
+
+def quiet_bm25s() -> None:
+    """bm25s sets its logger to DEBUG on import, so its "Building index" lines pass any level the application
+    chose: let the logger inherit the application's level instead."""
+    logger = logging.getLogger("bm25s")
+    if logger.level == logging.DEBUG:
+        logger.setLevel(logging.NOTSET)
 
 
 def tokenize(text: str) -> list[str]:
@@ -66,6 +75,7 @@ class BM25(Recommender):
             import bm25s
         except ImportError as e:  # pragma: no cover - bm25s is a core dependency
             raise MissingDependency("the BM25 baseline", "bm25s", None) from e
+        quiet_bm25s()
         corpus = [[tok for i in h for tok in self.item_tokens[i]] or ["<empty>"] for h in histories]
         index = bm25s.BM25(k1=self.cfg.k1, b=self.cfg.b, method=self.cfg.method)
         index.index(corpus, show_progress=False)

@@ -7,12 +7,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from llmrec.pipelines.common.plotting import left_out_file
 from llmrec.pipelines.runner.failures import FailureSummary, summarize_failures
 from llmrec.pipelines.runner.report import log_mlflow, publish, staging_dir, write_outputs
 from llmrec.pipelines.runner.run_config import RunConfig
 from llmrec.pipelines.runner.execution import Progress, collect, invocation_stats, plan, stream
 from llmrec.pipelines.runner.preflight import check_before_work
 from llmrec.pipelines.runner.ray_env import SharedSubject
+from llmrec.rundir import RunDir
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +51,9 @@ def run_evaluation(cfg: RunConfig, data_dir: Path | None = None, progress: Progr
     staged = staging_dir(p)
     files = write_outputs(p, rows, metrics, staged)
     t2 = time.perf_counter()
-    plots = p.bench.plots(cfg.benchmark, rows, staged / "plots", p.assets) if rows else []
+    (staged / RunDir.PLOTS / RunDir.PLOTS_LEFT_OUT).unlink(missing_ok=True)  # a resumed run decides again
+    plots = p.bench.plots(cfg.benchmark, rows, staged / RunDir.PLOTS, p.assets) if rows else []
+    plots = [*plots, *[f for f in left_out_file(staged / RunDir.PLOTS) if f not in plots]]  # why a figure is missing
     t3 = time.perf_counter()
     publish(p, staged, list(files.values()) + list(plots))
     p.timings.update(time_aggregate_s=t1 - t0, time_outputs_s=time.perf_counter() - t3 + t2 - t1,

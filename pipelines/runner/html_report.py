@@ -16,7 +16,6 @@ reader pastes the address ``llmrec view`` printed).
 
 from __future__ import annotations
 
-import base64
 import json
 from urllib.parse import urlencode
 import math
@@ -33,6 +32,7 @@ from llmrec.pipelines.record import read_rows
 from llmrec.pipelines.registry import get_benchmark
 from llmrec.pipelines.runner.leaderboard import MISSING, Entry, fmt, leaderboard, load_entries, wide
 from llmrec.rundir import RunDir, SuiteDir
+from llmrec.pipelines.runner.report_plots import overlays, run_figures
 
 MAX_ROWS = 500
 TRANSCRIPT_MB = 5.0  # transcripts embedded in the report, in all (failures and wrong answers first)
@@ -150,12 +150,6 @@ def board_links(board, primary_only: bool) -> list[list[str]]:
             for row in table.itertuples(index=False)]
 
 
-def _plots(e: Entry) -> list[dict]:
-    folder = e.run_dir / RunDir.PLOTS
-    return [{"name": p.name, "uri": "data:image/png;base64," + base64.b64encode(p.read_bytes()).decode("ascii")}
-            for p in sorted(folder.glob("*.png"))] if folder.is_dir() else []
-
-
 def find_comparisons(sources: Iterable[Path], compare: Iterable[Path]) -> list[Path]:
     """Comparison files: each ``--compare`` directory's (or file), then those under each suite's comparisons
     folder (``SuiteDir.COMPARISONS``, where ``llmrec compare SUITE`` writes)."""
@@ -243,7 +237,7 @@ def render(sources: list[Path], compare: list[Path] = (), max_rows: int = MAX_RO
     board = leaderboard(entries)
     runs, rows, notes = [], [], []
     for e in entries:
-        runs.append({"label": _label(e), "plots": _plots(e)})
+        runs.append(run_figures(_label(e), e.run_dir))
         got, total = drill_rows(e, max_rows)
         rows += got
         if total > len(got):
@@ -263,7 +257,7 @@ def render(sources: list[Path], compare: list[Path] = (), max_rows: int = MAX_RO
                      for name, t in (("primary", wide(board, primary_only=True)), ("all", wide(board)))},
         viewer={"command": "llmrec view " + " ".join(str(s) for s in sources), "embedded": embedded,
                 "skipped": skipped, "cap_mb": transcript_mb},
-        runs=runs, comparisons=[_comparison(p) for p in find_comparisons(sources, compare)],
+        runs=runs, overlays=overlays(entries), comparisons=[_comparison(p) for p in find_comparisons(sources, compare)],
         drill={"rows": rows, "notes": notes, "filters": filters, "fields": DRILLDOWN_FIELDS})
 
 

@@ -97,8 +97,9 @@ def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Pat
     if not cfg.tracking.enabled:
         return None
     headline = p.bench.headline_metrics
+    # below a suite's subject run the view keeps the suite's `<entry>.<metric>` columns (the subject run sets them)
     exp_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment or p.bench.name, cfg.tracking.artifact_root,
-                            headline)
+                            () if parent else headline)
     client = tracking.client(cfg.tracking.uri)
     name = redact_text(title or run_title(p))  # names are shown everywhere: no credentials in them
     engine = cfg.engine
@@ -129,6 +130,18 @@ def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Pat
     return run_id
 
 
+def _setting_order(values: tuple) -> list:
+    """Numbers by value (turns 2 before 10), then text."""
+    return [(0, float(v), "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0.0, str(v))
+            for v in values]
+
+
+def child_name(name: str, varying: list[str], setting: dict) -> str:
+    """A setting's MLflow run: what tells it from its siblings (the group keys whose values vary) first, then
+    the run's name (``turns=10 · prefeval · gemma``)."""
+    return f"{setting_label(varying, setting)} · {name}"
+
+
 def _log_children(p: RunPlan, rows: list[dict], exp_id: str, parent_id: str, tags: dict, name: str,
                   started: float) -> None:
     """One child run per setting (the benchmark's group keys), for side-by-side comparison.
@@ -143,13 +156,15 @@ def _log_children(p: RunPlan, rows: list[dict], exp_id: str, parent_id: str, tag
     client = tracking.client(p.config.tracking.uri)
     existing = {r.data.tags.get(tracking.TAG_SETTING): r for r in client.search_runs(
         [exp_id], filter_string=f"tags.`{tracking.TAG_PARENT}` = '{parent_id}'")}
-    for values, rs in sorted(groups.items(), key=lambda kv: str(kv[0])):
+    varying = [k for i, k in enumerate(keys) if len({v[i] for v in groups}) > 1]
+    for i, (values, rs) in enumerate(sorted(groups.items(), key=lambda kv: _setting_order(kv[0]))):
         setting = setting_label(keys, dict(zip(keys, values)))
         m = tracking.finite_metrics(p.bench.aggregate(p.config.benchmark, rs, p.assets))
         digest = fingerprint([[r.get("sample_id"), r.get("status"), r.get("error")] for r in rs], 16)
         run = existing.get(setting)
         if run is None:
-            child = client.create_run(exp_id, run_name=f"{name} · {setting}", start_time=int(started * 1000),
+            child = client.create_run(exp_id, run_name=child_name(name, varying, dict(zip(keys, values))),
+                                      start_time=int(started * 1000) + i,  # oldest first = setting order
                                       tags={**tags, tracking.TAG_SETTING: setting, tracking.TAG_PARENT: parent_id})
             child_id, step = child.info.run_id, 0
             tracking.log_params(client, child_id, {k: str(v) for k, v in zip(keys, values)})

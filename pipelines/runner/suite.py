@@ -23,8 +23,11 @@ invocations, e.g. ``--subject``)::
 ``run_dir`` is the run directory as an absolute path (or storage URI).
 
 MLflow (experiment ``tracking.experiment``, default the suite's name): one parent run per subject
-(``<suite> · <subject>``) carrying each entry's headline metrics as ``<entry>.<metric>``, a child
-per entry (``<subject> · <entry>``), and the per-setting runs below that.
+(``<subject> · <suite>``) carrying the engine params that tell the subjects apart (``tracking.subject_params``),
+the protocol of every entry (tag ``protocol``) and each entry's headline metrics with their CI bounds as
+``<entry>.<metric>`` / ``<entry>.<metric>_ci_low`` / ``_ci_high``; a child per entry (``<entry> · <subject>``),
+and the per-setting runs below that. The experiment's shared view shows the first headline metric of every
+entry with its CI bounds, in suite order, then the other headline metrics, then those params.
 """
 
 from __future__ import annotations
@@ -97,8 +100,10 @@ class SubjectRun:
     """The MLflow parent run of one subject (or baseline label): created on first use, its id kept in
     ``<suite>/<subject>/mlflow_run_id`` so a resumed suite logs to the same run."""
 
-    def __init__(self, cfg: SuiteConfig, subject: str, kind: str, model: str):
+    def __init__(self, cfg: SuiteConfig, subject: str, kind: str, model: str, params: dict[str, str] | None = None,
+                 protocol: dict | None = None):
         self.cfg, self.subject, self.kind, self.model = cfg, subject, kind, model
+        self.params, self.protocol = params or {}, protocol
         self.folder = suite_dir(cfg) / subject
         self.run_id: str | None = None
         self.exp_id: str | None = None
@@ -109,26 +114,32 @@ class SubjectRun:
             return None
         # the runs table opens on the subject × benchmark view: each entry's first headline metric as a
         # column (before the runs add their own), each subject's entries nested below it
-        self.exp_id = tracking.setup(tr.uri, tr.experiment or self.cfg.name, tr.artifact_root, view_columns(self.cfg))
+        self.exp_id = tracking.setup(tr.uri, tr.experiment or self.cfg.name, tr.artifact_root, view_columns(self.cfg),
+                                     tracking.view_params(suite_params(self.cfg)))
         client = tracking.client(tr.uri)
         self.run_id = existing_run(client, RunDir(self.folder).mlflow_run_id())
+        tags = tracking.run_tags("suite" if self.kind == "llm" else "baseline", self.protocol, model=self.model, **{
+            tracking.TAG_SUITE: self.cfg.name, tracking.TAG_SUBJECT: self.subject})
+        name = subject_run_name(self.cfg.name, self.subject)
         if self.run_id is None:
-            tags = tracking.run_tags("suite" if self.kind == "llm" else "baseline", model=self.model, **{
-                tracking.TAG_SUITE: self.cfg.name, tracking.TAG_SUBJECT: self.subject})
             self.run_id = client.create_run(self.exp_id, start_time=int(started * 1000), tags=tags,
-                                            run_name=f"{self.cfg.name} · {self.subject}").info.run_id
+                                            run_name=name).info.run_id
             self.folder.mkdir()
             RunDir(self.folder).set_mlflow_run_id(self.run_id)
         else:
-            client.update_run(self.run_id, status="RUNNING")
+            client.update_run(self.run_id, status="RUNNING", name=name)
+            for k, v in tags.items():
+                client.set_tag(self.run_id, k, v)
+        tracking.log_params(client, self.run_id, self.params)
         return self.run_id
 
     def log_entry(self, entry: str, metrics: dict, headline: list[str]) -> None:
-        """The entry's headline metrics on the parent as ``<entry>.<metric>``."""
+        """The entry's headline metrics and their CI bounds on the parent as ``<entry>.<metric>[_ci_low|_ci_high]``."""
         if self.run_id is None:
             return
         tracking.log_metrics(tracking.client(self.cfg.tracking.uri), self.run_id,
-                             {f"{entry}.{h}": metrics[h] for h in headline})
+                             {f"{entry}.{h}{s}": metrics[f"{h}{s}"] for h in headline for s in CI_SUFFIXES
+                              if f"{h}{s}" in metrics})
 
     def close(self, failed: bool = False, stats: dict | None = None) -> None:
         if self.run_id is None:
@@ -139,12 +150,47 @@ class SubjectRun:
         client.set_terminated(self.run_id, "FAILED" if failed else "FINISHED", end_time=int(time.time() * 1000))
 
 
+CI_SUFFIXES = ("", "_ci_low", "_ci_high")
+
+
+def subject_run_name(suite: str, subject: str) -> str:
+    """A subject's MLflow run: what differs between the experiment's runs (the subject) first."""
+    return f"{subject} · {suite}"
+
+
+def entry_run_name(subject: str, entry: str) -> str:
+    """An entry's MLflow run below its subject: the entry first (``prefeval · gemma-grammar``)."""
+    return f"{entry} · {subject}"
+
+
 def view_columns(cfg: SuiteConfig) -> list[str]:
-    """``<entry>.<first headline metric>`` of every entry whose benchmark declares one."""
+    """The suite's metric columns, in suite order: each entry's first headline metric with its CI bounds
+    (``<entry>.<metric>``, ``…_ci_low``, ``…_ci_high``), then the entries' other headline metrics (counts such as
+    ``failed`` left out: the leaderboard shows them)."""
     from llmrec.pipelines.registry import get_benchmark
 
-    heads = [(e.name, get_benchmark(str(e.benchmark["name"])).headline_metrics) for e in cfg.benchmarks]
-    return [f"{name}.{h[0]}" for name, h in heads if h]
+    heads = [(e.name, [h for h in get_benchmark(str(e.benchmark["name"])).headline_metrics
+                       if not tracking.is_count(h)]) for e in cfg.benchmarks]
+    first = [f"{name}.{h[0]}{s}" for name, h in heads if h for s in CI_SUFFIXES]
+    return first + [f"{name}.{m}" for name, h in heads for m in h[1:]]
+
+
+def suite_params(cfg: SuiteConfig) -> dict[str, dict[str, str]]:
+    """subject → the engine params of its MLflow run (``tracking.subject_params`` over the validated engine
+    sections, so defaults count: an option one subject sets to its default does not differ)."""
+    engines = {s: cfg.run_config(s, cfg.benchmarks[0]).engine.model_dump(mode="json") for s in cfg.subjects}
+    return tracking.subject_params(engines)
+
+
+def suite_protocol(cfg: SuiteConfig, subject: str) -> dict:
+    """entry → the protocol record of the subject's run of it (the settings that define the numbers)."""
+    from llmrec.pipelines.registry import get_benchmark
+
+    out = {}
+    for e in cfg.benchmarks:
+        rc = cfg.run_config(subject, e)
+        out[e.name] = protocol_record(get_benchmark(rc.benchmark.name), rc.benchmark)
+    return out
 
 
 def headline_of(headline: tuple[str, ...], metrics: dict) -> list[str]:
@@ -156,7 +202,8 @@ def _run_subject(cfg: SuiteConfig, subject: str, data_dir: Path | None, progress
                  index: SuiteIndex, out: SuiteOutcome) -> None:
     first = cfg.run_config(subject, cfg.benchmarks[0])  # the subject's engine section, validated and completed
     shared = SharedSubject(first.engine.model_dump(mode="json"), cfg.execution, cfg.ray, f"{cfg.name}-{subject}")
-    parent = SubjectRun(cfg, subject, "llm", tracking.model_label(first.engine))
+    parent = SubjectRun(cfg, subject, "llm", tracking.model_label(first.engine), suite_params(cfg)[subject],
+                        suite_protocol(cfg, subject))
     parent_id = parent.open(time.time())
     failed = False
     try:
@@ -164,7 +211,7 @@ def _run_subject(cfg: SuiteConfig, subject: str, data_dir: Path | None, progress
             try:
                 outcome = run_evaluation(cfg.run_config(subject, entry), data_dir,
                                          progress(subject, entry.name) if progress else None, subject=shared,
-                                         title=f"{subject} · {entry.name}", parent_run_id=parent_id)
+                                         title=entry_run_name(subject, entry.name), parent_run_id=parent_id)
             except LlmrecError as e:  # this entry's config or data: the other entries go on
                 log.error("suite %s: %s × %s failed: %s", cfg.name, subject, entry.name, e)
                 out.errors[(subject, entry.name)] = str(e)
@@ -272,7 +319,8 @@ def _run_baselines(cfg: SuiteConfig, data_dir: Path | None, index: SuiteIndex, o
             else:
                 log.info("suite %s: baseline %s × %s: results exist, not computed again", cfg.name, label, entry.name)
             if label not in runs:
-                runs[label] = SubjectRun(cfg, label, "baseline", label)
+                runs[label] = SubjectRun(cfg, label, "baseline", label,
+                                         {"engine.type": "baseline", "engine.model": label})
                 runs[label].open(time.time())
             heads = headline_of(bench.headline_metrics, metrics)
             runs[label].log_entry(entry.name, metrics, heads)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from llmrec.pipelines.benchmarks.beyond_utility import results
 from llmrec.pipelines.benchmarks.beyond_utility.config import BeyondUtilityConfig
+from llmrec.pipelines.common.plotting import left_out, pyplot, save_figure, why_left_out
 
 
 def _slug(name: str) -> str:
@@ -64,35 +65,29 @@ def write_candidates(rows: list[dict], path: Path, assets: dict | None) -> Path:
 
 
 def position_plot(cfg: BeyondUtilityConfig, rows: list[dict], out: Path, assets: dict | None) -> Path | None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    by_order = {order: results.accuracy_by_position(cfg, [r for r in rows if r["order"] == order], assets)
+                for order in sorted({r["order"] for r in rows})}
+    reason = why_left_out({o: {x: v[0] for x, v in acc.items()} for o, acc in by_order.items()}, "target position")
+    if reason:
+        return left_out(out.parent, out.name, reason)
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.5))
-    for order in sorted({r["order"] for r in rows}):
-        acc = results.accuracy_by_position(cfg, [r for r in rows if r["order"] == order], assets)
+    for order, acc in by_order.items():
         if acc:
             ax.plot(list(acc), [v[0] for v in acc.values()], marker="o", label=order)
     ax.set_xlabel("target position among the candidates")
     ax.set_ylabel(f"HR@{cfg.k}")
     ax.set_title("accuracy by target position")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)
 
 
 def history_plot(cfg: BeyondUtilityConfig, rows: list[dict], out: Path, assets: dict | None) -> Path | None:
     lengths = sorted({r["history_shown"] for r in rows}, key=lambda h: (h == "all", int(h) if h != "all" else 0))
     if len(lengths) < 2:
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+        return left_out(out.parent, out.name, f"one history length value ({lengths[0] if lengths else 'none'}): "
+                        "nothing to draw a line through")
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.5))
     order = rows[0]["order"]
     for prompt in sorted({r["prompt"] for r in rows}):
@@ -104,10 +99,7 @@ def history_plot(cfg: BeyondUtilityConfig, rows: list[dict], out: Path, assets: 
                     label=f"{prompt} {key}@{cfg.k}")
     ax.set_xlabel("history items shown")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)
 
 
 def make(cfg: BeyondUtilityConfig, rows: list[dict], out_dir: Path, assets: dict | None) -> list[Path]:

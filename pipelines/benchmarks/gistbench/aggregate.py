@@ -181,20 +181,32 @@ def plots(cfg: GistbenchConfig, rows: list[dict], out_dir: Path) -> list[Path]:
     """Per-user IG_P vs IG_R, and the failure-mode shares among unverified interests."""
     from matplotlib.figure import Figure
 
+    from llmrec.pipelines.common.plotting import finite, left_out
+
+    path = out_dir / "gistbench_scores.png"
     if not _ok(rows):
+        left_out(out_dir, path.name, "no user with a parsed answer")
+        return []
+    metrics, scores = _metrics_of(cfg, rows)
+    points = [(s["ig_r"], s["ig_p"]) for s in scores if finite(s["ig_r"]) and finite(s["ig_p"])]
+    modes = list(scoring.FAILURE_MODES)
+    shares = {m: metrics.get(f"fail_{m}") for m in modes}
+    panels = (["per user"] if points else []) + (["failure modes"] if any(map(finite, shares.values())) else [])
+    if not panels:
+        left_out(out_dir, path.name, "no user with an IG score and no unverified interest")
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
-    metrics, scores = _metrics_of(cfg, rows)
-    fig = Figure(figsize=(9, 4))
-    ax1, ax2 = fig.subplots(1, 2)
-    ax1.scatter([s["ig_r"] for s in scores], [s["ig_p"] for s in scores], s=12, alpha=0.6)
-    ax1.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--")
-    ax1.set(xlabel="IG recall", ylabel="IG precision", title="per user", xlim=(0, 1.05), ylim=(0, 1.05))
-    modes = list(scoring.FAILURE_MODES)
-    vals = [0.0 if math.isnan(metrics[f"fail_{m}"]) else 100 * metrics[f"fail_{m}"] for m in modes]
-    ax2.bar(["ins. imp+", "ins. exp+", "exc. neg"], vals)
-    ax2.set(ylabel="% of unverified interests", title="IG failure modes")
+    fig = Figure(figsize=(4.5 * len(panels), 4))
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, panel in zip(axes, panels):
+        if panel == "per user":
+            ax.scatter([x for x, _ in points], [y for _, y in points], s=12, alpha=0.6)
+            ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--")
+            ax.set(xlabel="IG recall", ylabel="IG precision", title=f"per user (n={len(points)})", xlim=(0, 1.05),
+                   ylim=(0, 1.05))
+        else:
+            ax.bar(["ins. imp+", "ins. exp+", "exc. neg"], [100 * v if finite(v) else 0.0 for v in shares.values()])
+            ax.set(ylabel="% of unverified interests", title="IG failure modes")
     fig.tight_layout()
-    path = out_dir / "gistbench_scores.png"
     fig.savefig(path, dpi=110)
     return [path]

@@ -9,19 +9,22 @@ from pathlib import Path
 import numpy as np
 
 from llmrec.pipelines.benchmarks.lrworld.builders.common import FACTORS, N_OPTIONS
-from llmrec.pipelines.common.plotting import pyplot, save_figure
+from llmrec.pipelines.common.plotting import finite, left_out, pyplot, save_figure
 
 
 _plt, _save = pyplot, save_figure
 
 
 def _factors(models: dict[str, dict]) -> list[str]:
-    return [f for f in FACTORS if any(f"base/factor/{f}/accuracy" in m for m in models.values())]
+    """The factors some model has an accuracy for (a factor without samples has NaN or no key)."""
+    return [f for f in FACTORS if any(finite(m.get(f"base/factor/{f}/accuracy")) for m in models.values())]
 
 
-def factor_bars(models: dict[str, dict], path: Path) -> Path:
-    plt = _plt()
+def factor_bars(models: dict[str, dict], path: Path) -> Path | None:
     factors = _factors(models)
+    if not factors:
+        return left_out(path.parent, path.name, "no factor with a scored sample")
+    plt = _plt()
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(factors) + 2), 4))
     width = 0.8 / max(1, len(models))
     for k, (label, m) in enumerate(sorted(models.items())):
@@ -42,14 +45,17 @@ def factor_bars(models: dict[str, dict], path: Path) -> Path:
 
 
 def factor_radar(models: dict[str, dict], path: Path) -> Path | None:
-    factors = _factors(models)
+    """Accuracy per factor on a radar, one polygon per model: only factors every model has a value for (a
+    missing value drawn as 0 would read as a measured zero); left out with fewer than three."""
+    factors = [f for f in _factors(models) if all(finite(m.get(f"base/factor/{f}/accuracy")) for m in models.values())]
     if len(factors) < 3:
-        return None
+        return left_out(path.parent, path.name, f"{len(factors)} factor(s) with an accuracy for every model; "
+                        "a radar needs 3")
     plt = _plt()
     angles = np.linspace(0, 2 * np.pi, len(factors), endpoint=False).tolist()
     fig, ax = plt.subplots(figsize=(5, 5), subplot_kw={"polar": True})
     for label, m in sorted(models.items()):
-        vals = [m.get(f"base/factor/{f}/accuracy", 0.0) for f in factors]
+        vals = [float(m[f"base/factor/{f}/accuracy"]) for f in factors]
         ax.plot(angles + angles[:1], vals + vals[:1], label=label)
     ax.set_xticks(angles, factors, fontsize=7)
     ax.set_ylim(0, 1)
@@ -75,9 +81,9 @@ def position_table(models: dict[str, dict], path: Path) -> Path | None:
 
 
 def noisy_drop(models: dict[str, dict], path: Path) -> Path | None:
-    factors = [f for f in FACTORS if any(f"noisy/factor/{f}/drop" in m for m in models.values())]
+    factors = [f for f in FACTORS if any(finite(m.get(f"noisy/factor/{f}/drop")) for m in models.values())]
     if not factors:
-        return None
+        return None  # no noisy variant ran: not a figure this run could have had
     plt = _plt()
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(factors) + 2), 4))
     width = 0.8 / len(models)

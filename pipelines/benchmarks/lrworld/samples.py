@@ -111,8 +111,9 @@ def load_samples(cfg: LRWorldConfig, data_dir: Path) -> tuple[list[dict], dict[s
     else:
         built = build_sample_set(cfg.build, data_dir)
         samples, not_built = built["samples"], built["not_built"]
-    for name, reason in sorted(not_built.items()):
-        log.warning("lrworld measure not built: %s (%s)", name, reason)
+    if not_built:  # expected: a source's data lacks what some measures need (`llmrec lrworld build` lists them)
+        log.info("lrworld: %d measure(s) not built from these sources: %s", len(not_built),
+                 "; ".join(f"{name} ({reason})" for name, reason in sorted(not_built.items())))
     if cfg.measures is not None:
         unknown = sorted(set(cfg.measures) - {s["measure"] for s in samples})
         if unknown:

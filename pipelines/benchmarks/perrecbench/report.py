@@ -34,13 +34,18 @@ def results_table(metrics: dict[str, float], levels: list[str], out_dir: Path) -
     frames = [table(metrics, levels, key).assign(metric=key) for key in ("ptc", "ptc_rank", "exact_match")]
     pd.concat(frames, ignore_index=True).to_csv(csv, index=False)
     t = table(metrics, levels).set_index("level").loc[levels, list(CONTRACT_MODES)]
+    png = out_dir / "perrecbench_ptc.png"
+    if t.isna().all().all():
+        from llmrec.pipelines.common.plotting import left_out
+
+        left_out(out_dir, png.name, "no level × mode with a PTC value")
+        return [csv]
     fig, ax = plt.subplots(figsize=(6, 3.5))
     t.plot.bar(ax=ax, rot=0)
     ax.axhline(0, color="grey", linewidth=0.8)
     ax.set_ylabel("PTC (Kendall tau)")
     ax.set_title(f"PerRecBench PTC by level and mode (avg {metrics.get('ptc.avg', math.nan):.3f})")
     fig.tight_layout()
-    png = out_dir / "perrecbench_ptc.png"
     fig.savefig(png, dpi=120)
     plt.close(fig)
     return [csv, png]

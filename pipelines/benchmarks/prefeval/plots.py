@@ -7,7 +7,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from llmrec.pipelines.benchmarks.prefeval.judge import ERROR_TYPES
-from llmrec.pipelines.common.plotting import pyplot, save_figure
+from llmrec.pipelines.common.plotting import left_out, names, pyplot, save_figure, why_left_out
 
 
 _plt, _save = pyplot, save_figure
@@ -17,15 +17,19 @@ def _scored(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r.get("status") == "ok" and r.get("correct") is not None]
 
 
-def accuracy_by_turns(rows: list[dict], path: Path, title: str = "PrefEval accuracy by number of turns") -> Path:
-    """One line per method (per form/method when several forms ran)."""
-    plt = _plt()
+def accuracy_by_turns(rows: list[dict], path: Path,
+                      title: str = "PrefEval accuracy by number of turns") -> Path | None:
+    """One line per method (per form/method when several forms ran); left out with one x value or no data."""
     rows = _scored(rows)
     several_forms = len({r["form"] for r in rows}) > 1
     series: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         label = f"{r['form']}/{r['method']}" if several_forms else r["method"]
         series[label][int(r["turns"])].append(float(bool(r["correct"])))
+    reason = why_left_out({k: {x: 1.0 for x in v} for k, v in series.items()}, "turns")
+    if reason:
+        return left_out(path.parent, path.name, reason)
+    plt = _plt()
     fig, ax = plt.subplots(figsize=(6, 4))
     for label, by_turn in sorted(series.items()):
         xs = sorted(by_turn)
@@ -34,15 +38,16 @@ def accuracy_by_turns(rows: list[dict], path: Path, title: str = "PrefEval accur
     ax.set_ylabel("accuracy")
     ax.set_ylim(0, 1)
     ax.set_title(title)
-    if series:
-        ax.legend(fontsize=8)
+    ax.legend(fontsize=8)
     return _save(fig, path)
 
 
-def error_types_by_method(rows: list[dict], path: Path) -> Path:
+def error_types_by_method(rows: list[dict], path: Path) -> Path | None:
     """Stacked bars per method: the four error types and the remaining (correct) share."""
-    plt = _plt()
     rows = _scored(rows)
+    if not rows:
+        return left_out(path.parent, path.name, "no data")
+    plt = _plt()
     methods = sorted({r["method"] for r in rows})
     fig, ax = plt.subplots(figsize=(6, 4))
     bottom = [0.0] * len(methods)
@@ -98,11 +103,11 @@ def mcq_vs_gen(points: list[dict], r: float, path: Path) -> Path:
 
 def run_plots(task: str, rows: list[dict], out_dir: Path) -> list[Path]:
     scored = _scored(rows)
-    out = [accuracy_by_turns(rows, out_dir / "accuracy_by_turns.png",
+    out: list[Path | None] = [accuracy_by_turns(rows, out_dir / "accuracy_by_turns.png",
                              f"PrefEval {'MCQ' if task == 'mcq' else 'generation'} accuracy by number of turns")]
     if task == "gen" and scored:
         out.append(error_types_by_method(rows, out_dir / "error_types_by_method.png"))
     for field in ("position", "extra_prefs", "conflict"):
         if len({str(r.get(field)) for r in scored}) > 1:
             out.append(accuracy_by_study(rows, field, out_dir / f"accuracy_by_{field}.png"))
-    return out
+    return names(out)

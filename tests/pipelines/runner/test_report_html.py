@@ -35,7 +35,11 @@ def test_report_holds_leaderboard_plots_comparison_and_drilldown_offline(suite):
     assert soup.find(id="leaderboard-all").find("th", string="prefeval_mcq: missed_rate")
 
     imgs = soup.find_all("img")
-    assert len(imgs) == 4 and all(i["src"].startswith("data:image/png;base64,iVBOR") for i in imgs)  # 2 subjects × 2
+    assert all(i["src"].startswith("data:image/png;base64,iVBOR") for i in imgs)
+    per_run = soup.find(id="plots").find_next("details").find_all("img")
+    assert len(per_run) == 4  # 2 subjects × 2, folded below the overlays
+    overlaid = [i["alt"] for i in imgs if i not in per_run]  # one per entry and headline metric, subjects overlaid
+    assert overlaid and all(" · " in a for a in overlaid), overlaid
 
     comp = soup.find("table", class_="comparison")
     cells = [td.text for td in comp.tbody.tr.find_all("td")]

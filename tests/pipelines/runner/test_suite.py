@@ -74,16 +74,23 @@ def test_suite_starts_each_subject_once_and_resumes(tmp_path, local_ray):
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlruns.db")
     exp = client.get_experiment_by_name("s1")
     runs = {r.info.run_name: r for r in client.search_runs([exp.experiment_id])}
-    parent = runs["s1 · a"]
+    parent = runs["a · s1"]
     assert parent.data.metrics["t1.accuracy"] == 1.0 and parent.data.metrics["t2.failed"] == 0.0
-    assert runs["s1 · even_yes"].data.metrics["t2.accuracy"] == 0.5  # the baseline is a row of the same view
+    assert runs["even_yes · s1"].data.metrics["t2.accuracy"] == 0.5  # the baseline is a row of the same view
     view = json.loads(exp.tags["mlflow.sharedViewState.llmrec-headline"])
-    assert "metrics.`t1.accuracy`" in view["selectedColumns"] and "metrics.`t3.accuracy`" in view["selectedColumns"]
-    assert view["orderByKey"] == "attributes.start_time"  # the MLflow UI nests child runs only in this order
-    child = runs["a · t2"]
+    cols = view["selectedColumns"]
+    # each entry's headline metric and its CI bounds, in suite order, first; the children's own columns are not
+    assert cols[1:7] == ["metrics.`t1.accuracy`", "metrics.`t1.accuracy_ci_low`", "metrics.`t1.accuracy_ci_high`",
+                         "metrics.`t2.accuracy`", "metrics.`t2.accuracy_ci_low`", "metrics.`t2.accuracy_ci_high`"]
+    assert "metrics.`accuracy`" not in cols and "params.`engine.model`" in cols and "params.`engine.default`" in cols
+    assert view["orderByKey"] == "attributes.start_time" and view["orderByAsc"]  # nested, in suite order
+    assert parent.data.params["engine.model"] == "model-a" and parent.data.params["engine.default"] == "yes"
+    assert runs["b · s1"].data.params["engine.default"] == "no" and "engine.start_log" in parent.data.params
+    assert json.loads(parent.data.tags["protocol"]).keys() == {"t1", "t2", "t3"}
+    child = runs["t2 · a"]
     assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
     assert child.data.tags["llmrec.config_hash"] and "t2" == child.data.tags["llmrec.run_dir"]
-    setting = runs["a · t2 · kind=even"]
+    setting = runs["kind=even · t2 · a"]
     assert setting.data.tags["mlflow.parentRunId"] == child.info.run_id
     assert parent.info.start_time <= child.info.start_time <= child.info.end_time <= parent.info.end_time
     assert parent.info.end_time - parent.info.start_time >= 1000  # the suite's wall clock, not a logging instant
@@ -97,7 +104,7 @@ def test_suite_starts_each_subject_once_and_resumes(tmp_path, local_ray):
     assert starts(tmp_path, "b") == 1  # every entry of b was finished: its engine was not started
     assert again.metrics == out.metrics
     assert len(json.loads((tmp_path / "runs" / "s1" / "suite.json").read_text())["entries"]) == 9
-    assert len(client.search_runs([exp.experiment_id], "attributes.run_name = 's1 · a'")) == 1  # same parent
+    assert len(client.search_runs([exp.experiment_id], "attributes.run_name = 'a · s1'")) == 1  # same parent
 
 
 def test_only_one_subject_keeps_the_others_in_suite_json(tmp_path, local_ray):

@@ -14,6 +14,7 @@ from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
 from llmrec.pipelines.benchmarks.prefeval.data import load_conflicting
 from llmrec.pipelines.benchmarks.prefeval.plots import run_plots
 from llmrec.pipelines.benchmarks.prefeval.sft import REFERENCE_TEST_TOPICS, export_sft
+from llmrec.pipelines.common.plotting import read_left_out
 from llmrec.pipelines.common.store import ResultStore
 from tests.conftest import require_data
 
@@ -111,7 +112,10 @@ def test_plots(tmp_path):
              "unhelpful": False} for m in ("zero-shot", "rag") for t in (2, 8) for p in ("start", "end") for c in (True, False)]
     names = {p.name for p in run_plots("gen", rows, tmp_path)}
     assert names == {"accuracy_by_turns.png", "error_types_by_method.png", "accuracy_by_position.png"}
-    assert BENCHMARK.plots(PrefEvalConfig(), rows[:1], tmp_path / "m", None)[0].name == "accuracy_by_turns.png"
+    # one sample: one turn count, nothing to draw a line through: left out, and the reason recorded beside the plots
+    assert BENCHMARK.plots(PrefEvalConfig(), rows[:1], tmp_path / "m", None) == []
+    assert read_left_out(tmp_path / "m") == {"accuracy_by_turns.png": "one turns value (2): nothing to draw a line "
+                                                                      "through"}
 
 
 def test_shipped_configs_validate():
