@@ -5,7 +5,8 @@ Each such entry also holds a **request reference** (``entry["request"]``)::
 
     {"role": "subject" | "judge",              # which engine answered
      "messages": [{"role": "user", "text": KEY}, ...],   # the chat messages, each text by its key
-     "prompt": KEY | None,                     # the prompt text after llmrec's own rendering (base models), if any
+     "prompt": [KEY, ...] | KEY | None,        # the prompt text after llmrec's own rendering (base models), if any:
+                                               # the keys of its pieces (prompt_parts), or one key
      "sampling": {...}, "constraint": {...} | None,
      "seq": N}                                 # the call's position among the sample's calls (the runner sets it)
 
@@ -60,9 +61,32 @@ def request_ref(request: Any, texts: dict[str, str], role: str = "subject", prom
                            "constraint": request.constraint.model_dump(mode="json", exclude_none=True)
                            if request.constraint is not None else None}
     if prompt is not None:
-        ref["prompt"] = text_key(prompt)
-        texts.setdefault(ref["prompt"], prompt)
+        parts = prompt_parts(prompt, [m.content for m in request.messages])
+        for part in parts:
+            texts.setdefault(text_key(part), part)
+        ref["prompt"] = [text_key(part) for part in parts]
     return ref
+
+
+def prompt_parts(prompt: str, contents: list[str]) -> list[str]:
+    """``prompt`` cut into pieces whose concatenation is ``prompt``: each message text found in it, in order, is a
+    piece of its own (already stored as a message), and the text between them another (an engine's turn markers:
+    short and the same in every prompt). So a rendered 300-turn prompt costs a list of keys, not a second copy of
+    the conversation. A message text the prompt does not contain in order leaves the rest as one piece."""
+    parts, pos = [], 0
+    for content in contents:
+        if not content:
+            continue
+        at = prompt.find(content, pos)
+        if at < 0:
+            break
+        if at > pos:
+            parts.append(prompt[pos:at])
+        parts.append(content)
+        pos = at + len(content)
+    if pos < len(prompt):
+        parts.append(prompt[pos:])
+    return parts
 
 
 class TextStore:
@@ -167,7 +191,7 @@ def resolve(found: list[Call], store: TextStore) -> list[Call]:
     """Fill each call's messages and prompt from ``store``; a text the store lacks is named in ``missing`` and
     shown as a placeholder."""
     keys = {m["text"] for c in found if c.request for m in c.request.get("messages", [])}
-    keys |= {c.request["prompt"] for c in found if c.request and c.request.get("prompt")}
+    keys |= {k for c in found if c.request for k in _prompt_keys(c.request)}
     texts = store.get(keys) if keys else {}
     for c in found:
         if not c.request:
@@ -179,8 +203,17 @@ def resolve(found: list[Call], store: TextStore) -> list[Call]:
                 c.missing.append(m["text"])
                 text = f"[text {m['text']} is missing from the run's transcripts]"
             c.messages.append({"role": m["role"], "content": text})
-        if c.request.get("prompt"):
-            c.prompt = texts.get(c.request["prompt"])
-            if c.prompt is None:
-                c.missing.append(c.request["prompt"])
+        pieces = _prompt_keys(c.request)
+        if pieces:
+            lacking = [k for k in pieces if k not in texts]
+            c.missing += lacking
+            c.prompt = None if lacking else "".join(texts[k] for k in pieces)
     return found
+
+
+def _prompt_keys(request: dict) -> list[str]:
+    """The keys of a reference's rendered prompt: a list of pieces, or one key (references of older runs)."""
+    prompt = request.get("prompt")
+    if isinstance(prompt, str):
+        return [prompt]
+    return [k for k in prompt if isinstance(k, str)] if isinstance(prompt, list) else []

@@ -82,9 +82,24 @@ def test_rendered_prompt_is_stored_once_not_in_the_record(tmp_path):
     texts: dict[str, str] = {}
     out = run(texts, {"subject": eng}, n=2, rounds=1)
     entry = out[0]["outputs"]["ask"]
-    assert "prompt_text" not in entry and entry["request"]["prompt"] == text_key("<user>question 0\n<model>")
+    # the rendered prompt is kept as its pieces: the message texts (stored once as messages) and the engine's
+    # turn markers between them, so a long conversation is not stored a second time inside its prompt
+    assert "prompt_text" not in entry and entry["request"]["prompt"] == [
+        text_key("<user>"), text_key("question 0"), text_key("\n<model>")]
     [c, _] = resolve(calls(out[0]), store_with(tmp_path, texts))
     assert c.prompt == "<user>question 0\n<model>"
+
+
+def test_prompt_pieces_reuse_the_message_texts():
+    from llmrec.transcripts import prompt_parts
+
+    history = ["a long shared turn " * 200, "another shared turn " * 200]
+    prompt = "<s>" + "\n".join(f"[{t}]" for t in history) + "</s>"
+    parts = prompt_parts(prompt, history)
+    assert "".join(parts) == prompt and history[0] in parts and history[1] in parts
+    assert sum(len(p) for p in parts if p not in history) < 20  # only the markers are new text
+    # a message the prompt does not hold in order leaves the rest whole: still the exact prompt
+    assert "".join(prompt_parts("xyz", ["nope", "y"])) == "xyz"
 
 
 def test_without_texts_nothing_is_captured():
