@@ -69,7 +69,7 @@ demo: venv
 demo-suite: venv
 	$(LLMREC) data fetch prefeval --if-missing
 	$(LLMREC) suite configs/suite_demo.yaml
-	$(LLMREC) report runs/suite-demo --out runs/suite-demo/report.html
+	$(LLMREC) report runs/suite-demo
 
 demo-beyond-utility: venv
 	$(LLMREC) run configs/beyond_utility_demo.yaml

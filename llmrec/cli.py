@@ -21,7 +21,20 @@ from llmrec.rundir import RunDir
 from llmrec.settings import DEFAULT_TRACKING_URI
 from llmrec.tracking import tracking_uri
 
-app = typer.Typer(cls=ErrorsToExitCodes, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+# `llmrec --help` lists the verbs in the order a user works: run, read the results, compare and share them; then
+# planning and clusters, scoring files, data, baselines and serving. A verb not named here follows, as registered.
+WORKFLOW = ("run", "suite", "runs", "view", "leaderboard", "compare", "report", "ui", "plan", "submit", "jobs",
+            "score", "data", "list", "train", "tune", "baselines", "sft", "serve", "serve-cleanup")
+
+
+class WorkflowOrder(ErrorsToExitCodes):
+    def list_commands(self, ctx):
+        names = list(super().list_commands(ctx))
+        rank = {n: i for i, n in enumerate(WORKFLOW)}
+        return sorted(names, key=lambda n: (rank.get(n, len(rank)), names.index(n)))
+
+
+app = typer.Typer(cls=WorkflowOrder, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Evaluate LLMs as recommenders and assistants: Ray Data + Ray Serve + MLflow.\n\n"
                        + EXIT_CODES_HELP)
 data_app = typer.Typer(no_args_is_help=True, help="Find and download benchmark data.")

@@ -43,7 +43,7 @@ def leaderboard(
     `value [CI low, CI high] n=units`: the benchmark's CI, else a cluster bootstrap over the run's per-sample
     outcomes; `†` marks n < 30 (too few to rank); `—` where there is none. Writes leaderboard.csv (one row per
     subject, benchmark entry and metric, full precision) and leaderboard.md, e.g.
-    `llmrec leaderboard runs/suite_demo` or `llmrec leaderboard runs/prefeval-a runs/prefeval-b --metric accuracy`.
+    `llmrec leaderboard runs/suite-demo` or `llmrec leaderboard runs/prefeval-a runs/prefeval-b --metric accuracy`.
     """
     from llmrec.pipelines.runner import leaderboard as lb
 
@@ -77,7 +77,8 @@ def _leaderboard(lb, paths: list[str], local: list[Path], out: Path | None, metr
 
 def report(
     paths: list[str] = typer.Argument(..., help=SOURCES_HELP),
-    out: Path = typer.Option(..., "--out", help="The HTML file to write, e.g. report.html."),
+    out: Path | None = typer.Option(None, "--out", help="The HTML file to write; default: report.html in the suite "
+                                     "directory when one suite is given, else ./report.html (never over an input)."),
     compare: list[Path] = typer.Option(
         [], "--compare", help="A folder `llmrec compare … --out DIR` wrote (its comparison.json), repeatable. A "
                               "suite's comparisons/ folder is read without it."),
@@ -90,11 +91,14 @@ def report(
     shows each sample's prompt, answer, gold, verdict, status and error, filtered by run, setting and
     status; a link can carry the filter: report.html#status=failed (also run=… and setting=…, as the
     table shows them).
-    E.g. `llmrec report runs/suite_demo --out report.html`.
+    E.g. `llmrec report runs/suite-demo` (writes runs/suite-demo/report.html).
     """
     from llmrec.paths import refuse_overwriting_inputs
     from llmrec.pipelines.runner.html_report import write_report
 
+    if out is None:
+        one_suite = len(paths) == 1 and not storage.is_uri(paths[0]) and SuiteDir.is_suite(paths[0])
+        out = Path(paths[0]) / SuiteDir.REPORT if one_suite else Path(SuiteDir.REPORT)
     refuse_overwriting_inputs(out, [*paths, *compare])
     with storage.local_folders(paths) as local, installed_only():
         path = write_report(local, out, list(compare), max_rows)

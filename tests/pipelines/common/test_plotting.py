@@ -29,6 +29,9 @@ def _prefeval_rows(turns: list[int]) -> list[dict]:
 
 
 def test_a_line_over_one_x_value_is_left_out_once_and_recorded(tmp_path, caplog):
+    from llmrec.pipelines.common import plotting
+
+    plotting._logged.clear()  # once per process: another test may have left this figure out already
     caplog.set_level(logging.INFO, logger="llmrec.pipelines.common.plotting")
     path = tmp_path / "plots" / "accuracy_by_turns.png"
     assert accuracy_by_turns(_prefeval_rows([2, 2, 2]), path) is None

@@ -45,9 +45,10 @@ def test_links_words_and_embedded_transcripts(tmp_path):
     assert soup.find(id="f-verdict") is not None
     note = soup.find(id="transcripts-note").text
     assert "14 sample(s)" in note and "up to 5.0 MB" in note
-    # nothing injected runs: no script but the report's own, no img
+    # nothing injected runs: no script but the report's own, no img but the report's own plots
     assert SCRIPT not in html and "<img src=x" not in html
-    assert len(soup.find_all("script")) == 1 and soup.find("img") is None
+    assert len(soup.find_all("script")) == 1
+    assert all(i["src"].startswith("data:image/png;base64,") and not i.get("onerror") for i in soup.find_all("img"))
     assert any((SCRIPT + IMG) in pre.text for pre in soup.find_all("pre"))
 
 

@@ -113,7 +113,7 @@ def test_runner_end_to_end_with_failures_and_resume(tmp_path, local_ray):
     assert len(parent) == 1 and len(children) == 2
     # readable names (the config hash is a tag) and the run's real wall clock, not the instant of logging
     assert parent[0].info.run_name == "toy · fake-model"
-    assert sorted(c.info.run_name for c in children) == ["toy · fake-model · kind=even", "toy · fake-model · kind=odd"]
+    assert sorted(c.info.run_name for c in children) == ["kind=even · toy · fake-model", "kind=odd · toy · fake-model"]
     assert first.run_dir.name.endswith(parent[0].data.tags["llmrec.config_hash"])
     assert parent[0].info.end_time - parent[0].info.start_time >= 1000 * first.stats["time_stream_s"]
     assert parent[0].data.tags["llmrec.headline"] == "accuracy,failed"

@@ -72,7 +72,7 @@ def browser(tmp_path):
 
 def test_filter_to_wrong_answers_open_one_and_read_its_prompt_and_output(tmp_path, browser):
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select
+    from selenium.webdriver.support.ui import Select, WebDriverWait
 
     run = prefeval_run(tmp_path / "run", n=12, turns=10)
     proc, url = start_view(str(run))
@@ -81,11 +81,15 @@ def test_filter_to_wrong_answers_open_one_and_read_its_prompt_and_output(tmp_pat
         assert "12 sample(s)" in browser.find_element(By.ID, "count").text
         Select(browser.find_element(By.ID, "f-verdict")).select_by_value("wrong")
         browser.find_element(By.ID, "f-apply").click()
+        # the filtered page replaces the list: wait for it (a loaded machine answers in seconds, not at once)
+        WebDriverWait(browser, 60).until(lambda d: "verdict=wrong" in d.current_url
+                                         and d.find_elements(By.CSS_SELECTOR, "#samples tbody tr"))
         rows = browser.find_elements(By.CSS_SELECTOR, "#samples tbody tr")
         assert len(rows) == 5 and {r.get_attribute("data-verdict") for r in rows} == {"wrong"}
         assert "verdict=wrong" in browser.current_url
         assert browser.title == "llmrec view"  # the injected <script> never ran
         rows[1].find_element(By.CSS_SELECTOR, "a.sample").click()
+        WebDriverWait(browser, 60).until(lambda d: d.find_elements(By.ID, "sample-id"))
         assert browser.find_element(By.ID, "sample-id").text == "travel_restaurant/explicit/0005/t010/zero-shot"
         messages = [m.text for m in browser.find_elements(By.CSS_SELECTOR, ".call .msg pre") if m.is_displayed()]
         assert "PREFERENCE 5: I strongly dislike crowded places." in messages
