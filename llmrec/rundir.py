@@ -36,7 +36,41 @@ from llmrec.errors import DataError
 from llmrec.storage import Storage, is_uri, resolve
 
 
-class RunDir:
+class _Folder:
+    """A directory, local or at a storage URI: what run and suite directories share."""
+
+    def __init__(self, location: "str | Path | Storage | _Folder"):
+        if isinstance(location, _Folder):
+            location = location.storage
+        self.storage = Storage.of(location)
+
+    @property
+    def uri(self) -> str:
+        return self.storage.uri
+
+    @property
+    def name(self) -> str:
+        return self.storage.name
+
+    @property
+    def path(self) -> Path | None:
+        """The local folder (None for a storage URI)."""
+        return self.storage.local_path
+
+    def __str__(self) -> str:
+        return self.uri
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.uri!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.uri == self.uri
+
+    def __hash__(self) -> int:
+        return hash(self.uri)
+
+
+class RunDir(_Folder):
     """One run's directory, local or at a storage URI."""
 
     CONFIG = "resolved.yaml"
@@ -52,40 +86,9 @@ class RunDir:
     PLOTS_LEFT_OUT = "left_out.json"  # in plots/: figure → why it was not drawn (no data, one x value)
     COMPARISONS = "comparisons"
 
-    def __init__(self, location: "str | Path | Storage | RunDir"):
-        if isinstance(location, RunDir):
-            location = location.storage
-        self.storage = Storage.of(location)
-
-    # ---- identity -------------------------------------------------------------------------------------------
-    @property
-    def uri(self) -> str:
-        return self.storage.uri
-
-    @property
-    def name(self) -> str:
-        return self.storage.name
-
     @property
     def local(self) -> bool:
         return self.storage.local
-
-    @property
-    def path(self) -> Path | None:
-        """The local folder (None for a storage URI)."""
-        return self.storage.local_path
-
-    def __str__(self) -> str:
-        return self.uri
-
-    def __repr__(self) -> str:
-        return f"RunDir({self.uri!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, RunDir) and other.uri == self.uri
-
-    def __hash__(self) -> int:
-        return hash(self.uri)
 
     def mkdir(self) -> None:
         self.storage.mkdir()
@@ -202,35 +205,12 @@ class RunDir:
         return value
 
 
-class SuiteDir:
+class SuiteDir(_Folder):
     """A suite's directory: ``suite.json`` (the index of its run directories) and ``comparisons/``."""
 
     INDEX = "suite.json"
     COMPARISONS = "comparisons"
     REPORT = "report.html"
-
-    def __init__(self, location: "str | Path | Storage | SuiteDir"):
-        if isinstance(location, SuiteDir):
-            location = location.storage
-        self.storage = Storage.of(location)
-
-    @property
-    def uri(self) -> str:
-        return self.storage.uri
-
-    @property
-    def name(self) -> str:
-        return self.storage.name
-
-    @property
-    def path(self) -> Path | None:
-        return self.storage.local_path
-
-    def __str__(self) -> str:
-        return self.uri
-
-    def __repr__(self) -> str:
-        return f"SuiteDir({self.uri!r})"
 
     @classmethod
     def is_suite(cls, location: "str | Path | Storage") -> bool:

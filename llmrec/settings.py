@@ -67,20 +67,23 @@ def ray_host() -> str:
 
 def min_free_mb() -> float:
     """The free space (MB) a local ``output.dir`` must have before a run starts (``$LLMREC_MIN_FREE_MB``)."""
-    value = os.environ.get(MIN_FREE_ENV)
-    try:
-        return max(0.0, float(value)) if value else DEFAULT_MIN_FREE_MB
-    except ValueError:
-        return DEFAULT_MIN_FREE_MB
+    return _env_float(MIN_FREE_ENV, DEFAULT_MIN_FREE_MB, 0.0)
 
 
 def storage_timeout_s() -> float:
     """Connect / request timeout of S3 and the retry time limit of GCS (``$LLMREC_STORAGE_TIMEOUT_S``)."""
-    value = os.environ.get(STORAGE_TIMEOUT_ENV)
+    return _env_float(STORAGE_TIMEOUT_ENV, DEFAULT_STORAGE_TIMEOUT_S, 0.5)
+
+
+def _env_float(name: str, default: float, least: float) -> float:
+    """A number from the environment variable ``name``, at least ``least``; ``default`` when unset or not a number."""
+    value = os.environ.get(name)
     try:
-        return max(0.5, float(value)) if value else DEFAULT_STORAGE_TIMEOUT_S
+        return max(least, float(value)) if value else default
     except ValueError:
-        return DEFAULT_STORAGE_TIMEOUT_S
+        return default
+
+
 def default_mlflow_log_level(level: str) -> None:
     """The level MLflow's loggers get when MLflow is imported (later, lazily, also in Ray workers, which inherit
     the environment), unless the user set one: MLflow resets them to INFO on import, whatever was set before."""

@@ -223,7 +223,7 @@ def json_columns(schema: pa.Schema) -> set[str]:
 
 
 def read_rows(path) -> list[dict]:
-    """The rows of a ``samples.parquet``: nulls as None, JSON-text columns decoded to lists and dicts. A file
+    """The rows of a ``samples.parquet`` (a path or a readable binary file): nulls as None, JSON-text columns decoded to lists and dicts. A file
     written before columns were typed carries no JSON marks: there, text that parses as a JSON list or
     object is decoded. Raises OSError / ValueError (pyarrow's) on a file that is not parquet."""
     import pyarrow.parquet as pq
@@ -241,5 +241,6 @@ def read_rows(path) -> list[dict]:
                     r[k] = json.loads(v)
                 except json.JSONDecodeError:
                     if k in marked:
-                        raise ValueError(f"{path}: column {k!r} holds text that is not JSON") from None
+                        raise ValueError(f"{path}: column {k!r} of sample {r.get('sample_id')!r} holds text that "
+                                         "is not JSON") from None
     return rows

@@ -26,12 +26,11 @@ from urllib.parse import urlencode
 import jinja2
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 
 from llmrec import storage, tracking
 from llmrec.errors import ConfigError
 from llmrec.pipelines.protocol import Benchmark, Explanation, failed_explanation, setting_label
-from llmrec.pipelines.record import json_columns
+from llmrec.pipelines.record import read_rows
 from llmrec.rundir import RunDir, SuiteDir
 from llmrec.transcripts import Call, TextStore, calls, resolve
 
@@ -84,24 +83,9 @@ def read_samples(rd: RunDir) -> list[dict]:
         return []
     where = f"{rd.uri}/{RunDir.SAMPLES}"
     try:
-        table = pq.read_table(io.BytesIO(rd.samples_bytes()))
+        return read_rows(io.BytesIO(rd.samples_bytes()))
     except (OSError, ValueError) as e:
         raise ConfigError(f"{where}: cannot read it as parquet ({e})") from e
-    marked = json_columns(table.schema)
-    typed = b"llmrec.payload" in (table.schema.metadata or {})
-    rows = table.to_pylist()
-    for r in rows:
-        for k, v in r.items():
-            if isinstance(v, float) and math.isnan(v):
-                r[k] = None
-            elif isinstance(v, str) and (k in marked or (not typed and v[:1] in "[{")):
-                try:
-                    r[k] = json.loads(v)
-                except json.JSONDecodeError:
-                    if k in marked:
-                        raise ConfigError(f"{where}: column {k!r} of sample {r.get('sample_id')!r} holds text that "
-                                          "is not JSON") from None
-    return rows
 
 
 def _run_view(key: str, rd: RunDir, subject: str | None = None, benchmark: str | None = None,
