@@ -17,7 +17,7 @@ from llmrec import storage, tracking
 from llmrec.errors import ConfigError, LlmrecError, RunFailed
 from llmrec.exits import EXIT_CODES_HELP, ErrorsToExitCodes, exit_on_error
 from llmrec.ray_start import filter_false_alarms, quiet_false_alarms
-from llmrec.rundir import RunDir
+from llmrec.rundir import RunDir, SuiteDir
 from llmrec.settings import DEFAULT_TRACKING_URI
 from llmrec.tracking import tracking_uri
 
@@ -99,6 +99,7 @@ def run(
     else:
         _print_summary(outcome.metrics, outcome.stats, outcome.headline)
     console.print(f"results: {outcome.run_dir}", markup=False)
+    console.print(f"samples: llmrec view {outcome.run_dir}", markup=False)  # what the model saw and answered
     if outcome.mlflow_run_id:
         console.print(f"MLflow run {outcome.mlflow_run_id} — open the UI with: [bold]llmrec ui[/]"
                       f"  (or: mlflow ui --backend-store-uri {tracking_uri(cfg.tracking.uri)})")
@@ -155,7 +156,8 @@ def suite(
         console.print(lb.rich_table(board, title=f"suite {cfg.name}: first headline metric per benchmark"))
     starts = ", ".join(f"{s} {v:.1f}s" for s, v in out.engine_start_s.items()) or "none (all entries finished)"
     console.print(f"engine starts: {starts}; {out.seconds:.0f}s in all", markup=False)
-    console.print(f"results: {out.suite_dir}/suite.json", markup=False)
+    console.print(f"results: {out.suite_dir}/{SuiteDir.INDEX}", markup=False)
+    console.print(f"samples: llmrec view {out.suite_dir}", markup=False)  # what the models saw and answered
     if cfg.tracking.enabled:
         console.print(f"MLflow experiment {cfg.tracking.experiment or cfg.name}: a run per subject, a child per "
                       "benchmark — open the UI with: [bold]llmrec ui[/]")
