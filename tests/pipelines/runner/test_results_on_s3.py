@@ -48,7 +48,7 @@ def test_leaderboard_report_and_compare_of_runs_on_s3(tmp_path, monkeypatch, cli
         res = cli(["leaderboard", uri, "--no-tracking"])
         assert res.exit_code == 0, res.output
         md = (tmp_path / "leaderboard" / "leaderboard.md").read_text()  # remote suite: written here
-        assert "| gemma-b | llm | 0.123 [0.010, 0.200] | 0.583 [0.383, 0.783] |" in md
+        assert "| gemma-b | llm | 0.123 [0.010, 0.200] n=1† | 0.583 [0.383, 0.783] n=5† |" in md
         assert "| user-average | baseline |" in md
 
         res = cli(["report", uri, "--out", str(tmp_path / "report.html")])
@@ -58,9 +58,9 @@ def test_leaderboard_report_and_compare_of_runs_on_s3(tmp_path, monkeypatch, cli
 
         a = _upload(Path(fake_run(tmp_path, "base", "no")), bucket, "runs/base")
         b = _upload(Path(fake_run(tmp_path, "better", "yes", wrong=(9,))), bucket, "runs/better")
-        res = cli(["compare", a, b, "--resamples", "200"])
+        res = cli(["compare", a, b, "--resamples", "200"])  # remote runs: written to ./comparisons/<a>--vs--<b>
         assert res.exit_code == 0, res.output
-        doc = json.loads((tmp_path / "compare-base-vs-better" / "comparison.json").read_text())
+        doc = json.loads((tmp_path / "comparisons" / "base--vs--better" / "comparison.json").read_text())
         assert {r["setting"] for r in doc["rows"]} == {"kind=even", "kind=odd", "all"}
 
         res = cli(["leaderboard", f"s3://{bucket}/suites/nothing-here", "--no-tracking"])
