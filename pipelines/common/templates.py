@@ -29,12 +29,14 @@ def read_templates(package_dir: Path, overrides: dict[str, Path | None], suffix:
 
 
 def missing_placeholders(path: Path, required: tuple[str, ...]) -> str | None:
-    """Why the template file at ``path`` cannot stand in for its default: it does not exist, or it lacks
-    one of the ``required`` placeholders (``"question"`` → ``{question}``), whose text would then never reach the
-    model; None when it is fit. Meant for config validation, before any work."""
+    """Why the template file at ``path`` cannot stand in for its default: it lacks one of the ``required``
+    placeholders (``"question"`` → ``{question}``), whose text would then never reach the model; None when it is
+    fit. Meant for config validation, before any work. A file that is not there is not judged here: the driver reads
+    every template when it builds the run (``read_templates``, which names a missing file), and a config validated
+    again on a worker, where the file need not exist (it travels in the assets), must not fail for it."""
     p = Path(path)
     if not p.is_file():
-        return f"template file not found: {p}"
+        return None
     text = read_utf8(p)
     lacking = [f"{{{name}}}" for name in required if f"{{{name}}}" not in text]
     return f"{p} lacks the placeholder(s) {', '.join(lacking)}" if lacking else None
