@@ -29,8 +29,19 @@ def free_port() -> int:
 def app(local_ray):
     from llmrec.serving import serve_app
 
-    port = free_port()
-    serve_app.deploy(FAKE, app_name="fake", num_cpus=0.5, port=port)
+    from ray import serve
+
+    for attempt in range(3):
+        # a port free a moment ago can be taken by the time Serve's proxy binds it: Ray's own processes now
+        # listen on 127.0.0.1 too (ports the system hands out), so another port is tried
+        port = free_port()
+        try:
+            serve_app.deploy(FAKE, app_name="fake", num_cpus=0.5, port=port)
+            break
+        except Exception as e:  # noqa: BLE001 - only a bind failure is retried
+            if "Failed to bind" not in str(e) or attempt == 2:
+                raise
+            serve.shutdown()
     yield serve_app, f"http://127.0.0.1:{port}"
     from ray import serve
 
