@@ -16,9 +16,10 @@ from rich.table import Table
 from llmrec import storage, tracking
 from llmrec.errors import ConfigError, LlmrecError, RunFailed
 from llmrec.exits import EXIT_CODES_HELP, ErrorsToExitCodes, exit_on_error
+from llmrec.cli_options import (SET_HELP, STORE_HELP, data_dir_option, tracking_uri_option,
+                                 with_tracking_uri)
 from llmrec.ray_start import filter_false_alarms, quiet_false_alarms
 from llmrec.rundir import RunDir, SuiteDir
-from llmrec.settings import DEFAULT_TRACKING_URI
 from llmrec.tracking import tracking_uri
 
 # `llmrec --help` lists the verbs in the order a user works: run, read the results, compare and share them; then
@@ -42,8 +43,6 @@ app.add_typer(data_app, name="data")
 console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
-STORE_HELP = f"MLflow store (default $MLFLOW_TRACKING_URI or {DEFAULT_TRACKING_URI})"
-SET_HELP = "Override a config key, e.g. --set engine.n_ctx=4096 --set benchmark.turns=[2,10]. Repeatable."
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -65,7 +64,8 @@ def _setup_logging(verbose: bool) -> None:
 def run(
     config: Path = typer.Argument(..., help="Run config YAML (see configs/)."),
     set_: list[str] = typer.Option([], "--set", help=SET_HELP),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Data folder (else $LLMREC_DATA_DIR, else the per-user cache)."),
+    data_dir: Optional[Path] = data_dir_option(),
+    tracking_uri_: Optional[str] = tracking_uri_option(STORE_HELP + " (= --set tracking.uri=URI)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the request cache."),
     fresh: bool = typer.Option(False, "--fresh", help="Discard this config's stored results and start over."),
     max_failed_share: Optional[float] = typer.Option(
@@ -82,7 +82,7 @@ def run(
 
     _setup_logging(verbose)
     filter_false_alarms()  # before the progress bar takes the console
-    overrides = list(set_) + (["output.cache=false"] if no_cache else []) + (["output.resume=false"] if fresh else [])
+    overrides = with_tracking_uri(set_, tracking_uri_) + (["output.cache=false"] if no_cache else []) + (["output.resume=false"] if fresh else [])
     if max_failed_share is not None:
         overrides.append(f"execution.max_failed_share={max_failed_share}")
     cfg = load_run_config(config, overrides)
@@ -116,7 +116,8 @@ def suite(
                                                      "--set output.dir=runs2. Repeatable."),
     subject: list[str] = typer.Option([], "--subject", help="Run only this subject (repeatable); the others' "
                                                             "entries already in suite.json are kept."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Data folder (else $LLMREC_DATA_DIR, else the per-user cache)."),
+    data_dir: Optional[Path] = data_dir_option(),
+    tracking_uri_: Optional[str] = tracking_uri_option(STORE_HELP + " (= --set tracking.uri=URI)."),
     fresh: bool = typer.Option(False, "--fresh", help="Discard every entry's stored results and start over."),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Debug logging."),
 ) -> None:
@@ -142,7 +143,7 @@ def suite(
 
     _setup_logging(verbose)
     filter_false_alarms()  # before the progress bar takes the console
-    cfg = load_suite_config(config, list(set_) + (["output.resume=false"] if fresh else []))
+    cfg = load_suite_config(config, with_tracking_uri(set_, tracking_uri_) + (["output.resume=false"] if fresh else []))
     with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, transient=False) as bar:
         def progress_for(subj: str, entry: str):
@@ -290,7 +291,7 @@ def score(
 @app.command()
 def runs(
     experiment: Optional[str] = typer.Option(None, "--experiment", help="Experiment (default: all)."),
-    uri: Optional[str] = typer.Option(None, "--tracking-uri", help=STORE_HELP + "."),
+    uri: Optional[str] = tracking_uri_option(),
     metric: list[str] = typer.Option([], "--metric", help="Metrics to show (repeatable; default: each run's "
                                                           "headline metric). One no run has is refused."),
     limit: int = typer.Option(50, help="Most recent N runs."),
@@ -309,7 +310,7 @@ def runs(
 
 @app.command()
 def ui(
-    uri: Optional[str] = typer.Option(None, "--tracking-uri", help=STORE_HELP + ". An http(s):// server is already a UI: its links are printed."),
+    uri: Optional[str] = tracking_uri_option(STORE_HELP + ". An http(s):// server is already a UI: its links are printed."),
     port: int = typer.Option(5000, help="Port of the local UI."),
 ) -> None:
     """Open the MLflow UI on 127.0.0.1 against the tracking store and print, once it answers, a link per
@@ -358,7 +359,7 @@ def data_fetch(
 @data_app.command("where")
 def data_where(
     benchmark: str = typer.Argument(..., help="Benchmark name."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir"),
+    data_dir: Optional[Path] = data_dir_option(),
 ) -> None:
     """Print the folder a benchmark's data would be read from (or why none is found)."""
     from llmrec.pipelines.registry import get_benchmark

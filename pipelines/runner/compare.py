@@ -29,6 +29,7 @@ import pandas as pd
 import typer
 
 from llmrec import storage, tracking
+from llmrec.cli_options import RUNS_STORE_HELP, data_dir_option, tracking_uri_option
 from llmrec.config import flatten, validate
 from llmrec.errors import ConfigError, DataError
 from llmrec.pipelines.common import paired
@@ -279,12 +280,14 @@ def metric_prefix(comp: Comparison, row: dict) -> str:
     return "".join(f"{p}/" for p in parts)
 
 
-def log_mlflow(comp: Comparison, files: dict[str, Path]) -> str | None:
+def log_mlflow(comp: Comparison, files: dict[str, Path], enabled: bool | None = None,
+               uri: str | None = None) -> str | None:
     """One MLflow run (kind ``compare``) in the experiment of the last run: params = the run directories,
-    metrics = each row's diff, CI and p-values, artifacts = the two files."""
+    metrics = each row's diff, CI and p-values, artifacts = the two files. ``enabled`` / ``uri``: the verb's
+    ``--tracking/--no-tracking`` and ``--tracking-uri`` (default: the last run's tracking section)."""
     last = comp.runs[-1]
-    tr = last.cfg.tracking
-    if not tr.enabled:
+    tr = last.cfg.tracking.model_copy(update={"uri": uri} if uri else {})
+    if not (tr.enabled if enabled is None else enabled):
         return None
     exp_id = tracking.setup(tr.uri, tr.experiment or last.bench.name, tr.artifact_root)
     client = tracking.client(tr.uri)
@@ -421,19 +424,22 @@ def register(app: typer.Typer) -> None:
                                                                "<a>--vs--<b>); never inside a compared run"),
         resamples: int = typer.Option(2000, "--resamples", min=100, help="bootstrap resamples"),
         seed: int = typer.Option(0, "--seed", help="seed of the bootstrap and permutation draws"),
-        data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="benchmark data (benchmarks whose "
-                                                                         "outcomes need their assets)"),
+        data_dir: Optional[Path] = data_dir_option(),
+        track: Optional[bool] = typer.Option(None, "--tracking/--no-tracking",
+                                             help="Log the comparison to MLflow (default: the runs' tracking.enabled)."),
+        tracking_uri_: Optional[str] = tracking_uri_option(RUNS_STORE_HELP),
     ) -> None:
         """Paired comparison of runs of one benchmark on the samples they share: per headline metric and
         setting, B − A with a cluster bootstrap 95% CI, an exact McNemar or paired permutation p-value and
         Holm's correction. Writes comparison.json and per_sample.parquet and logs an MLflow run."""
         with storage.local_folders(runs) as local, installed_only():
             remote = any(storage.is_uri(r) for r in runs)
-            _compare(local, metric, allow_protocol_diff, out, resamples, seed, data_dir, Path(".") if remote else None)
+            _compare(local, metric, allow_protocol_diff, out, resamples, seed, data_dir, Path(".") if remote else None,
+                     track, tracking_uri_)
 
 
 def _compare(runs: list[Path], metric: list[str], allow_protocol_diff: bool, out: Path | None, resamples: int, seed: int,
-             data_dir: Path | None, here: Path | None) -> None:
+             data_dir: Path | None, here: Path | None, track: bool | None = None, uri: str | None = None) -> None:
     from rich.console import Console
 
     comp = compare_runs(runs, allow_protocol_diff, resamples, seed, data_dir)
@@ -448,6 +454,6 @@ def _compare(runs: list[Path], metric: list[str], allow_protocol_diff: bool, out
     console = Console()  # the terminal's width (80 columns, or $COLUMNS, when not a terminal)
     console.print(table(comp))
     console.print(f"wrote {files['comparison']} and {files['per_sample']}", markup=False)
-    run_id = log_mlflow(comp, files)
+    run_id = log_mlflow(comp, files, track, uri)
     if run_id:
         console.print(f"MLflow run {run_id} (kind compare)", markup=False)

@@ -295,20 +295,20 @@ def write(df: pd.DataFrame, out_dir: Path, primary_only: bool = False, stem: str
     return files
 
 
-def tracking_config(entries: list[Entry]) -> tracking.TrackingConfig:
-    """The tracking section of the first entry whose directory has a config, else the defaults."""
-    for e in entries:
-        if e.config.get("tracking"):
-            return tracking.TrackingConfig.model_validate(e.config["tracking"])
-    return tracking.TrackingConfig()
+def tracking_config(entries: list[Entry], uri: str | None = None) -> tracking.TrackingConfig:
+    """The tracking section of the first entry whose directory has a config, else the defaults; ``uri`` (the
+    verb's ``--tracking-uri``) replaces its store."""
+    cfg = next((tracking.TrackingConfig.model_validate(e.config["tracking"]) for e in entries
+                if e.config.get("tracking")), tracking.TrackingConfig())
+    return cfg.model_copy(update={"uri": uri}) if uri else cfg
 
 
 def log_mlflow(df: pd.DataFrame, entries: list[Entry], files: dict[str, Path], experiment: str,
-               stem: str = "leaderboard") -> str:
+               stem: str = "leaderboard", uri: str | None = None) -> str:
     """The MLflow record of this leaderboard (its sources and file stem): created once, then updated in place by
     every later call (metrics logged at the next step, artifacts replaced); a metric per subject, entry and metric
     (``<subject>/<entry>/<metric>``, CI bounds and n beside it), both files as artifacts; returns its id."""
-    cfg = tracking_config(entries)
+    cfg = tracking_config(entries, uri)
     exp_id = tracking.setup(cfg.uri, experiment, cfg.artifact_root)
     client = tracking.client(cfg.uri)
     sources = sorted({str(e.run_dir) for e in entries})

@@ -10,23 +10,26 @@ when the model's tokenizer is installed, else at 4 characters per token. Planned
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
+from llmrec.cli_options import data_dir_option
 from llmrec.errors import ConfigError
 from llmrec.packing import GroupNeed, pack_to
 from llmrec.pipelines.runner.placement import judge_placement, replica_placement
 from llmrec.pipelines.runner.prompt_sizes import TokenCount, dry_run_needs, run_capacity
 
 
-def group_needs(cfg, max_groups: int, block_tokens: int, count: TokenCount) -> tuple[list[GroupNeed], int]:
+def group_needs(cfg, max_groups: int, block_tokens: int, count: TokenCount,
+                data_dir: Path | None = None) -> tuple[list[GroupNeed], int]:
     """(needs of up to ``max_groups`` evenly spread prefix groups, number of groups in the run)."""
-    from llmrec.pipelines.common.datasets import resolve_data_dir
+    from llmrec.pipelines.runner.execution import data_root
     from llmrec.pipelines.registry import get_benchmark
     from llmrec.pipelines.runner.worker import group_by_prefix
 
     bench = get_benchmark(cfg.benchmark.name)
-    root = resolve_data_dir(cfg.data.dir, bench.data)
+    root = data_root(cfg, bench, data_dir)
     samples = bench.build_samples(cfg.benchmark, root)
     assets = bench.assets(cfg.benchmark, root)
     groups = group_by_prefix(samples)
@@ -34,7 +37,7 @@ def group_needs(cfg, max_groups: int, block_tokens: int, count: TokenCount) -> t
     return dry_run_needs(bench, cfg.benchmark, groups[::step][:max_groups], block_tokens, assets, count), len(groups)
 
 
-def plan_lines(cfg, gpus_per_node: int, max_groups: int) -> list[str]:
+def plan_lines(cfg, gpus_per_node: int, max_groups: int, data_dir: Path | None = None) -> list[str]:
     from llmrec.serving.engine import build_engine
 
     engine, ex = build_engine(cfg.engine), cfg.execution
@@ -45,7 +48,7 @@ def plan_lines(cfg, gpus_per_node: int, max_groups: int) -> list[str]:
     count = TokenCount(engine.prompt_tokenizer())
     lines = engine.capacity_lines(cap) or [f"KV budget per replica: {cap.tokens:,} tokens ({cap.source})"]
     lines += [replica_placement(cfg.engine, ex, gpus_per_node), judge_placement(cfg.judge, ex)]
-    needs, n_groups = group_needs(cfg, max_groups, cap.block_tokens, count)
+    needs, n_groups = group_needs(cfg, max_groups, cap.block_tokens, count, data_dir)
     batches = pack_to(needs, cap, ex.concurrency)  # as the run packs its rows
     prompt = sum(sum(g.prompt_tokens) for g in needs)
     saved = sum(g.prefill_saved() for g in needs)
@@ -72,6 +75,7 @@ def register(app: typer.Typer) -> None:
         set_: list[str] = typer.Option([], "--set", help="override a key, e.g. --set engine.kv_cache_dtype=fp8"),
         gpus_per_node: int = typer.Option(8, help="GPUs per node, for replicas per node"),
         max_groups: int = typer.Option(24, help="prefix groups to dry-run (evenly spread over the run; each dry run renders every stage, RAG included)"),
+        data_dir: Optional[Path] = data_dir_option(),
     ) -> None:
         """Print a run's plan without starting an engine: the engine's KV budget per replica (and how it
         comes about), placement, the KV-packed batches and the prefill saved by prefix sharing.
@@ -82,4 +86,4 @@ def register(app: typer.Typer) -> None:
         """
         from llmrec.pipelines.runner.run_config import load_run_config
 
-        typer.echo("\n".join(plan_lines(load_run_config(config, set_), gpus_per_node, max_groups)))
+        typer.echo("\n".join(plan_lines(load_run_config(config, set_), gpus_per_node, max_groups, data_dir)))

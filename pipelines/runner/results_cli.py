@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from llmrec import storage
+from llmrec.cli_options import RUNS_STORE_HELP, tracking_uri_option
 from llmrec.errors import ConfigError
 from llmrec.registry import installed_only
 from llmrec.rundir import RunDir, SuiteDir
@@ -36,6 +37,7 @@ def leaderboard(
         None, "--tracking/--no-tracking", help="Log the leaderboard to MLflow: one record per suite (and --metric "
                                                "selection), updated in place by every call (default: the runs' "
                                                f"tracking.enabled; store and artifacts from their {RunDir.CONFIG})."),
+    tracking_uri_: Optional[str] = tracking_uri_option(RUNS_STORE_HELP),
 ) -> None:
     """Subject × benchmark headline metrics with 95% CIs, LLMs and baselines in one table.
 
@@ -48,11 +50,11 @@ def leaderboard(
     from llmrec.pipelines.runner import leaderboard as lb
 
     with storage.local_folders(paths) as local, installed_only():
-        _leaderboard(lb, paths, local, out, metric, track)
+        _leaderboard(lb, paths, local, out, metric, track, tracking_uri_)
 
 
 def _leaderboard(lb, paths: list[str], local: list[Path], out: Path | None, metric: list[str],
-                 track: bool | None) -> None:
+                 track: bool | None, uri: str | None = None) -> None:
     entries = lb.load_entries(local)
     df = lb.leaderboard(entries, metric or None)
     if df.empty:
@@ -70,7 +72,7 @@ def _leaderboard(lb, paths: list[str], local: list[Path], out: Path | None, metr
                   "/samples?subject=…&entry=…&verdict=wrong)", markup=False, highlight=False)
     cfg = lb.tracking_config(entries)
     if cfg.enabled if track is None else track:
-        run_id = lb.log_mlflow(df, entries, files, one_suite or "llmrec-leaderboard", stem)
+        run_id = lb.log_mlflow(df, entries, files, one_suite or "llmrec-leaderboard", stem, uri)
         console.print(f"MLflow run {run_id} (experiment {one_suite or 'llmrec-leaderboard'})", markup=False,
                       highlight=False)
 

@@ -7,6 +7,8 @@ from typing import Optional
 
 import typer
 
+from llmrec.cli_options import data_dir_option
+
 app = typer.Typer(no_args_is_help=True, help="Beyond Utility extras: export the candidates baselines rank.")
 
 
@@ -16,7 +18,7 @@ def candidates_cmd(
     out: Path = typer.Option(Path("runs/beyond_utility_candidates"), "--out", help="Folder for candidates.jsonl "
                              "and items.jsonl."),
     set_: list[str] = typer.Option([], "--set", help="Override a key, e.g. --set benchmark.users.n_users=50."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Data folder (else $LLMREC_DATA_DIR)."),
+    data_dir: Optional[Path] = data_dir_option(),
 ) -> None:
     """Write the sampled users' candidates (target + negatives, as every LLM sees them) and ITEMS.jsonl.
 

@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from llmrec.cli_options import data_dir_option
 from llmrec.errors import ConfigError
 
 app = typer.Typer(no_args_is_help=True, help="LRWorld extras: build the sample set, compare models in plots.")
@@ -64,7 +65,7 @@ def build_cmd(
     sets: list[str] = typer.Option([], "--set", help="Override a build field, e.g. --set per_measure=50."),
     out: Optional[Path] = typer.Option(None, "--out", help="Output folder (default runs/lrworld/lrworld-v<schema>-"
                                        "<config hash>)."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Data folder (else $LLMREC_DATA_DIR)."),
+    data_dir: Optional[Path] = data_dir_option(),
 ) -> None:
     """Build LRWorld samples and write samples.jsonl + manifest.json (counts per measure, measures not built).
 

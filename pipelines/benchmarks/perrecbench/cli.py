@@ -7,6 +7,8 @@ from typing import Optional
 
 import typer
 
+from llmrec.cli_options import data_dir_option
+
 app = typer.Typer(no_args_is_help=True, help="PerRecBench extras: SFT data export.")
 
 
@@ -25,7 +27,7 @@ def export_sft_cmd(
                                          "for the validation loss."),
     shared_users: bool = typer.Option(False, "--shared-users", help="Allow evaluation users in training groups "
                                       "(query items stay disjoint). Default: users are disjoint too."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Data folder (else $LLMREC_DATA_DIR)."),
+    data_dir: Optional[Path] = data_dir_option(),
 ) -> None:
     """Write SFT data from user groups disjoint from the evaluation groups of CONFIG, rendered with the
     evaluation's own prompts and the gold answers as targets, per format (point/pair/list) and mixed.

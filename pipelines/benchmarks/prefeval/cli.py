@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from llmrec.cli_options import data_dir_option
 from llmrec.rundir import RunDir
 
 app = typer.Typer(no_args_is_help=True, help="PrefEval extras: SFT data export, MCQ-vs-generation comparison.")
@@ -17,7 +18,7 @@ app = typer.Typer(no_args_is_help=True, help="PrefEval extras: SFT data export, 
 def export_sft_cmd(
     run: list[Path] = typer.Option(..., "--run", help="Run directory of a generation run (reminder, explicit, 0 turns). Repeatable."),
     out: Path = typer.Option(Path("sft"), "--out", help="Output folder for train.jsonl and test.jsonl."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Data folder (else $LLMREC_DATA_DIR, else the per-user cache)."),
+    data_dir: Optional[Path] = data_dir_option(),
     turns: list[int] = typer.Option([0, 5, 10], "--turns", help="Inserted inter-turn pairs per record. Repeatable."),
     test_topic: list[str] = typer.Option([], "--test-topic", help="Held-out topic (repeatable; default: the reference's 4)."),
 ) -> None:

@@ -126,6 +126,20 @@ def test_cli_writes_markdown_rounded_and_csv_full_precision_and_logs_to_mlflow(t
     assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"leaderboard.csv", "leaderboard.md"}
 
 
+def test_cli_tracking_uri_logs_to_another_store(tmp_path):
+    from llmrec import tracking
+
+    own = f"sqlite:///{tmp_path / 'own.db'}"
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    s = suite_dir(tmp_path, tracking={"enabled": True, "uri": own, "artifact_root": str(tmp_path / "art")})
+    res = _cli(["leaderboard", str(s), "--tracking-uri", other])
+    assert res.exit_code == 0, res.output
+    exp = tracking.client(other).get_experiment_by_name("demo_suite")
+    (run,) = tracking.client(other).search_runs([exp.experiment_id])
+    assert run.data.tags[tracking.TAG_KIND] == "leaderboard"
+    assert not (tmp_path / "own.db").exists()  # the runs' own store was not touched
+
+
 def test_cli_metric_option_and_an_unknown_metric(tmp_path):
     s = suite_dir(tmp_path, comparison=False)
     out = tmp_path / "lb"

@@ -1,0 +1,27 @@
+"""The options several verbs share, defined once so that a flag means the same, with the same default and help,
+in every verb that has it (``--data-dir``, ``--tracking-uri``, ``--set``)."""
+
+from __future__ import annotations
+
+import typer
+
+from llmrec.settings import DEFAULT_TRACKING_URI
+
+DATA_DIR_HELP = "Data folder (else $LLMREC_DATA_DIR, else the per-user cache)."
+STORE_HELP = f"MLflow store (default $MLFLOW_TRACKING_URI or {DEFAULT_TRACKING_URI})"
+RUNS_STORE_HELP = ("MLflow store to log to (default: the one the runs were logged to, their config's tracking.uri, "
+                   f"else $MLFLOW_TRACKING_URI or {DEFAULT_TRACKING_URI}).")
+SET_HELP = "Override a config key, e.g. --set engine.n_ctx=4096 --set benchmark.turns=[2,10]. Repeatable."
+
+
+def data_dir_option():
+    return typer.Option(None, "--data-dir", help=DATA_DIR_HELP)
+
+
+def tracking_uri_option(help: str = STORE_HELP + "."):
+    return typer.Option(None, "--tracking-uri", help=help)
+
+
+def with_tracking_uri(overrides: list[str], uri: str | None) -> list[str]:
+    """``--tracking-uri X`` of a verb that runs a config: the same as ``--set tracking.uri=X``."""
+    return [*overrides, f"tracking.uri={uri}"] if uri else list(overrides)
