@@ -16,6 +16,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Callable
 
@@ -28,8 +29,22 @@ JOB_EXECUTION_ENV = "MLFLOW_SERVER_ENABLE_JOB_EXECUTION"
 
 def server_command(store: str, port: int) -> tuple[list[str], dict[str, str]]:
     """The ``mlflow server`` command line and its environment additions."""
-    return ([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", store, "--host", "127.0.0.1",
-             "--port", str(port), "--workers", "1", "--uvicorn-opts", "--no-access-log"], {JOB_EXECUTION_ENV: "false"})
+    return ([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", store, "--registry-store-uri", store,
+             "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+             "--uvicorn-opts", "--no-access-log --log-level warning"],
+            {JOB_EXECUTION_ENV: "false", "PYTHONWARNINGS": "ignore::DeprecationWarning,ignore:starlette.middleware.wsgi is deprecated"})
+
+
+# what the server says on every start, none of it about this start: left off the terminal
+START_NOISE = ("[MLflow] Security middleware enabled with default settings",)
+
+
+def pass_on(stream, out) -> None:
+    """Copy the server's output to ``out`` line by line, leaving off ``START_NOISE``."""
+    for line in iter(stream.readline, ""):
+        if not line.startswith(START_NOISE):
+            out.write(line)
+            out.flush()
 
 
 def experiment_links(base: str, timeout: float = 30) -> list[tuple[str, str]]:
@@ -62,7 +77,8 @@ def serve(store: str, port: int, say: Callable[[str], None], warn: Callable[[str
     import os
 
     argv, env = server_command(store, port)
-    proc = subprocess.Popen(argv, env={**os.environ, **env})
+    proc = subprocess.Popen(argv, env={**os.environ, **env}, stderr=subprocess.PIPE, text=True, bufsize=1)
+    threading.Thread(target=pass_on, args=(proc.stderr, sys.stderr), daemon=True).start()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda signum, _frame: proc.poll() is None and proc.send_signal(signum))
     base = f"http://127.0.0.1:{port}"

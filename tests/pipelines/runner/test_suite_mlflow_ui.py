@@ -139,3 +139,6 @@ def test_llmrec_ui_answers_within_20_s_with_one_server_process(tmp_path):
     assert out.splitlines()[-1].endswith(link), out  # the runs table, not the GenAI overview
     assert "workflowType=machine_learning" in link and "/runs?" in link
     assert "died" not in errs and "Waiting for child process" not in errs, errs[-2000:]
+    # no start-up lines the user did not cause (MLflow's notices, uvicorn's info, a library's deprecation)
+    for noise in ("Security middleware", "Registry store URI", "Deprecat", "Uvicorn running", "Started server"):
+        assert noise not in errs, errs[-2000:]
