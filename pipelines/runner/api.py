@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llmrec.pipelines.common.plotting import left_out_file
+from llmrec.pipelines.runner.budget import budget_stop
+from llmrec.pipelines.runner.cost import RunCost
 from llmrec.pipelines.runner.failures import FailureSummary, summarize_failures
 from llmrec.pipelines.runner.report import log_mlflow, publish, staging_dir, write_outputs
 from llmrec.pipelines.runner.run_config import RunConfig
@@ -41,10 +43,18 @@ def run_evaluation(cfg: RunConfig, data_dir: Path | None = None, progress: Progr
     p = plan(cfg, data_dir)
     log.info("%s: %d samples, %d already in the store, %d to run", p.run_dir, len(p.samples),
              len(p.samples) - len(p.pending), len(p.pending))
+    books = RunCost(p, shared_subject=subject is not None)
+    p.budget = books.budget(cfg.execution.budget)
+    done = len(p.samples) - len(p.pending)
+    if p.budget is not None and p.pending and p.budget.reached():  # spent already: nothing starts
+        raise budget_stop(p.budget, done, len(p.samples))
     fresh = stream(p, progress, subject)
+    books.record(p.timings)
+    if p.budget is not None and p.budget.stopped and len(fresh) < len(p.pending):
+        raise budget_stop(p.budget, done + len(fresh), len(p.samples))
     t0 = time.perf_counter()
     rows = collect(p)
-    metrics = p.bench.aggregate(cfg.benchmark, rows, p.assets)
+    metrics = {**p.bench.aggregate(cfg.benchmark, rows, p.assets), **books.ledger(len(rows))}
     t1 = time.perf_counter()
     stats = {**invocation_stats(fresh), "samples_resumed": float(len(p.samples) - len(p.pending)),
              "samples_new": float(len(fresh))}
