@@ -95,9 +95,9 @@ def run(
 
         outcome = run_evaluation(cfg, data_dir, progress)
     if verbose:
-        _print_metrics(outcome.metrics, outcome.stats)
+        _print_metrics({**outcome.metrics, **outcome.cost}, outcome.stats)
     else:
-        _print_summary(outcome.metrics, outcome.stats, outcome.headline)
+        _print_summary({**outcome.metrics, **outcome.cost}, outcome.stats, outcome.headline)
     console.print(f"results: {outcome.run_dir}", markup=False)
     console.print(f"samples: llmrec view {outcome.run_dir}", markup=False)  # what the model saw and answered
     if outcome.mlflow_run_id:

@@ -1,6 +1,6 @@
 """The cost ledger's metric keys and how tables show cost per 1,000 samples (``llmrec runs``, leaderboard, report).
 
-A run's ``metrics.json`` (and its MLflow run) holds ``cost/<key>`` totals and ``cost/<role>/<key>`` per role
+A run's metrics (``RunDir.METRICS``, and its MLflow run) hold ``cost/<key>`` totals and ``cost/<role>/<key>`` per role
 (``llmrec.pipelines.runner.cost`` computes them; docs/cost.md lists them). Tables show one compact cell per run:
 USD per 1,000 samples where the run had a price table, else tokens per 1,000 samples, else ``—``.
 """

@@ -30,6 +30,7 @@ class RunOutcome:
     failures: FailureSummary  # decides `llmrec run`'s exit code
     files: dict[str, Path] = field(default_factory=dict)
     headline: tuple[str, ...] = ()  # the benchmark's headline metric keys (what a summary shows first)
+    cost: dict[str, float] = field(default_factory=dict)  # the cost ledger (cost/ keys, also in RunDir.METRICS)
 
 
 def run_evaluation(cfg: RunConfig, data_dir: Path | None = None, progress: Progress | None = None, *,
@@ -54,12 +55,13 @@ def run_evaluation(cfg: RunConfig, data_dir: Path | None = None, progress: Progr
         raise budget_stop(p.budget, done + len(fresh), len(p.samples))
     t0 = time.perf_counter()
     rows = collect(p)
-    metrics = {**p.bench.aggregate(cfg.benchmark, rows, p.assets), **books.ledger(len(rows))}
+    metrics = p.bench.aggregate(cfg.benchmark, rows, p.assets)
+    cost = books.ledger(len(rows))  # the whole run's cost/ keys: written and logged beside the metrics
     t1 = time.perf_counter()
     stats = {**invocation_stats(fresh), "samples_resumed": float(len(p.samples) - len(p.pending)),
              "samples_new": float(len(fresh))}
     staged = staging_dir(p)
-    files = write_outputs(p, rows, metrics, staged)
+    files = write_outputs(p, rows, {**metrics, **cost}, staged)
     t2 = time.perf_counter()
     (staged / RunDir.PLOTS / RunDir.PLOTS_LEFT_OUT).unlink(missing_ok=True)  # a resumed run decides again
     plots = p.bench.plots(cfg.benchmark, rows, staged / RunDir.PLOTS, p.assets) if rows else []
@@ -69,6 +71,6 @@ def run_evaluation(cfg: RunConfig, data_dir: Path | None = None, progress: Progr
     p.timings.update(time_aggregate_s=t1 - t0, time_outputs_s=time.perf_counter() - t3 + t2 - t1,
                      time_plots_s=t3 - t2)
     stats.update(p.timings)  # seconds per phase, logged with the run (the MLflow phase itself is not in them)
-    run_id = log_mlflow(p, rows, metrics, files, plots, stats, started, title, parent_run_id)
+    run_id = log_mlflow(p, rows, {**metrics, **cost}, files, plots, stats, started, title, parent_run_id)
     return RunOutcome(p.run_dir.local_path or p.run_dir.uri, metrics, stats, run_id, summarize_failures(rows), files,
-                      p.bench.headline_metrics)
+                      p.bench.headline_metrics, cost)

@@ -5,6 +5,7 @@ read with llmrec.transcripts.calls) and against what the fake engine's own token
 from __future__ import annotations
 
 import io
+import re
 import sqlite3
 import time
 
@@ -115,6 +116,7 @@ def test_fake_run_ledger_matches_its_request_log(tmp_path, local_ray):
                                    {"type": "fake", "default": "fine"}, n=6, judged=True))
     out = run_evaluation(cfg)
     m = RunDir(out.run_dir).metrics()
+    assert {k: v for k, v in m.items() if k.startswith("cost/")} == out.cost and not set(out.cost) & set(out.metrics)
     log = _request_log(out.run_dir)
     for role in ("subject", "judge"):
         for key in ("requests", "requests_from_cache", "prompt_tokens", "cached_tokens", "completion_tokens"):
@@ -209,6 +211,7 @@ def test_budget_stops_cleanly_and_a_larger_budget_resumes(tmp_path, local_ray):
 
     more = _cli(["run", str(path), "--set", "execution.budget.tokens=1000"])
     assert more.exit_code == 0, more.output
+    assert re.search(r"cost/1k\s+│\s+[\d.]+k? tok", more.output), more.output  # the summary: tokens per 1,000 samples
     assert len(store.finished_ids()) == 8
     m = RunDir(run_dir).metrics()
     assert m["n_samples"] == 8 and m["cost/requests"] + m["cost/requests_from_cache"] == 8
@@ -227,4 +230,4 @@ def test_a_stopped_run_redone_fresh_starts_its_ledger_afresh(tmp_path, local_ray
     data["execution"]["budget"] = {"tokens": 10_000}
     data["output"]["resume"] = False  # --fresh: the stored results and their ledger go together
     done = run_evaluation(validate(RunConfig, data))
-    assert done.metrics["cost/samples"] == 4 and len(RunDir(done.run_dir).cost_invocations()) == 1
+    assert done.cost["cost/samples"] == 4 and len(RunDir(done.run_dir).cost_invocations()) == 1
