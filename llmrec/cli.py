@@ -95,9 +95,9 @@ def run(
 
         outcome = run_evaluation(cfg, data_dir, progress)
     if verbose:
-        _print_metrics(outcome.metrics, outcome.stats)
+        _print_metrics({**outcome.metrics, **outcome.cost}, outcome.stats)
     else:
-        _print_summary(outcome.metrics, outcome.stats, outcome.headline)
+        _print_summary({**outcome.metrics, **outcome.cost}, outcome.stats, outcome.headline)
     console.print(f"results: {outcome.run_dir}", markup=False)
     console.print(f"samples: llmrec view {outcome.run_dir}", markup=False)  # what the model saw and answered
     if outcome.mlflow_run_id:
@@ -191,11 +191,16 @@ def _summary_value(key: str, metrics: dict) -> str:
 
 
 def summary_rows(metrics: dict, stats: dict, headline: tuple[str, ...]) -> list[tuple[str, str]]:
-    """The compact result: headline metrics (95% CI where computed), sample counts and failures.
+    """The compact result: headline metrics (95% CI where computed), sample counts and failures, and the run's cost
+    per 1,000 samples (``cost/1k``) where it has a cost ledger.
     Without headline metrics: every metric but the CI bounds. Timings and the rest: ``--verbose``."""
-    heads = [k for k in headline if k in metrics] or [k for k in sorted(metrics) if "_ci_" not in k]
+    from llmrec import costs
+
+    heads = [k for k in headline if k in metrics] or [k for k in sorted(metrics)
+                                                      if "_ci_" not in k and not k.startswith(costs.PREFIX)]
     counts = [k for k in sorted(metrics) if tracking.is_count(k) and k not in heads]
     rows = [(k, _summary_value(k, metrics)) for k in heads + counts]
+    rows += [(costs.COLUMN, costs.per_1k_text(metrics))] if costs.TOKENS_PER_1K in metrics else []
     return rows + [(k, str(int(stats[k]))) for k in RUN_COUNTS if k in stats]
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 EXIT_FAILED = 1  # the work ran and did not succeed (e.g. too many failed samples); see llmrec.exits
 EXIT_USAGE = 2  # nothing was done: a usage, config or data error
+EXIT_BUDGET = 3  # a run stopped by its execution.budget: finished samples stored, a re-run with a larger one resumes
 
 import re
 
@@ -76,6 +77,12 @@ class RunFailed(LlmrecError):
     """The work ran but its outcome is a failure (e.g. too many samples failed); results are kept."""
 
     exit_code = EXIT_FAILED
+
+
+class BudgetReached(LlmrecError):
+    """A run reached its ``execution.budget``: its finished samples are stored, the rest were not run."""
+
+    exit_code = EXIT_BUDGET
 
 
 class MissingDependency(LlmrecError):

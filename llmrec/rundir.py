@@ -14,6 +14,7 @@ A run directory holds::
     run_facts.json       role → what its engine learned while running (optional)
     protocol.json        the protocol record of a training run (optional)
     mlflow_run_id        the MLflow run this directory is logged to
+    cost_ledger.json     the CPU/GPU seconds each invocation held (the cost ledger's part no record carries)
     results/             the result store's write-once parquet shards (resume reads them)
     transcripts/         content-addressed texts of every engine call (see llmrec.transcripts)
     plots/               figures; plots/left_out.json: figure → why it was not drawn
@@ -85,6 +86,8 @@ class RunDir(_Folder):
     PLOTS = "plots"
     PLOTS_LEFT_OUT = "left_out.json"  # in plots/: figure → why it was not drawn (no data, one x value)
     COMPARISONS = "comparisons"
+    COST_LEDGER = "cost_ledger.json"  # what each invocation held (CPU/GPU seconds per role): the cost ledger's part
+    # that no record carries (see llmrec.pipelines.runner.cost)
 
     @property
     def local(self) -> bool:
@@ -165,6 +168,20 @@ class RunDir(_Folder):
 
     def drop_mlflow_run_id(self) -> None:
         self.storage.delete(self.MLFLOW_ID)
+
+    # ---- cost ledger ----------------------------------------------------------------------------------------
+    def cost_invocations(self) -> list[dict]:
+        """Each earlier invocation's entry of ``COST_LEDGER`` ([] without one)."""
+        if not self.exists(self.COST_LEDGER):
+            return []
+        value = self._json(self.COST_LEDGER).get("invocations")
+        return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+    def add_cost_invocation(self, entry: dict) -> None:
+        self.storage.write_text(self.COST_LEDGER, dumps_json({"invocations": [*self.cost_invocations(), entry]}))
+
+    def drop_cost_invocations(self) -> None:
+        self.storage.delete(self.COST_LEDGER)
 
     # ---- rows -----------------------------------------------------------------------------------------------
     def has_samples(self) -> bool:

@@ -1,7 +1,8 @@
 """`llmrec runs`: MLflow runs, one line each.
 
-By default a run is one line: run, benchmark, subject, its headline metric with the 95% CI, n (samples) and failed
-samples. The headline metric is the first a run declares (its ``llmrec.headline`` tag: a benchmark's
+By default a run is one line: run, benchmark, subject, its headline metric with the 95% CI, its cost per 1,000 samples
+(``llmrec.costs``: USD where the run had a price table, else tokens; ``—`` without a cost ledger), n (samples) and
+failed samples. The headline metric is the first a run declares (its ``llmrec.headline`` tag: a benchmark's
 ``headline_metrics``, the trainer's test metrics); ``--metric`` picks the metrics by hand (an unknown one is refused
 naming the metrics the runs have, as ``llmrec leaderboard`` refuses it). ``--wide`` adds experiment, kind and the
 setting or config summary, with every headline metric as a column; ``--csv`` writes every column, full precision.
@@ -16,13 +17,14 @@ import math
 from rich.markup import escape
 from rich.table import Table
 
-from llmrec import tracking
+from llmrec import costs, tracking
 from llmrec.errors import ConfigError, LlmrecError
 
 SUMMARY_PARAMS = ("engine.type", "engine.model", "engine.model_path", "model.name", "benchmark.forms",
                   "benchmark.turns", "benchmark.methods", "benchmark.topics")
 N_KEYS = ("n_answered", "n_samples")  # a benchmark's own sample count, else the runner's samples_resumed + samples_new
-CSV_COLUMNS = ("experiment", "run_id", "run", "kind", "benchmark", "subject", "setting", "n", "failed")
+CSV_COLUMNS = ("experiment", "run_id", "run", "kind", "benchmark", "subject", "setting", "n", "failed", "usd_per_1k",
+               "tokens_per_1k")
 
 
 def headline_columns(runs) -> list[str]:
@@ -116,20 +118,22 @@ def runs_table(uri: str | None, experiment: str | None, metrics: list[str], limi
     runs, names = _search(uri, experiment, limit)
     cols = _checked(runs, metrics) if metrics else []
     table = Table(title=f"MLflow runs ({tracking.tracking_uri(uri)})",
-                  caption="value [95% CI]; n: samples; failed: samples that failed" if not wide else None,
+                  caption=f"value [95% CI]; {costs.COLUMN}: USD (else tokens) per 1,000 samples; n: samples; failed: "
+                          "samples that failed" if not wide else None,
                   caption_justify="left")
     if wide:
         cols = cols or headline_columns(runs)
         table.add_column("experiment", no_wrap=True)
         table.add_column("run", overflow="fold", min_width=24)  # long child names fold; short names stay whole
         table.add_column("kind", no_wrap=True)
-        for c in ("setting / config",) + tuple(cols):
+        for c in ("setting / config",) + tuple(cols) + (costs.COLUMN,):
             table.add_column(c, overflow="fold")
         for r in runs:
             tagged = r.data.tags.get(tracking.TAG_SETTING)
             table.add_row(escape(names.get(r.info.experiment_id, "?")), escape(run_label(r, tagged)),
                           escape(r.data.tags.get(tracking.TAG_KIND, "")), escape(_setting(r)),
-                          *[f"{r.data.metrics[c]:.4f}" if c in r.data.metrics else "" for c in cols])
+                          *[f"{r.data.metrics[c]:.4f}" if c in r.data.metrics else "" for c in cols],
+                          costs.per_1k_text(r.data.metrics))
         return table
     # one line a run: long names are cut (…) so the numbers always show whole; --wide / --csv hold everything
     rows = []
@@ -138,25 +142,26 @@ def runs_table(uri: str | None, experiment: str | None, metrics: list[str], limi
         value = "; ".join(v for v in (_value(r, m) for m in shown) if v)
         head = f"{shown[0]} {value}" if shown and value and not cols else value
         rows.append([escape(run_label(r, r.data.tags.get(tracking.TAG_SETTING))),
-                     escape(r.data.tags.get("benchmark", "")), escape(_subject(r)), escape(head), _num(_n(r)),
-                     _num(r.data.metrics.get("failed", math.nan))])
+                     escape(r.data.tags.get("benchmark", "")), escape(_subject(r)), escape(head),
+                     costs.per_1k_text(r.data.metrics), _num(_n(r)), _num(r.data.metrics.get("failed", math.nan))])
     if width is None:
         from rich.console import Console
 
         width = Console().width
     head = " · ".join(metrics) if metrics else "headline [95% CI]"
     widest = [max([len(x[i]) for x in rows] + [len(h)]) for i, h in
-              enumerate(("run", "benchmark", "subject", head, "n", "failed"))]
+              enumerate(("run", "benchmark", "subject", head, costs.COLUMN, "n", "failed"))]
     bench, subject = min(widest[1], 16), min(widest[2], 24)
-    room = width - 19 - widest[3] - widest[4] - widest[5]  # 19: the borders and padding of six columns
+    room = width - 22 - sum(widest[3:])  # 22: the borders and padding of seven columns
     run = max(12, min(widest[0], room - bench - subject))
     subject = max(7, min(subject, room - bench - run))
     table.add_column("run", no_wrap=True, overflow="ellipsis", width=run)
     table.add_column("benchmark", no_wrap=True, overflow="ellipsis", width=bench)
     table.add_column("subject", no_wrap=True, overflow="ellipsis", width=subject)
     table.add_column(head, no_wrap=True, min_width=widest[3])
-    table.add_column("n", justify="right", no_wrap=True, min_width=widest[4])
-    table.add_column("failed", justify="right", no_wrap=True, min_width=widest[5])
+    table.add_column(costs.COLUMN, justify="right", no_wrap=True, min_width=widest[4])
+    table.add_column("n", justify="right", no_wrap=True, min_width=widest[5])
+    table.add_column("failed", justify="right", no_wrap=True, min_width=widest[6])
     for row in rows:
         table.add_row(*row)
     return table
@@ -174,6 +179,7 @@ def runs_csv(uri: str | None, experiment: str | None, metrics: list[str], limit:
         m = r.data.metrics
         w.writerow([names.get(r.info.experiment_id, ""), r.info.run_id, r.info.run_name or "",
                     r.data.tags.get(tracking.TAG_KIND, ""), r.data.tags.get("benchmark", ""), _subject(r), _setting(r),
-                    "" if math.isnan(_n(r)) else _n(r), m.get("failed", ""),
+                    "" if math.isnan(_n(r)) else _n(r), m.get("failed", ""), m.get(costs.USD_PER_1K, ""),
+                    m.get(costs.TOKENS_PER_1K, ""),
                     *(m.get(f"{c}{s}", "") for c in cols for s in ("", "_ci_low", "_ci_high"))])
     return buf.getvalue()

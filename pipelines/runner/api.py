@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llmrec.pipelines.common.plotting import left_out_file
+from llmrec.pipelines.runner.budget import budget_stop
+from llmrec.pipelines.runner.cost import RunCost
 from llmrec.pipelines.runner.failures import FailureSummary, summarize_failures
 from llmrec.pipelines.runner.report import log_mlflow, publish, staging_dir, write_outputs
 from llmrec.pipelines.runner.run_config import RunConfig
@@ -28,6 +30,7 @@ class RunOutcome:
     failures: FailureSummary  # decides `llmrec run`'s exit code
     files: dict[str, Path] = field(default_factory=dict)
     headline: tuple[str, ...] = ()  # the benchmark's headline metric keys (what a summary shows first)
+    cost: dict[str, float] = field(default_factory=dict)  # the cost ledger (cost/ keys, also in RunDir.METRICS)
 
 
 def run_evaluation(cfg: RunConfig, data_dir: Path | None = None, progress: Progress | None = None, *,
@@ -41,15 +44,24 @@ def run_evaluation(cfg: RunConfig, data_dir: Path | None = None, progress: Progr
     p = plan(cfg, data_dir)
     log.info("%s: %d samples, %d already in the store, %d to run", p.run_dir, len(p.samples),
              len(p.samples) - len(p.pending), len(p.pending))
+    books = RunCost(p, shared_subject=subject is not None)
+    p.budget = books.budget(cfg.execution.budget)
+    done = len(p.samples) - len(p.pending)
+    if p.budget is not None and p.pending and p.budget.reached():  # spent already: nothing starts
+        raise budget_stop(p.budget, done, len(p.samples))
     fresh = stream(p, progress, subject)
+    books.record(p.timings)
+    if p.budget is not None and p.budget.stopped and len(fresh) < len(p.pending):
+        raise budget_stop(p.budget, done + len(fresh), len(p.samples))
     t0 = time.perf_counter()
     rows = collect(p)
     metrics = p.bench.aggregate(cfg.benchmark, rows, p.assets)
+    cost = books.ledger(len(rows))  # the whole run's cost/ keys: written and logged beside the metrics
     t1 = time.perf_counter()
     stats = {**invocation_stats(fresh), "samples_resumed": float(len(p.samples) - len(p.pending)),
              "samples_new": float(len(fresh))}
     staged = staging_dir(p)
-    files = write_outputs(p, rows, metrics, staged)
+    files = write_outputs(p, rows, {**metrics, **cost}, staged)
     t2 = time.perf_counter()
     (staged / RunDir.PLOTS / RunDir.PLOTS_LEFT_OUT).unlink(missing_ok=True)  # a resumed run decides again
     plots = p.bench.plots(cfg.benchmark, rows, staged / RunDir.PLOTS, p.assets) if rows else []
@@ -59,6 +71,6 @@ def run_evaluation(cfg: RunConfig, data_dir: Path | None = None, progress: Progr
     p.timings.update(time_aggregate_s=t1 - t0, time_outputs_s=time.perf_counter() - t3 + t2 - t1,
                      time_plots_s=t3 - t2)
     stats.update(p.timings)  # seconds per phase, logged with the run (the MLflow phase itself is not in them)
-    run_id = log_mlflow(p, rows, metrics, files, plots, stats, started, title, parent_run_id)
+    run_id = log_mlflow(p, rows, {**metrics, **cost}, files, plots, stats, started, title, parent_run_id)
     return RunOutcome(p.run_dir.local_path or p.run_dir.uri, metrics, stats, run_id, summarize_failures(rows), files,
-                      p.bench.headline_metrics)
+                      p.bench.headline_metrics, cost)

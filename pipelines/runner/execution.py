@@ -38,6 +38,7 @@ from llmrec.serving.engine import run_facts
 from llmrec.transcripts import TextStore
 
 if TYPE_CHECKING:
+    from llmrec.pipelines.runner.budget import Budget
     from llmrec.pipelines.runner.ray_env import SharedSubject
 
 log = logging.getLogger(__name__)
@@ -150,6 +151,7 @@ class RunPlan:
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase (``time_*`` stats)
     facts: dict[str, dict] = field(default_factory=dict)  # role → the engine's run_facts (RUN_FACTS_FILE)
     texts: TextStore | None = None  # the run's transcript texts (RunDir.transcripts)
+    budget: "Budget | None" = None  # execution.budget (budget.py): consulted after each written batch
 
 
 def run_dir_for(cfg: RunConfig) -> storage.Storage:
@@ -385,6 +387,8 @@ def stream(p: RunPlan, progress: Progress | None = None, subject: "SharedSubject
             t["time_store_write_s"] += time.perf_counter() - t_w
             if progress:
                 progress(len(written), len(p.pending))
+            if p.budget is not None and p.budget.charge(samples):
+                break  # the budget is spent: leaving iter_batches shuts Ray Data's executor down, no batch starts
         t["time_stream_s"] = time.perf_counter() - t_start
     finally:
         t_stop = time.perf_counter()

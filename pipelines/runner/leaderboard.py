@@ -25,7 +25,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from llmrec import tracking
+from llmrec import costs, tracking
 from llmrec.config import fingerprint
 from llmrec.errors import ConfigError, LlmrecError
 from llmrec.pipelines.registry import benchmark_config, get_benchmark
@@ -36,11 +36,12 @@ from llmrec.rundir import RunDir, SuiteDir
 log = logging.getLogger(__name__)
 
 COLUMNS = ("subject", "kind", "benchmark", "entry", "metric", "value", "ci_low", "ci_high", "n", "n_clusters",
-           "ci_source", "run_dir")
+           "ci_source", "run_dir", "usd_per_1k", "tokens_per_1k")  # the last two: the run's cost per 1,000 samples
 MISSING = "—"
 MIN_N = 30  # fewer units than this: the cell is marked too small to rank
 SMALL = "†"
-LEGEND = f"value [95% CI] n=units; {SMALL}: n < {MIN_N}, too few to rank; — : not computed"
+LEGEND = (f"value [95% CI] n=units; {SMALL}: n < {MIN_N}, too few to rank; — : not computed; {costs.COLUMN}: the "
+          "run's USD (else tokens) per 1,000 samples")
 TAG_LEADERBOARD = "llmrec.leaderboard"  # the MLflow record of one leaderboard (its sources and metrics), kept in place
 
 
@@ -209,6 +210,7 @@ def leaderboard(sources: Iterable[str | Path] | Iterable[Entry], metrics: Iterab
             continue
         u = units(e, data_dir, cache)
         stored_n = _number(e.metrics.get("n_answered", e.metrics.get("n_samples")))
+        per_1k = (_number(e.metrics.get(costs.USD_PER_1K)), _number(e.metrics.get(costs.TOKENS_PER_1K)))
         for m in keys:
             value, lo, hi = (_number(e.metrics.get(k)) for k in (m, f"{m}_ci_low", f"{m}_ci_high"))
             source = "benchmark" if math.isfinite(lo) and math.isfinite(hi) else ""
@@ -220,7 +222,7 @@ def leaderboard(sources: Iterable[str | Path] | Iterable[Entry], metrics: Iterab
                 n = (u.samples if tracking.is_count(m) else u.answered) if u.samples is not None else stored_n
                 clusters = math.nan
             rows.append((e.subject, e.kind, e.benchmark, e.entry, m, value, lo, hi, _number(n), _number(clusters),
-                         source, str(e.run_dir)))
+                         source, str(e.run_dir), *per_1k))
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
@@ -251,18 +253,38 @@ def cell(metric: str, value: float, lo: float, hi: float, n: float = math.nan) -
 
 def wide(df: pd.DataFrame, primary_only: bool = False) -> pd.DataFrame:
     """Subject rows (with their kind) × ``entry: metric`` columns of formatted cells (``cell``), LLMs first.
-    ``primary_only``: each entry's first metric only (its headline's headline), a subject × benchmark grid."""
+    ``primary_only``: each entry's first metric only (its headline's headline), a subject × benchmark grid. After an
+    entry's metrics, its ``cost/1k`` column (the run's USD, else tokens, per 1,000 samples; ``—`` where a run has no
+    ledger), for the entries some run of which has one."""
     if primary_only:
         first = df.groupby("entry", sort=False)["metric"].first()
         df = df[df["metric"] == df["entry"].map(first)]
-    cols = list(dict.fromkeys(zip(df["entry"], df["metric"])))
+    cols = _with_cost_columns(df, list(dict.fromkeys(zip(df["entry"], df["metric"]))))
     subjects = list(dict.fromkeys(zip(df["kind"], df["subject"])))
     subjects.sort(key=lambda ks: ks[0] != "llm")  # stable: LLMs, then baselines, each in first-seen order
     n = df["n"] if "n" in df else pd.Series(math.nan, index=df.index)
     cells = {(r.kind, r.subject, r.entry, r.metric): cell(r.metric, r.value, r.ci_low, r.ci_high, k)
              for r, k in zip(df.itertuples(), n)}
+    if "usd_per_1k" in df:
+        cells.update({(r.kind, r.subject, r.entry, costs.COLUMN): costs.per_1k_text(
+            {costs.USD_PER_1K: r.usd_per_1k, costs.TOKENS_PER_1K: r.tokens_per_1k}) for r in df.itertuples()})
     data = [[s, k] + [cells.get((k, s, e, m), MISSING) for e, m in cols] for k, s in subjects]
     return pd.DataFrame(data, columns=["subject", "kind"] + [f"{e}: {m}" for e, m in cols])
+
+
+def _with_cost_columns(df: pd.DataFrame, cols: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``cols`` with an ``(entry, costs.COLUMN)`` after each entry's last metric, for the entries some run of which
+    has a cost ledger (older runs have none: no empty column)."""
+    if "usd_per_1k" not in df:
+        return cols
+    costed = set(df.loc[df["usd_per_1k"].notna() | df["tokens_per_1k"].notna(), "entry"])
+    last = {entry: i for i, (entry, _) in enumerate(cols)}
+    out = []
+    for i, (entry, metric) in enumerate(cols):
+        out.append((entry, metric))
+        if entry in costed and last[entry] == i:
+            out.append((entry, costs.COLUMN))
+    return out
 
 
 def markdown(table: pd.DataFrame) -> str:

@@ -206,3 +206,23 @@ def shortfalls(engine, judge, ex, cluster: dict) -> list[str]:
                        f"{cluster.get(kind, 0):g}: some will wait for resources (an autoscaling cluster adds nodes). "
                        f"Lower execution.concurrency / judge_replicas or their per-worker {kind}s")
     return out
+
+
+def role_reservations(engine, judge, ex, shared_subject: bool = False) -> dict[str, tuple[float, float]]:
+    """role → (CPUs, GPUs) a run holds for that role while its engines are up, busy or not (the cost ledger's
+    reserved seconds). The subject: its ``execution.concurrency`` engine actors or Serve replicas (TP x PP
+    bundles included), plus the thin client actors in front of a Serve app or a suite's shared subject pool
+    (``shared_subject``). The judge: its own actors (``judge_replicas``) or Serve replicas; a judge inside the
+    subject actors holds nothing of its own (its share is the subject's)."""
+    n = ex.concurrency
+    if ex.mode == "serve":
+        out = {"subject": (n * ex.num_cpus_per_worker + n * 0.1, n * ex.num_gpus_per_worker)}
+        if judge is not None:
+            out["judge"] = (n * ex.num_cpus_per_worker, n * ex.num_gpus_per_worker)
+        return out
+    cpus, gpus = _actor_totals(engine, ex.num_cpus_per_worker, ex.num_gpus_per_worker)
+    out = {"subject": (n * cpus + (n * 0.1 if shared_subject else 0.0), n * gpus)}
+    if judge_pooled(judge, ex):
+        cpus, gpus = _actor_totals(judge, judge_cpus(ex), judge_gpus(ex))
+        out["judge"] = (ex.judge_replicas * cpus, ex.judge_replicas * gpus)
+    return out

@@ -15,6 +15,8 @@ from llmrec.errors import ConfigError
 from llmrec.rundir import RunDir
 from llmrec.tracking import TrackingConfig
 from llmrec.pipelines.protocol import BenchmarkConfig
+from llmrec.pipelines.runner.budget import BudgetConfig, check_budget_prices
+from llmrec.pipelines.runner.cost import Prices
 from llmrec.pipelines.registry import benchmark_config
 from llmrec.serving.engine import EngineConfig, engine_config
 
@@ -65,6 +67,20 @@ class ExecutionConfig(StrictModel):
         0.1, ge=0, le=1, description="`llmrec run` exits 1 (results kept) when more than this share of the samples "
                                      "failed; a run whose every sample failed always does")
     order_by_prefix: bool = Field(True, description="keep samples sharing a prompt prefix together on one replica, longest first")
+    prices: Prices | None = Field(
+        None, description="price table of the cost ledger (cost/usd): per million input / cached / output tokens "
+                          "(hosted APIs) and per GPU-, CPU- or node-hour held (clusters), per role (subject, judge); "
+                          "None = no cost/usd (docs/cost.md)")
+    budget: BudgetConfig | None = Field(
+        None, description="stop the run cleanly (exit 3, finished samples stored) once it has spent this many tokens, "
+                          "USD or GPU-hours, all its invocations together; a re-run with a larger budget resumes")
+
+    @model_validator(mode="after")
+    def _budget_priced(self) -> "ExecutionConfig":
+        problem = check_budget_prices(self.budget, self.prices)
+        if problem:
+            raise ValueError(problem)
+        return self
 
 
 class RayConfig(StrictModel):

@@ -69,7 +69,7 @@ def test_run_on_s3_completes_and_resumes(tmp_path, data_root, local_ray):
         assert any(k.startswith("runs/s3run/results/") for k in keys)
         assert any(k.startswith("runs/s3run/plots/") for k in keys)
         remote = storage.Storage(first.run_dir)
-        assert json.loads(remote.read_text("metrics.json")) == pytest.approx(first.metrics)
+        assert json.loads(remote.read_text("metrics.json")) == pytest.approx({**first.metrics, **first.cost})
         assert len(ResultStore(remote / "results").load()) == n
         again = run_evaluation(load_run_config(config(tmp_path, turns=[2]), sets), data_root)
         assert again.stats["samples_new"] == 0 and again.stats["engine_calls"] == 0

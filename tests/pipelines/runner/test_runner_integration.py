@@ -142,7 +142,9 @@ def test_kill_9_then_resume_equals_uninterrupted(tmp_path, data_root):
     assert len(ids) == len(set(ids)) == total
     metrics = json.loads((results.parent / "metrics.json").read_text())
     ref_metrics = json.loads((next((ref_dir / "runs").glob("*/metrics.json"))).read_text())
-    assert metrics == ref_metrics
+    # the same numbers; the cost ledger (cost/: times held, engine seconds) is the runs' own
+    assert {k: v for k, v in metrics.items() if not k.startswith("cost/")} == \
+        {k: v for k, v in ref_metrics.items() if not k.startswith("cost/")}
 
 
 def test_serve_mode_gives_the_same_results(tmp_path, data_root, local_ray):

@@ -100,6 +100,10 @@ def test_runner_end_to_end_with_failures_and_resume(tmp_path, local_ray):
     again = run_evaluation(cfg)
     assert again.stats["samples_resumed"] == 6 and again.stats["samples_new"] == 2
     assert again.metrics == first.metrics
+    # the cost ledger counts the whole run: the two retried samples fail before any engine call, so no token is added,
+    # while the engines held for the second invocation are
+    assert again.cost["cost/prompt_tokens"] == first.cost["cost/prompt_tokens"] > 0
+    assert again.cost["cost/reserved_cpu_seconds"] > first.cost["cost/reserved_cpu_seconds"]
     # MLflow: the experiment opens on the runs table with the headline metrics as columns
     import mlflow
 
