@@ -60,7 +60,7 @@ def rejudge_config(source: Path, judge_file: Path, overrides: list[str] | None =
                           "so there is nothing to judge again")
     stages = judge_stage_names(bench, src.cfg.benchmark)
     if not stages:
-        raise ConfigError(f"{source}: this run's benchmark settings run none of '{bench.name}''s judge stages "
+        raise ConfigError(f"{source}: its benchmark settings run none of the judge stages of '{bench.name}' "
                           f"({', '.join(bench.judge_stages)}), so there is nothing to judge again")
     raw = rd.config()
     judge = read_judge(judge_file)

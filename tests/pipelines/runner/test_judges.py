@@ -170,6 +170,12 @@ def test_rejudge_agreement_and_jury_end_to_end(tmp_path, data_root, local_ray):
     # a second rejudge resumes: nothing is sent again
     again, _ = run_rejudge(cfg, Path(source.run_dir), data_root)
     assert again.stats["samples_new"] == 0 and again.metrics["accuracy"] == 1.0 and _lines(log) == sent
+    # resuming that run directory under another judge is refused, naming the key (--fresh starts over)
+    other = tmp_path / "other.yaml"
+    other.write_text(yaml.safe_dump(judge("other", False)))
+    cfg_other, _ = rejudge_config(Path(source.run_dir), other, [], tmp_path / "runs" / "rejudged")
+    with pytest.raises(ConfigError, match="judge.model: 'lenient' → 'other'"):
+        run_rejudge(cfg_other, Path(source.run_dir), data_root)
 
     # the judge is in the protocol: compare refuses runs of different judges unless asked
     with pytest.raises(ConfigError, match="judge"):
@@ -189,6 +195,18 @@ def test_rejudge_agreement_and_jury_end_to_end(tmp_path, data_root, local_ray):
     assert "κ [95% CI]" in res.output and "violate" in res.output and "accuracy" in res.output
     assert (tmp_path / "agreement" / "judges.json").is_file()
     assert tables(report)
+    # `llmrec compare --allow-protocol-diff` of the two adds the judges' agreement, and the report shows it
+    from llmrec.pipelines.runner import compare as compare_mod
+    from llmrec.pipelines.runner.html_report import render
+
+    cmp_dir = tmp_path / "cmp"
+    res = CliRunner().invoke(_app(compare_mod.register), ["compare", str(source.run_dir), str(outcome.run_dir),
+                                                          "--allow-protocol-diff", "--resamples", "200",
+                                                          "--out", str(cmp_dir)])
+    assert res.exit_code == 0, res.output
+    assert "judge agreement" in res.output and (cmp_dir / "judges.json").is_file()
+    html = render([Path(source.run_dir), Path(outcome.run_dir)], [cmp_dir])
+    assert "judge agreement: A = " in html and "κ [95% CI]" in html
 
     # a two-judge jury run stores both judges' verdicts, and `llmrec judges RUN` reads them
     jury_log = tmp_path / "jury_subject.log"
@@ -226,7 +244,7 @@ def test_rejudge_refuses_a_run_without_judge_stages(tmp_path, data_root, local_r
                                                 turns=[0], methods=["zero-shot"])), data_root)
     judge_file = tmp_path / "j.yaml"
     judge_file.write_text(yaml.safe_dump(judge("x", False)))
-    with pytest.raises(ConfigError, match="runs none of 'prefeval''s judge stages"):
+    with pytest.raises(ConfigError, match="run none of the judge stages of 'prefeval'"):
         rejudge_config(Path(mcq.run_dir), judge_file)
 
 
