@@ -428,7 +428,7 @@ def _mount_benchmark_clis() -> None:
 EXTRA_VERBS: tuple[str, ...] = ("llmrec.pipelines.runner.serve_verbs", "llmrec.pipelines.baselines.cli",
                                  "llmrec.pipelines.runner.plan_cli", "llmrec.cluster.jobs_cli", "llmrec.tuning.sft.cli",
                                  "llmrec.pipelines.runner.results_cli", "llmrec.pipelines.runner.viewer_cli",
-                                 "llmrec.pipelines.runner.compare")
+                                 "llmrec.pipelines.runner.compare", "llmrec.pipelines.runner.judges_cli")
 
 
 def _mount_extra_verbs() -> None:

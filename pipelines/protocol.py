@@ -181,6 +181,18 @@ Stage = LLMStage | LoopStage
 
 
 @dataclass(frozen=True)
+class JudgeDecision:
+    """One decision a judge made about one stored sample (``Benchmark.judge_decisions``): ``decision`` names the
+    question (PrefEval: ``violate``), ``unit`` what it was asked about within the sample ("" when the sample is
+    the unit; GISTBench: ``interest|object``), ``label`` the judge's answer (a bool, a str or an int). Two judges
+    agree on a unit when their labels for the same (sample, decision, unit) are equal."""
+
+    decision: str
+    unit: str
+    label: bool | str | int
+
+
+@dataclass(frozen=True)
 class Outcome:
     """One per-unit result of a headline metric, the unit ``llmrec compare`` pairs across runs.
 
@@ -348,6 +360,14 @@ class Benchmark:
     baselines: Callable[[BenchmarkConfig, list[Sample], dict | None], dict[str, list[Sample]]] | None = None
     ranking_baselines: (Callable[[BenchmarkConfig, list[Sample], dict | None], RankingBaselines | None]
                         | None) = None
+    judge_stages: tuple[str, ...] = ()
+    adverse_labels: dict[str, Any] = {}
+    jury_fields: Callable[[BenchmarkConfig, Sample, dict[str, dict], dict[tuple[str, str], Any]], dict] | None = None
+
+    def judge_decisions(self, cfg: BenchmarkConfig, row: Sample) -> list[JudgeDecision]:
+        """The judged decisions of one stored row (what ``llmrec judges`` pairs between two judges), read from the
+        fields the ``judge_stages`` wrote and ``score`` derived. Default: none."""
+        return []
 
     def build_samples(self, cfg: BenchmarkConfig, data_dir: Path) -> list[Sample]:
         raise NotImplementedError
@@ -412,7 +432,7 @@ _REQUIRED = ("name", "config_cls", "payload", "group_keys", "score_tasks")
 _REQUIRED_METHODS = ("build_samples", "stages", "score", "aggregate")
 _ARITY = {"build_samples": 2, "stages": 1, "score": 2, "aggregate": 3, "assets": 2, "plots": 4, "predictions": 2,
           "drilldown": 2, "cluster": 1, "explain": 1, "paired_outcomes": 3,
-          "baselines": 3, "ranking_baselines": 3}
+          "baselines": 3, "ranking_baselines": 3, "judge_decisions": 2, "jury_fields": 4}
 DRILLDOWN_FIELDS = ("prompt", "answer", "gold", "verdict")
 """The keys ``Benchmark.drilldown`` returns."""
 
@@ -461,6 +481,8 @@ def _member_problems(bench, missing: list[str]) -> list[str]:
                            ("group_keys", "a tuple of str", _str_tuple),
                            ("protocol_keys", "a tuple of str", _str_tuple),
                            ("headline_metrics", "a tuple of str", _str_tuple),
+                           ("judge_stages", "a tuple of str", _str_tuple),
+                           ("adverse_labels", "a dict", lambda v: isinstance(v, dict)),
                            ("cluster_key", "a str or None", lambda v: v is None or isinstance(v, str)),
                            ("score_tasks", "a tuple of ScoreTask",
                             lambda v: isinstance(v, tuple) and all(isinstance(t, ScoreTask) for t in v)),
@@ -469,7 +491,8 @@ def _member_problems(bench, missing: list[str]) -> list[str]:
             out.append(f"{attr} must be {want}")
     for meth, n in _ARITY.items():  # each is called with n positional arguments
         fn = getattr(bench, meth, None)
-        if meth in missing or (fn is None and meth in ("predictions", "baselines", "ranking_baselines")):  # None: no file / none
+        if meth in missing or (fn is None and meth in ("predictions", "baselines", "ranking_baselines",
+                                                       "jury_fields")):  # None: no file / none
             continue
         if not callable(fn):
             out.append(f"{meth} must be callable")
@@ -501,6 +524,11 @@ def check_stages(bench: Benchmark, cfg: BenchmarkConfig) -> None:
     problems = stage_problems(bench, cfg)
     if problems:
         raise ConfigError(f"benchmark '{bench.name}': {'; '.join(problems)}")
+
+
+def judge_stage_names(bench: Benchmark, cfg: BenchmarkConfig) -> list[str]:
+    """The benchmark's ``judge_stages`` that this config runs, in stage order."""
+    return [s.name for s in bench.stages(cfg) if s.name in bench.judge_stages]
 
 
 def _default_stage_problems(bench: Benchmark) -> list[str]:

@@ -61,6 +61,8 @@ class Record(BaseModel):
                                                         "write it; an over-context failure sets it)")
     truncation_steps: dict[str, int] | None = Field(None, description="shrink steps per stage")
     outputs: dict[str, Any] | None = Field(None, description="per stage: the engine's Result (a list for several)")
+    jury: dict[str, dict[str, Any]] | None = Field(None, description="a jury's run: per judge (its label), the "
+                                                                  "fields its judge stages wrote")
 
 
 RECORD_FIELDS = frozenset(Record.model_fields)

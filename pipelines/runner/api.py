@@ -6,6 +6,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from llmrec.pipelines.common.plotting import left_out_file
 from llmrec.pipelines.runner.budget import budget_stop
@@ -13,7 +14,7 @@ from llmrec.pipelines.runner.cost import RunCost
 from llmrec.pipelines.runner.failures import FailureSummary, summarize_failures
 from llmrec.pipelines.runner.report import log_mlflow, publish, staging_dir, write_outputs
 from llmrec.pipelines.runner.run_config import RunConfig
-from llmrec.pipelines.runner.execution import Progress, collect, invocation_stats, plan, stream
+from llmrec.pipelines.runner.execution import Progress, RunPlan, collect, invocation_stats, plan, stream
 from llmrec.pipelines.runner.preflight import check_before_work
 from llmrec.pipelines.runner.ray_env import SharedSubject
 from llmrec.rundir import RunDir
@@ -35,13 +36,16 @@ class RunOutcome:
 
 def run_evaluation(cfg: RunConfig, data_dir: Path | None = None, progress: Progress | None = None, *,
                    subject: SharedSubject | None = None, title: str | None = None,
-                   parent_run_id: str | None = None) -> RunOutcome:
+                   parent_run_id: str | None = None, prepare: Callable[[RunPlan], None] | None = None) -> RunOutcome:
     """One run. A suite passes ``subject`` (its subject engine, started once and shared by its runs),
-    ``title`` (the MLflow run name) and ``parent_run_id`` (the subject's MLflow run)."""
+    ``title`` (the MLflow run name) and ``parent_run_id`` (the subject's MLflow run). ``prepare(plan)``: amends the
+    plan before anything is sent (`llmrec rejudge` puts the stored subject outputs in its samples)."""
     started = time.time()
     if subject is None:  # a suite checks all its runs before its first one
         check_before_work([cfg])
     p = plan(cfg, data_dir)
+    if prepare is not None:
+        prepare(p)
     log.info("%s: %d samples, %d already in the store, %d to run", p.run_dir, len(p.samples),
              len(p.samples) - len(p.pending), len(p.pending))
     books = RunCost(p, shared_subject=subject is not None)

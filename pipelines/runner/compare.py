@@ -59,7 +59,11 @@ class Run:
 
     @property
     def protocol(self) -> dict:
-        return flatten({"benchmark": protocol_record(self.bench, self.cfg.benchmark)})
+        from llmrec.pipelines.runner.judges import judge_protocol
+
+        judge = judge_protocol(self.cfg, self.bench)  # runs judged by different judges differ in protocol
+        return flatten({"benchmark": protocol_record(self.bench, self.cfg.benchmark),
+                        **({"judge": judge} if judge is not None else {})})
 
 
 @dataclass
@@ -457,3 +461,28 @@ def _compare(runs: list[Path], metric: list[str], allow_protocol_diff: bool, out
     run_id = log_mlflow(comp, files, track, uri)
     if run_id:
         console.print(f"MLflow run {run_id} (kind compare)", markup=False)
+    _judge_agreement(comp, console, files["comparison"].parent, resamples, seed, data_dir)
+
+
+def _judge_agreement(comp: Comparison, console, out: Path, resamples: int, seed: int, data_dir: Path | None) -> None:
+    """Runs that judged the same subject outputs with different judges (a run and its `llmrec rejudge`): the
+    judges' agreement too (``runner.judge_agreement``), printed and written as ``judges.json`` beside the rest."""
+    from llmrec.pipelines.runner.judge_agreement import compare_judges, tables, write_report
+
+    pairs = []
+    for a in comp.runs[:1]:
+        for b in comp.runs[1:]:
+            if not a.bench.judge_stages or a.bench.name != b.bench.name or not any(
+                    d["key"].startswith("judge.") for d in comp.protocol_diff if d["b"] == b.label):
+                continue
+            try:
+                pairs.append(compare_judges(a, b, data_dir, resamples, seed))
+            except (DataError, ConfigError):
+                continue  # not the same subject outputs: nothing to say about the judges
+    if pairs:
+        report = {"benchmark": comp.runs[0].bench.name, "judges": [{"label": r.label, "run_dir": str(r.path)}
+                                                                   for r in comp.runs],
+                  "resamples": resamples, "seed": seed, "confidence": 0.95, "pairs": [p.__dict__ for p in pairs]}
+        for t in tables(report):
+            console.print(t)
+        console.print(f"wrote {write_report(report, out)}", markup=False)

@@ -51,7 +51,8 @@ class StageWorker:
 
     def __init__(self, bench_cfg: dict, engines: dict, mode: str, cache, retries: int, backoff_s: float,
                  assets: tuple = (), run: str = "", timeout_s: float | None = None, pools: dict | None = None,
-                 kv_budget: int | None = None, apps: dict | None = None, transcripts: bool = True):
+                 kv_budget: int | None = None, apps: dict | None = None, transcripts: bool = True,
+                 judging: dict | None = None):
         import ray
 
         self.bench = get_benchmark(bench_cfg["name"])
@@ -64,6 +65,7 @@ class StageWorker:
         self._pools = pools or {}  # role → client of that role's own engine actors (the judge pool)
         self._apps = apps or {}  # serve mode: role → Serve app, when not this run's own (a suite's subject)
         self._transcripts = transcripts  # collect every call's request reference and texts (output.transcripts)
+        self._judging = judging  # pinned judge sampling, a jury, stages of a rejudge (runner.judges.judging_spec)
         # the benchmark's shared read-only assets: one object in the object store, fetched once per actor
         self._assets = ray.get(assets[0]) if assets else None
 
@@ -86,7 +88,7 @@ class StageWorker:
         texts: dict[str, str] | None = {} if self._transcripts else None
         try:
             process_samples(self.bench, self.cfg, samples, self._engine, self._retries, self._backoff, self._assets,
-                            texts)
+                            texts, self._judging)
         except EngineDead as e:
             # The engine (e.g. an engine's own core process) is gone and cannot be revived in this process.
             # Ending the process (not an exception, not ray.actor.exit_actor: both stop the run
@@ -275,10 +277,12 @@ def merge_facts(into: dict[str, dict], batch: dict[str, dict]) -> list[str]:
 
 
 def _engine_cfgs(cfg: RunConfig) -> dict:
-    out = {"subject": cfg.engine.model_dump(mode="json")}
+    from llmrec.pipelines.runner.judges import engine_roles
+
+    out = {} if cfg.rejudge is not None else {"subject": cfg.engine.model_dump(mode="json")}  # rejudge: no subject
     if cfg.judge is not None:
         out["judge"] = cfg.judge.model_dump(mode="json")
-    return out
+    return {**out, **engine_roles(cfg)}  # a jury's other judges
 
 
 def cache_path_for(cfg: RunConfig) -> str | None:
@@ -299,6 +303,7 @@ def stream(p: RunPlan, progress: Progress | None = None, subject: "SharedSubject
     stopped here."""
     import ray
 
+    from llmrec.pipelines.runner.judges import judging_spec
     from llmrec.pipelines.runner.ray_env import ensure_ray, start_judge_pool, start_serve_apps, stop_serve_apps
     from llmrec.serving.cache_service import start_cache_service, stop_cache_service
     from llmrec.serving.engine_pool import stop_engine_pool
@@ -354,7 +359,7 @@ def stream(p: RunPlan, progress: Progress | None = None, subject: "SharedSubject
                                        assets=assets, run=run, timeout_s=ex.request_timeout_s,
                                        pools=pools, apps=apps,
                                        kv_budget=ex.kv_budget_tokens if ex.order_by_prefix else None,
-                                       transcripts=cfg.output.transcripts),
+                                       transcripts=cfg.output.transcripts, judging=judging_spec(cfg, p.bench)),
             batch_size=batch_size, udf_modifying_row_count=False,
             # one batch in flight per actor: a batch queued behind another on a busy replica would wait while an
             # idle replica has none (seen: both KV-packed batches of a 2-replica run on one replica)

@@ -207,7 +207,34 @@ def _comparison(path: Path) -> dict:
     else:
         title = " vs ".join(map(str, runs)) or path.parent.name
     return {"path": str(path), "title": title, "runs": [str(r) for r in runs], "protocol_keys": keys,
-            "dropped": _dropped_lines(data.get("dropped")), "columns": columns, "rows": [row(r) for r in rows]}
+            "dropped": _dropped_lines(data.get("dropped")), "columns": columns, "rows": [row(r) for r in rows],
+            "judges": _judges(path.parent / JUDGES_FILE)}
+
+
+JUDGES_FILE = "judges.json"  # written by `llmrec compare` beside comparison.json when the runs' judges differ
+JUDGES_COLUMNS = ("decision", "n (cl.)", "agreement [95% CI]", "κ [95% CI]", "confusion (rows A, columns B)")
+
+
+def _judges(path: Path) -> list[dict]:
+    """The judges' agreement beside a comparison (``runner.judge_agreement``): a table per pair of judges."""
+    from llmrec.pipelines.runner.judge_agreement import confusion_text
+
+    if not path.is_file():
+        return []
+    try:
+        pairs = json.loads(path.read_text())["pairs"]
+        out = []
+        for p in pairs:
+            rows = [[d["decision"], f"{d['n']} ({d['n_clusters']})",
+                     f"{_comparison_cell(d['agreement'])} [{_comparison_cell(d['agreement_ci_low'])}, "
+                     f"{_comparison_cell(d['agreement_ci_high'])}]",
+                     f"{_comparison_cell(d['kappa'])} [{_comparison_cell(d['kappa_ci_low'])}, "
+                     f"{_comparison_cell(d['kappa_ci_high'])}]", confusion_text(d)] for d in p["agreement"]]
+            out.append({"title": f"judge agreement: A = {p['a']}, B = {p['b']} ({p['paired_samples']} samples)",
+                        "columns": JUDGES_COLUMNS, "rows": rows})
+        return out
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"{path}: not a judges file ({type(e).__name__}: {e})") from e
 
 
 def _dropped_lines(dropped: Any) -> list[str]:

@@ -16,6 +16,7 @@ from llmrec.config import dump_yaml, fingerprint
 from llmrec.pipelines.protocol import protocol_record, record_schema, setting_label
 from llmrec.redact import redact_text
 from llmrec.pipelines.runner.execution import RunPlan
+from llmrec.pipelines.runner.judges import judge_protocol
 from llmrec.rundir import RunDir
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,11 @@ def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Pat
     name = redact_text(title or run_title(p))  # names are shown everywhere: no credentials in them
     engine = cfg.engine
     protocol = protocol_record(p.bench, cfg.benchmark)
+    judge = judge_protocol(cfg, p.bench)
+    if judge is not None:  # who judged, with which sampling and prompts (runner.judges)
+        protocol["judge"] = judge
+    if cfg.rejudge is not None:
+        protocol["rejudge_of"] = cfg.rejudge.source_config_hash
     if p.facts:  # what the engines learned while running (e.g. a constraint format the server took instead)
         protocol["run_facts"] = p.facts
     tags = tracking.run_tags("run", protocol, data_fingerprint(p), headline, benchmark=p.bench.name,

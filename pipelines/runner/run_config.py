@@ -108,12 +108,40 @@ class OutputConfig(OutputBase):
                                                       "cache)")
 
 
+class JudgingConfig(StrictModel):
+    """How a judged benchmark's judge answers: pinned sampling, and the jury when the ``judge:`` section lists
+    several engines (the first is ``judge``, the others ``jurors``)."""
+
+    temperature: float = Field(0.0, ge=0.0, description="temperature of every judge request (pinned: the judge "
+                                                         "stages' own value is replaced)")
+    seed: int | None = Field(0, description="sampling seed of every judge request (None: the engine's default)")
+    tie: Literal["strict", "first"] = Field(
+        "strict", description="a jury's tie: strict = the answer that counts against the subject (a violation "
+                              "counts; the benchmark's adverse_labels); first = the first listed judge's answer")
+    jurors: list[SerializeAsAny[EngineConfig]] = Field(
+        default_factory=list, description="the jury's judges after the first (filled from a `judge:` list)")
+
+
+class RejudgeSource(StrictModel):
+    """A run made by `llmrec rejudge`: which run's subject outputs it judged again, and that run's judge."""
+
+    source_run: str = Field(description="the run directory (or storage URI) whose subject outputs are judged")
+    source_config_hash: str = Field(description="the source run's config hash (its semantic sections)")
+    source_judge: dict[str, Any] | list[dict[str, Any]] | None = Field(
+        None, description="the source run's judge section(s), as recorded there")
+    stages: list[str] = Field(description="the judge stages run again")
+
+
 class RunConfig(StrictModel):
     """One evaluation: a benchmark, a subject engine, an optional judge engine, and how to run."""
 
     benchmark: SerializeAsAny[BenchmarkConfig] = Field(description="benchmark settings; `name` picks the benchmark")
     engine: SerializeAsAny[EngineConfig] = Field(description="the subject model's engine; `type` picks it")
-    judge: SerializeAsAny[EngineConfig] | None = Field(None, description="judge engine for judged benchmarks")
+    judge: SerializeAsAny[EngineConfig] | None = Field(None, description="judge engine for judged benchmarks (a "
+                                                                         "list of engine sections: a jury)")
+    judging: JudgingConfig | None = Field(None, description="the judge's pinned sampling and a jury's tie rule")
+    rejudge: RejudgeSource | None = Field(None, description="set by `llmrec rejudge`: the run whose subject "
+                                                            "outputs this run judges again")
     data: DataConfig = Field(default_factory=DataConfig)
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
     ray: RayConfig = Field(default_factory=RayConfig)
@@ -130,8 +158,20 @@ class RunConfig(StrictModel):
             data["benchmark"] = benchmark_config(data["benchmark"])
         if "engine" in data:
             data["engine"] = engine_config(data["engine"], "engine")
+        if isinstance(data.get("judge"), list):  # a jury: the first judge, the others jurors
+            judges = data["judge"]
+            if not judges:
+                raise ConfigError("judge: an empty list (give one engine section, or several for a jury)")
+            judging = dict(data.get("judging") or {})
+            if judging.get("jurors"):
+                raise ConfigError("judge is a list and judging.jurors is set: list the jury in one place (judge:)")
+            data["judge"], judging["jurors"] = judges[0], judges[1:]
+            data["judging"] = judging
         if data.get("judge") is not None:
             data["judge"] = engine_config(data["judge"], "judge")
+        if isinstance(data.get("judging"), dict) and data["judging"].get("jurors"):
+            data["judging"] = {**data["judging"], "jurors": [engine_config(j, f"judge[{i}]") for i, j in
+                                                             enumerate(data["judging"]["jurors"], 1)]}
         return data
 
     @model_validator(mode="after")
@@ -144,8 +184,13 @@ class RunConfig(StrictModel):
         return self
 
     def semantic(self) -> dict:
-        """What determines the results (not where/how fast they are computed)."""
-        return self.model_dump(mode="json", exclude={"execution", "ray", "tracking", "output", "data"})
+        """What determines the results (not where/how fast they are computed). ``judging`` and ``rejudge`` appear
+        only when set (a run without them keeps the name and fingerprint it had before they existed)."""
+        out = self.model_dump(mode="json", exclude={"execution", "ray", "tracking", "output", "data"})
+        for key in ("judging", "rejudge"):
+            if out.get(key) is None:
+                out.pop(key, None)
+        return out
 
 
 def resume_conflicts(cfg: RunConfig, stored_yaml: str) -> list[str]:

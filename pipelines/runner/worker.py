@@ -190,11 +190,14 @@ def _loop_stage(schema: RecordSchema, stage: LoopStage, samples: list[Sample], e
 
 def process_samples(bench: Benchmark, cfg: BenchmarkConfig, samples: list[Sample], engines: EngineGetter,
                     retries: int = 3, backoff_s: float = 1.0, assets: dict | None = None,
-                    texts: Texts | None = None) -> list[Sample]:
+                    texts: Texts | None = None, judging: dict | None = None) -> list[Sample]:
     """Run every stage, then per-sample scoring. Mutates and returns ``samples``.
 
     ``texts``: collect transcripts (every call's request reference beside its result; the texts here, see
     ``llmrec.transcripts``); None: results only.
+
+    ``judging`` (``runner.judges.judging_spec``): judge stages send pinned sampling; a jury runs the benchmark's
+    judge stages once per juror (``runner.judges.run_jury``); ``only`` runs just the named stages (`llmrec rejudge`).
 
     ``assets``: the benchmark's shared read-only data (``Benchmark.assets``), attached to every
     sample as ``sample[ASSETS_KEY]``. Fields whose name starts with ``_`` are inputs for
@@ -205,14 +208,24 @@ def process_samples(bench: Benchmark, cfg: BenchmarkConfig, samples: list[Sample
     for s in samples:
         s.setdefault("status", "ok")
         s.setdefault("error", None)
-    for stage in bench.stages(cfg):
+    from llmrec.pipelines.runner import judges
+
+    def run_stage(stage: Stage, batch: list[Sample], engine) -> None:
+        run = _loop_stage if isinstance(stage, LoopStage) else _llm_stage
+        run(schema, stage, batch, engine, retries, backoff_s, texts)
+
+    stages = [st for st in bench.stages(cfg) if not (judging and judging.get("only")) or st.name in judging["only"]]
+    jury = [st for st in stages if st.name in bench.judge_stages] if judging and len(judging["roles"]) > 1 else []
+    for stage in stages:
         if not any(_ok(s) for s in samples):
             break
-        engine = engines(stage.engine)
-        if isinstance(stage, LoopStage):
-            _loop_stage(schema, stage, samples, engine, retries, backoff_s, texts)
-        else:
-            _llm_stage(schema, stage, samples, engine, retries, backoff_s, texts)
+        if jury and stage is jury[0]:  # the jury runs the judge stages as one block, once per juror
+            judges.run_jury(bench, cfg, jury, samples, engines, run_stage, judging,
+                            lambda s, name, fields: _merge(schema, name, {f for st in jury for f in st.writes}, s,
+                                                           fields))
+        elif stage not in jury:
+            engine = engines(stage.engine)
+            run_stage(stage, samples, judges.pinned(engine, judging) if stage.engine == "judge" else engine)
     for s in samples:
         if s["status"] == "ok":
             ok, fields = _guard(s, "score", "score", bench.score, cfg, _view(s))

@@ -36,6 +36,8 @@ class FakeEngineConfig(EngineConfig):
                                                 "process answered)")
     start_log: str | None = Field(None, description="append a line to this file at every start (tests count "
                                                     "engine starts)")
+    request_log: str | None = Field(None, description="append a line to this file per request received (tests "
+                                                      "count the requests an engine got)")
 
     @property
     def label(self) -> str:
@@ -75,6 +77,9 @@ class FakeEngine(EngineBase):
 
     def generate(self, requests: list[Request]) -> list[Result]:
         out = []
+        if self.config.request_log and requests:
+            with open(self.config.request_log, "a", encoding="utf-8") as fh:
+                fh.writelines(f"{os.getpid()} {req.request_id}\n" for req in requests)
         for req in requests:
             self.calls += 1
             if self.calls <= self.config.fail_first:

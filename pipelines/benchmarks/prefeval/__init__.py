@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from llmrec.pipelines.protocol import (Benchmark, DataFile, DataManifest, Explanation, Outcome, ScoreTask,
-                                       choice_verdict, failed_explanation, outcomes_from_fields)
+from llmrec.pipelines.protocol import (Benchmark, DataFile, DataManifest, Explanation, JudgeDecision, Outcome,
+                                       ScoreTask, choice_verdict, failed_explanation, outcomes_from_fields)
 from llmrec.pipelines.benchmarks.prefeval import gen_metrics, metrics
 from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
-from llmrec.pipelines.benchmarks.prefeval.judge import CHECKS, derive
+from llmrec.pipelines.benchmarks.prefeval.judge import CHECKS, check_labels, derive
 from llmrec.pipelines.benchmarks.prefeval.payload import TRANSIENT, PrefEvalPayload
 
 HERE = Path(__file__).parent
@@ -40,6 +40,9 @@ class PrefEval(Benchmark):
                      "constrain_choice", "answer_max_tokens", "pref_reply_max_tokens", "gen_max_tokens",
                      "templates", "system_prompt")
     headline_metrics = ("accuracy", "missed_rate", "failed", "over_context")
+    judge_stages = tuple(f"judge_{c}" for c in CHECKS)
+    # a jury's tie under `tie: strict`: the answer that counts against the subject
+    adverse_labels = {"acknowledge": False, "violate": True, "hallucinate": True, "helpful": False}
     data = _manifest()
     score_tasks = (
         ScoreTask("prefeval-mcq", metrics.McqLine, metrics.score_predictions,
@@ -96,6 +99,27 @@ class PrefEval(Benchmark):
             fields = {"accuracy": "correct"}
             rows = [r for r in rows if "judge_failed" in r and not (cfg.judge_mode == "strict" and r["judge_failed"])]
         return outcomes_from_fields(self, rows, fields)
+
+    def judge_decisions(self, cfg: PrefEvalConfig, row: dict) -> list[JudgeDecision]:
+        """Generation: the judge's four yes/no checks of the sample, each read as the reference reads it
+        (``"yes" in answer``; hallucinate only when the preference was acknowledged). MCQ: none."""
+        if row.get("task", cfg.task) != "gen" or not any(row.get(f"judge_{c}") is not None for c in CHECKS):
+            return []
+        return [JudgeDecision(c, "", v) for c, v in check_labels({c: row.get(f"judge_{c}") for c in CHECKS}).items()]
+
+    def jury_fields(self, cfg: PrefEvalConfig, sample: dict, jurors: dict[str, dict],
+                    verdicts: dict[tuple[str, str], object]) -> dict:
+        """Each check's raw answer from the first juror whose answer is the jury's verdict (so ``score`` derives
+        the verdict from it); a verdict no juror gave (a tie broken by ``tie: strict``) as a plain tag."""
+        out = {}
+        for c in CHECKS:
+            want = verdicts.get((c, ""))
+            if want is None:
+                continue
+            text = next((f[f"judge_{c}"] for f in jurors.values()
+                         if check_labels({k: f.get(f"judge_{k}") for k in CHECKS}).get(c) == want), None)
+            out[f"judge_{c}"] = text if text is not None else f"<answer>{'Yes' if want else 'No'}</answer>"
+        return out
 
     def predictions(self, rows: list[dict], assets: dict | None) -> list[dict]:
         """Lines for `llmrec score prefeval-mcq` / `prefeval-gen` (answered samples)."""

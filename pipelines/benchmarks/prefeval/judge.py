@@ -79,6 +79,16 @@ def _types(ack: bool, hall: bool, viol: bool, unhelpful: bool) -> dict:
     }
 
 
+def check_labels(raw: dict[str, str | None]) -> dict[str, bool]:
+    """Each check's answer as the reference reads it: ``"yes" in answer`` (hallucinate only when the preference
+    was acknowledged; unread otherwise, so absent here)."""
+    low = {c: parse_tag(raw.get(c), "answer").lower() for c in CHECKS}
+    out = {c: "yes" in low[c] for c in ("acknowledge", "violate", "helpful")}
+    if out["acknowledge"]:
+        out["hallucinate"] = "yes" in low["hallucinate"]
+    return out
+
+
 def derive(raw: dict[str, str | None], mode: str = "reference") -> dict:
     """Raw judge outputs (check → text) → per-sample flags, error types and ``correct``.
 

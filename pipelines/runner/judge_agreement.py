@@ -1,0 +1,237 @@
+"""``llmrec judges RUN_A RUN_B`` (two runs judging the same subject outputs, e.g. a run and its ``llmrec rejudge``)
+or ``llmrec judges RUN`` (a jury's run: each pair of its judges): how far the judges agree.
+
+Per judged decision (``Benchmark.judge_decisions``: PrefEval's four checks, GISTBench's evidence and specificity
+choices): raw agreement, Cohen's kappa with a bootstrap CI that resamples whole clusters (``Benchmark.cluster``: the
+user, PrefEval's preference), the confusion matrix (``llmrec.agreement``); and what the judges' difference does to
+the headline metrics: B − A with its paired cluster-bootstrap CI and p-value, as ``llmrec compare`` computes it.
+
+Two runs are paired on the samples both answered whose subject outputs are the same (every call of a stage that
+is not a judge stage has the same text in both); the others are counted as dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from itertools import combinations
+from pathlib import Path
+
+import pandas as pd
+
+from llmrec.agreement import PAIR_COLUMNS, decision_agreement
+from llmrec.errors import ConfigError, DataError
+from llmrec.pipelines.runner.compare import ALL, Run, _rows_of, load_run
+from llmrec.pipelines.runner.judges import JURY_FIELD, judge_protocol
+from llmrec.pipelines.runner.outcomes import unit_outcomes
+
+
+@dataclass
+class JudgePair:
+    a: str  # judge A: a run's label, or a juror of a jury run
+    b: str
+    agreement: list[dict] = field(default_factory=list)  # DecisionAgreement.as_dict() per decision
+    metrics: list[dict] = field(default_factory=list)  # compare's rows: B − A per metric and setting
+    paired_samples: int = 0
+    dropped: dict = field(default_factory=dict)
+
+
+def _subject_texts(run: Run, row: dict) -> list:
+    judge = set(run.bench.judge_stages)
+    out = []
+    for name, calls in sorted((row.get("outputs") or {}).items()):
+        if name.split("[", 1)[0] in judge:
+            continue
+        for c in calls if isinstance(calls, list) else [calls]:
+            out.append((name, c.get("text") if isinstance(c, dict) else None))
+    return out
+
+
+def _decisions(run: Run, row: dict) -> dict[tuple[str, str], object]:
+    return {(d.decision, d.unit): d.label for d in run.bench.judge_decisions(run.cfg.benchmark, row)}
+
+
+def _pairs(ra: Run, rows_a: dict, rb: Run, rows_b: dict, ids: list[str]) -> pd.DataFrame:
+    out = []
+    for sid in ids:
+        da, db = _decisions(ra, rows_a[sid]), _decisions(rb, rows_b[sid])
+        cluster = ra.bench.cluster(rows_a[sid])
+        out += [(k[0], sid, k[1], cluster, da[k], db[k]) for k in da if k in db]
+    return pd.DataFrame(out, columns=PAIR_COLUMNS)
+
+
+def _metric_rows(ra: Run, rb: Run, data_dir, resamples: int, seed: int, cache: dict) -> list[dict]:
+    oa = unit_outcomes(ra.bench, ra.cfg.benchmark, ra.rows, data_dir or ra.cfg.data.dir, cache, quiet=True)
+    ob = unit_outcomes(rb.bench, rb.cfg.benchmark, rb.rows, data_dir or rb.cfg.data.dir, cache, quiet=True)
+    merged = oa.merge(ob.drop(columns=["cluster", "statistic"]), on=["sample_id", "setting", "metric"],
+                      suffixes=("_a", "_b"))
+    return _rows_of(ra, rb, merged, resamples, seed) if len(merged) else []
+
+
+def compare_judges(ra: Run, rb: Run, data_dir=None, resamples: int = 2000, seed: int = 0,
+                   cache: dict | None = None) -> JudgePair:
+    """Agreement of the judges of two runs of one benchmark over the subject outputs they share."""
+    if ra.bench.name != rb.bench.name:
+        raise ConfigError(f"{ra.label} is {ra.bench.name}, {rb.label} is {rb.bench.name}: judges are compared on "
+                          "one benchmark's samples")
+    if not ra.bench.judge_stages:
+        raise ConfigError(f"benchmark '{ra.bench.name}' declares no judge stages: there is no judge to compare")
+    rows_a = {str(r["sample_id"]): r for r in ra.rows if r.get("status", "ok") == "ok"}
+    rows_b = {str(r["sample_id"]): r for r in rb.rows if r.get("status", "ok") == "ok"}
+    both = [s for s in rows_a if s in rows_b]
+    same = [s for s in both if _subject_texts(ra, rows_a[s]) == _subject_texts(rb, rows_b[s])]
+    pair = JudgePair(ra.label, rb.label, paired_samples=len(same),
+                     dropped={"not_in_both": len(set(rows_a) ^ set(rows_b)), "subject_outputs_differ": len(both) - len(same)})
+    if not same:
+        raise DataError(f"{ra.label} and {rb.label} share no answered sample with the same subject outputs: judge "
+                        "agreement needs one set of answers judged twice (`llmrec rejudge`, or a jury run)")
+    pairs = _pairs(ra, rows_a, rb, rows_b, same)
+    pair.agreement = [d.as_dict() for d in decision_agreement(pairs, resamples, seed)]
+    keep = set(same)
+    sub_a = Run(ra.label, ra.path, ra.entry, ra.cfg, ra.bench, [r for r in ra.rows if str(r["sample_id"]) in keep])
+    sub_b = Run(rb.label, rb.path, rb.entry, rb.cfg, rb.bench, [r for r in rb.rows if str(r["sample_id"]) in keep])
+    pair.metrics = _metric_rows(sub_a, sub_b, data_dir, resamples, seed, cache if cache is not None else {})
+    return pair
+
+
+def juror_runs(run: Run) -> list[Run]:
+    """A jury run as one run per juror: each row with that juror's judge fields, scored again."""
+    jurors = list(dict.fromkeys(j for r in run.rows for j in (r.get(JURY_FIELD) or {})))
+    if len(jurors) < 2:
+        raise DataError(f"{run.label}: not a jury run (its records hold no '{JURY_FIELD}' of two or more judges); "
+                        "give two runs that judged the same subject outputs")
+    out = []
+    for j in jurors:
+        rows = []
+        for r in run.rows:
+            fields = (r.get(JURY_FIELD) or {}).get(j)
+            if fields is None:
+                rows.append({**r, "status": "failed"} if r.get("status", "ok") == "ok" else r)
+                continue
+            row = {**r, **fields}
+            try:
+                row.update(run.bench.score(run.cfg.benchmark, row))
+            except Exception as e:  # noqa: BLE001 - a row the benchmark cannot score without its data
+                raise DataError(f"{run.label}: scoring judge {j}'s fields of {r.get('sample_id')}: {e}") from e
+            rows.append(row)
+        out.append(Run(j, run.path, run.entry, run.cfg, run.bench, rows))
+    return out
+
+
+def judges_report(paths: list[Path], data_dir=None, resamples: int = 2000, seed: int = 0) -> dict:
+    """The agreement of two runs' judges (``paths``: two run directories) or of a jury run's judges (one)."""
+    runs = [load_run(Path(p).resolve(), Path(p).name) for p in paths]
+    if len(runs) == 1:
+        jurors = juror_runs(runs[0])
+        pairs = [compare_judges(a, b, data_dir, resamples, seed) for a, b in combinations(jurors, 2)]
+        judges = [{"label": j.label, "run_dir": str(runs[0].path)} for j in jurors]
+    elif len(runs) == 2:
+        pairs = [compare_judges(runs[0], runs[1], data_dir, resamples, seed)]
+        judges = [{"label": r.label, "run_dir": str(r.path), "judge": judge_protocol(r.cfg, r.bench)} for r in runs]
+    else:
+        raise ConfigError(f"{len(runs)} runs: give two runs (their judges compared) or one jury run")
+    return {"benchmark": runs[0].bench.name, "judges": judges, "resamples": resamples, "seed": seed,
+            "confidence": 0.95, "pairs": [pair.__dict__ for pair in pairs]}
+
+
+def _fmt(v, spec=".3f") -> str:
+    return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
+
+
+def confusion_text(d: dict) -> str:
+    """``A\\B false true / false 12 3 / true 1 9`` as lines."""
+    labels = d["labels"]
+    width = max([len(x) for x in labels] + [len(str(c)) for row in d["confusion"] for c in row] + [3])
+    head = "A\\B".ljust(width) + " " + " ".join(lab.rjust(width) for lab in labels)
+    rows = [lab.ljust(width) + " " + " ".join(str(c).rjust(width) for c in row)
+            for lab, row in zip(labels, d["confusion"])]
+    return "\n".join([head, *rows])
+
+
+def tables(report: dict) -> list:
+    """Rich tables: per judge pair, the agreement per decision, then the metric differences."""
+    from rich.table import Table
+    from rich.text import Text
+
+    out = []
+    for p in report["pairs"]:
+        t = Table(title=f"judge agreement: A = {p['a']}, B = {p['b']} ({p['paired_samples']} samples; κ: Cohen's "
+                        "kappa, 95% CI: bootstrap over clusters)", expand=False)
+        for c in ("decision", "n (cl.)", "agreement [95% CI]", "κ [95% CI]", "confusion (rows A, columns B)"):
+            t.add_column(c, justify="left" if c in ("decision", "confusion (rows A, columns B)") else "right")
+        for d in p["agreement"]:
+            t.add_row(Text(d["decision"]), f"{d['n']} ({d['n_clusters']})",
+                      f"{_fmt(d['agreement'])} [{_fmt(d['agreement_ci_low'])}, {_fmt(d['agreement_ci_high'])}]",
+                      f"{_fmt(d['kappa'])} [{_fmt(d['kappa_ci_low'])}, {_fmt(d['kappa_ci_high'])}]",
+                      Text(confusion_text(d)))
+        out.append(t)
+        if p["metrics"]:
+            m = Table(title=f"metrics under each judge, B − A (paired over the same answers; 95% CI: cluster "
+                            "bootstrap)", expand=False)
+            for c in ("metric", "A", "B", "diff [95% CI]", "p", "n (cl.)"):
+                m.add_column(c, justify="left" if c == "metric" else "right")
+            for r in p["metrics"]:
+                name = r["metric"] + ("" if r["setting"] == ALL else f" · {r['setting']}")
+                m.add_row(Text(name), _fmt(r["value_a"]), _fmt(r["value_b"]),
+                          f"{_fmt(r['diff'], '+.3f')} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]",
+                          _fmt(r["p"]), f"{r['n_pairs']} ({r['n_clusters']})")
+            out.append(m)
+    return out
+
+
+def _json_safe(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_safe(x) for x in v]
+    return v
+
+
+def write_report(report: dict, out: Path) -> Path:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"--out {out}: cannot create it ({e.strerror or e})") from e
+    f = out / "judges.json"
+    f.write_text(json.dumps(_json_safe(report), indent=1, default=str) + "\n")
+    return f
+
+
+def mlflow_metrics(report: dict) -> dict[str, float]:
+    """``<a>_vs_<b>/<decision>/{agreement,kappa,kappa_ci_low,kappa_ci_high}`` and the metric differences."""
+    several = len(report["pairs"]) > 1
+    out = {}
+    for p in report["pairs"]:
+        prefix = f"{p['a']}_vs_{p['b']}/" if several else ""
+        for d in p["agreement"]:
+            for k in ("agreement", "kappa", "kappa_ci_low", "kappa_ci_high", "n"):
+                out[f"{prefix}{d['decision']}/{k}"] = d[k]
+        for r in p["metrics"]:
+            for k in ("diff", "ci_low", "ci_high", "p"):
+                out[f"{prefix}{r['metric']}/{r['setting']}/{k}"] = r[k]
+    return out
+
+
+def log_mlflow(report: dict, run: Run, files: list[Path]) -> str | None:
+    """One MLflow run (kind ``judges``) in the experiment of ``run``: the agreement and the metric differences."""
+    from llmrec import tracking
+
+    tr = run.cfg.tracking
+    if not tr.enabled:
+        return None
+    exp_id = tracking.setup(tr.uri, tr.experiment or run.bench.name, tr.artifact_root)
+    client = tracking.client(tr.uri)
+    tags = tracking.run_tags("judges", {"judges": [j.get("judge") for j in report["judges"]]},
+                             benchmark=report["benchmark"])
+    names = " vs ".join(j["label"] for j in report["judges"])
+    run_id = tracking.start_run(client, exp_id, f"judges · {names}"[:240],
+                                {f"judge_{i}": f"{j['run_dir']} ({j['label']})" for i, j in
+                                 enumerate(report["judges"])}, tags)
+    tracking.log_metrics(client, run_id, mlflow_metrics(report))
+    for f in files:
+        client.log_artifact(run_id, str(f))
+    client.set_terminated(run_id, "FINISHED")
+    return run_id

@@ -1,0 +1,100 @@
+"""`llmrec rejudge` (judge a run's stored subject outputs again) and `llmrec judges` (agreement between judges)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+console = Console(width=None if sys.stdout.isatty() else 160)
+
+
+def _headline(metrics: dict, headline: tuple[str, ...]) -> None:
+    from rich.table import Table
+
+    t = Table(title="results (rejudged)")
+    t.add_column("metric")
+    t.add_column("value [95% CI]", justify="right")
+    for k in [k for k in headline if k in metrics]:
+        lo, hi = metrics.get(f"{k}_ci_low"), metrics.get(f"{k}_ci_high")
+        v = metrics[k]
+        text = f"{v:.4f}" if isinstance(v, float) else str(v)
+        if lo is not None and hi is not None:
+            text += f" [{lo:.4f}, {hi:.4f}]"
+        t.add_row(k, text)
+    console.print(t)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("rejudge")
+    def rejudge_cmd(
+        run: str = typer.Argument(..., help="the run directory whose subject outputs are judged again (local or a "
+                                            "storage URI such as s3://…)"),
+        judge: Path = typer.Option(..., "--judge", help="the new judge: an engine section YAML, or a YAML with "
+                                                        "`judge:` (one section, or a list: a jury) and `judging:`"),
+        set_: list[str] = typer.Option([], "--set", help="override a key of the new run's config, e.g. --set "
+                                                          "judging.tie=first. Repeatable."),
+        out: Optional[Path] = typer.Option(None, "--out", help="the new run directory (default: <the source's "
+                                                               "output.dir>/<benchmark>-<config hash>)"),
+        data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="benchmark data (else the source config's "
+                                                                         "data.dir, $LLMREC_DATA_DIR, the cache)"),
+        fresh: bool = typer.Option(False, "--fresh", help="discard the new run's stored results and start over"),
+        verbose: bool = typer.Option(False, "-v", "--verbose"),
+    ) -> None:
+        """Run only the judge stages of a judged benchmark (PrefEval generation, GISTBench) over a run's stored
+        subject outputs, with another judge, into a new run directory whose config names the source run. No
+        subject engine is started and no subject request is sent; re-running resumes."""
+        from llmrec import storage
+        from llmrec.pipelines.runner.rejudge import rejudge_config, run_rejudge
+        from llmrec.registry import installed_only
+
+        logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                            format="%(levelname)s %(name)s: %(message)s")
+        overrides = list(set_) + (["output.resume=false"] if fresh else [])
+        with storage.local_folders([run]) as (local,):
+            with installed_only():
+                cfg, _ = rejudge_config(local, judge, overrides, out, run if storage.is_uri(run) else None)
+            outcome, source = run_rejudge(cfg, local, data_dir)
+        _headline(outcome.metrics, outcome.headline)
+        console.print(f"judged again: {outcome.stats.get('samples_new', 0):.0f} new, "
+                      f"{outcome.stats.get('samples_resumed', 0):.0f} resumed; subject failures kept: "
+                      f"{source.carried}; not stored in the source: {source.missing}", markup=False)
+        console.print(f"results: {outcome.run_dir}", markup=False)
+        console.print(f"agreement with the source's judge: llmrec judges {run} {outcome.run_dir}", markup=False)
+
+    @app.command("judges")
+    def judges_cmd(
+        runs: list[str] = typer.Argument(..., help="two run directories that judged the same subject outputs (a run "
+                                                   "and its `llmrec rejudge`), or one jury run"),
+        out: Optional[Path] = typer.Option(None, "--out", help="where judges.json goes (default: <parent of the "
+                                                               "first run>/comparisons/judges-<a>--vs--<b>)"),
+        resamples: int = typer.Option(2000, "--resamples", min=100, help="bootstrap resamples"),
+        seed: int = typer.Option(0, "--seed", help="seed of the bootstrap draws"),
+        data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="benchmark data (benchmarks whose "
+                                                                         "outcomes need their assets)"),
+        tracking: bool = typer.Option(True, "--tracking/--no-tracking", help="log an MLflow run (kind judges)"),
+    ) -> None:
+        """Agreement between judges: per judged decision raw agreement, Cohen's kappa with a cluster bootstrap CI
+        and the confusion matrix; then the headline metrics under each judge, B − A with its paired CI."""
+        from llmrec import storage
+        from llmrec.pipelines.runner.compare import _slug, load_run
+        from llmrec.pipelines.runner.judge_agreement import judges_report, log_mlflow, tables, write_report
+        from llmrec.registry import installed_only
+        from llmrec.rundir import RunDir
+
+        with storage.local_folders(runs) as local, installed_only():
+            report = judges_report(local, data_dir, resamples, seed)
+            for t in tables(report):
+                console.print(t)
+            names = "--vs--".join(Path(p).name for p in local)
+            here = Path(".") if any(storage.is_uri(r) for r in runs) else Path(local[0]).resolve().parent
+            f = write_report(report, out or here / RunDir.COMPARISONS / _slug(f"judges-{names}")[:200])
+            console.print(f"wrote {f}", markup=False)
+            if tracking:
+                run_id = log_mlflow(report, load_run(Path(local[-1]).resolve(), Path(local[-1]).name), [f])
+                if run_id:
+                    console.print(f"MLflow run {run_id} (kind judges)", markup=False)
