@@ -114,9 +114,9 @@ def expand(paths: list[Path]) -> list[Run]:
             runs.append(load_run(p, p.name))
         else:
             raise DataError(f"{p}: no such run or suite directory")
-    first: dict[Path, str] = {}
-    for r in runs:  # one run twice (named twice, or also through its suite): it would be compared with itself
-        key = Path(r.path).resolve()
+    first: dict[tuple[str, Path], str] = {}
+    for r in runs:  # one run twice in one group (named twice): it would be compared with itself
+        key = (r.entry or "", Path(r.path).resolve())
         if key in first:
             raise ConfigError(f"{r.path}: given twice (as {first[key]} and as {r.label}); a run compared "
                               "with itself says nothing: name each run once")
