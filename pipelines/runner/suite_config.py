@@ -281,7 +281,7 @@ def read_index(suite_dir: "str | Path | SuiteDir") -> tuple[SuiteIndexFile, list
 def _check_entries(where: str, entries: list[tuple[IndexEntry, RunDir]]) -> None:
     """Each (subject, entry) listed once (a second listing would count one result twice: two leaderboard rows,
     a run compared with itself), and each entry's run directory a run of the benchmark the entry names (its
-    ``resolved.yaml``, where it has one; read as plain YAML, nothing imported)."""
+    config, where it has one; read as plain YAML, nothing imported)."""
     from llmrec.errors import DataError
 
     seen: dict[tuple[str, str], int] = {}
