@@ -19,7 +19,7 @@ from llmrec.exits import EXIT_CODES_HELP, ErrorsToExitCodes, exit_on_error
 from llmrec.cli_options import (SET_HELP, STORE_HELP, data_dir_option, tracking_uri_option,
                                  with_tracking_uri)
 from llmrec.ray_start import filter_false_alarms, quiet_false_alarms
-from llmrec.rundir import RunDir, SuiteDir
+from llmrec.rundir import RunDir, SuiteDir, dumps_json
 from llmrec.tracking import tracking_uri
 
 # `llmrec --help` lists the verbs in the order a user works: run, read the results, compare and share them; then
@@ -225,8 +225,8 @@ def serve(
     config: Path = typer.Argument(..., help="Config YAML with an `engine:` section (a run config works)."),
     set_: list[str] = typer.Option([], "--set", help=SET_HELP),
     host: str = typer.Option("127.0.0.1", help="Bind address."),
-    port: int = typer.Option(8000, help="HTTP port."),
-    replicas: int = typer.Option(1, help="Engine replicas."),
+    port: int = typer.Option(8000, min=0, max=65535, help="HTTP port."),
+    replicas: int = typer.Option(1, min=1, help="Engine replicas."),
     verbose: bool = typer.Option(False, "-v", "--verbose"),
 ) -> None:
     """Serve the configured engine as a Ray Serve app with OpenAI-compatible /v1/chat/completions and /v1/models."""
@@ -267,7 +267,8 @@ def score(
 ) -> None:
     """Recompute a task's metrics from a predictions file, without calling any model.
 
-    Each task declares the options it takes (`llmrec list` names the tasks); e.g.
+    Each task declares the options it takes, with their types and ranges (`llmrec list` names the tasks and
+    their options); a value of the wrong type or out of range is refused before the file is read; e.g.
     `llmrec score beyond-utility --predictions P.jsonl --items ITEMS.jsonl --k 5 --out M.json`.
     """
     from llmrec.pipelines.runner.scoring import parse_option_pairs, score_file
@@ -281,7 +282,7 @@ def score(
     opts = {"model": model, "oracle": str(oracle) if oracle else None,
             "items": str(items) if items else None, "k": k}
     opts.update(parse_option_pairs(option))
-    text = json.dumps(score_file(task, predictions, opts), indent=1, sort_keys=True)
+    text = dumps_json(score_file(task, predictions, opts))  # strict JSON: an undefined value (NaN) is null
     if out:
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -299,7 +300,7 @@ def runs(
     uri: Optional[str] = tracking_uri_option(),
     metric: list[str] = typer.Option([], "--metric", help="Metrics to show (repeatable; default: each run's "
                                                           "headline metric). One no run has is refused."),
-    limit: int = typer.Option(50, help="Most recent N runs."),
+    limit: int = typer.Option(50, min=1, help="Most recent N runs."),
     wide: bool = typer.Option(False, "--wide", help="Every column: experiment, kind, setting or config summary "
                                                     "and every headline metric."),
     as_csv: bool = typer.Option(False, "--csv", help="Every column as CSV on stdout (full precision)."),
@@ -316,7 +317,7 @@ def runs(
 @app.command()
 def ui(
     uri: Optional[str] = tracking_uri_option(STORE_HELP + ". An http(s):// server is already a UI: its links are printed."),
-    port: int = typer.Option(5000, help="Port of the local UI."),
+    port: int = typer.Option(5000, min=0, max=65535, help="Port of the local UI."),
 ) -> None:
     """Open the MLflow UI on 127.0.0.1 against the tracking store and print, once it answers, a link per
     experiment (most recently used first) that opens its runs table with the headline metrics as columns.
@@ -411,6 +412,10 @@ def list_(
 
     console.print("benchmarks: " + ", ".join(BENCHMARKS.names()))
     console.print("score tasks: " + ", ".join(SCORE_TASKS.names()))
+    for name in SCORE_TASKS.names():
+        task = SCORE_TASKS.get(name)
+        if task.options:
+            console.print(f"  {name} options: {task.describe_options()}", markup=False, highlight=False)
     console.print("engines: " + ", ".join(ENGINES.names()))
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from llmrec.config import StrictModel
 from llmrec.pipelines.common.jsonio import PredictionLine
@@ -263,7 +263,9 @@ class ScoreTask:
     ``line`` is the schema every line must match (``common.jsonio.PredictionLine``: types, allowed
     values, the fields that identify a line); ``run(lines, options) -> metrics``. ``streams``: ``run``
     reads ``lines`` once, in order, so they are given as an iterator over the file (memory flat in its
-    length) instead of a list.
+    length) instead of a list. ``option_schema``: a model of the options' types and ranges (each field one of
+    ``options``, with its default and description); ``llmrec score`` checks the given values against it, before
+    the file is read, and hands ``run`` the checked values.
     """
 
     name: str
@@ -272,6 +274,45 @@ class ScoreTask:
     description: str = ""
     options: tuple[str, ...] = ()
     streams: bool = False
+    option_schema: type[BaseModel] | None = None
+
+    def __post_init__(self) -> None:
+        extra = sorted(set(self.option_schema.model_fields) - set(self.options)) if self.option_schema else []
+        if extra:
+            raise ValueError(f"score task {self.name!r}: option_schema fields {extra} are not among its options "
+                             f"{list(self.options)}")
+
+    def checked_options(self, given: dict, flag: Callable[[str], str] = str) -> dict:
+        """``given`` options checked against ``option_schema`` (values as typed, or as the text ``--option``
+        gives): every option of the schema, the given ones converted, the others at their defaults. A wrong
+        type or a value out of range is one ``ConfigError`` naming the option (as ``flag`` spells it), the
+        value and what it allows. Without a schema: ``given`` unchanged."""
+        if self.option_schema is None:
+            return dict(given)
+        try:
+            return self.option_schema.model_validate(given).model_dump()
+        except ValidationError as e:
+            problems = []
+            for err in e.errors():
+                key = str(err["loc"][0]) if err["loc"] else "?"
+                field = self.option_schema.model_fields.get(key)
+                allowed = f" ({field.description})" if field is not None and field.description else ""
+                if err["type"] == "missing":
+                    problems.append(f"{flag(key)} is required{allowed}")
+                else:
+                    problems.append(f"{flag(key)}={given.get(key)!r}: {err['msg'].removeprefix('Value error, ')}"
+                                    f"{allowed}")
+            raise ConfigError(f"score task '{self.name}': " + "; ".join(problems)) from None
+
+    def describe_options(self) -> str:
+        """``confidence (…; default 0.95), seed (…)``: the options as ``llmrec list`` shows them."""
+        fields = self.option_schema.model_fields if self.option_schema is not None else {}
+        out = []
+        for name in self.options:
+            f = fields.get(name)
+            default = "" if f is None or f.is_required() or f.default is None else f"; default {f.default}"
+            out.append(f"{name} ({f.description}{default})" if f is not None and f.description else name)
+        return ", ".join(out)
 
 
 Ranker = Callable[[list[str], list[list[str]]], list[list[str]]]

@@ -18,7 +18,7 @@ import yaml
 from llmrec import storage
 from llmrec.config import dump_yaml, fingerprint, load_config, semantic_conflicts, validate
 from llmrec.errors import ConfigError
-from llmrec.rundir import RunDir
+from llmrec.rundir import RunDir, dumps_json
 from llmrec.models.export import candidate_lists, export_embeddings, topk_frame
 from llmrec.models.trainer import CHECKPOINT, LAST
 from llmrec.redact import redacted
@@ -139,7 +139,7 @@ def _train(cfg: TrainConfig, files: RunFiles, resume: bool) -> dict:
         raise
     out = _write_outputs(cfg, files, data, model, result, test)
     out["mlflow_run_id"] = run_id
-    files.write_text(RunDir.METRICS, json.dumps(out, indent=2, default=str))  # last: the run is complete
+    files.write_text(RunDir.METRICS, dumps_json(out))  # last: the run is complete
     if client is not None:
         log_metrics(client, run_id, {**out["test"], "best_epoch": result.best_epoch}, result.best_epoch)
         for name in (RunDir.CONFIG, RunDir.PROTOCOL, RunDir.METRICS):
@@ -306,7 +306,7 @@ def _finish_sweep(cfg: TuneConfig, grid, metric: str, sweep: RunFiles, base: dic
         if final.get("trial_id") else None,
         test={k: v for k, v in final.items() if k.startswith("test/")},
     )
-    sweep.write_text("best.json", json.dumps(out, indent=2, default=str))
+    sweep.write_text("best.json", dumps_json(out))
     sweep_.close_parent(cfg.tracking.uri, parent, out,
                         {f"best/{metric}": float(out["best_value"]), **{f"best/{k}": v for k, v in out["test"].items()}},
                         [sweep.work / "best.yaml", sweep.work / "best.json"], {"llmrec.best_trial": best.path})

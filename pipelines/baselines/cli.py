@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -26,9 +25,10 @@ def rank_cmd(
     from llmrec.config import load_config
     from llmrec.pipelines.baselines.config import BaselinesConfig
     from llmrec.pipelines.baselines.rank import run_baselines
+    from llmrec.rundir import dumps_json
 
     results = run_baselines(load_config(BaselinesConfig, config, list(set_)))
-    typer.echo(json.dumps(results, indent=1, sort_keys=True))
+    typer.echo(dumps_json(results))  # strict JSON: an undefined value is null
 
 
 def register(root: typer.Typer) -> None:

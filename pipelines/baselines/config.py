@@ -51,3 +51,20 @@ class BaselinesConfig(StrictModel):
     pool: PoolConfig | None = Field(None, description="also write the re-ranking pool of these models")
     out: Path = Field(Path("runs/baselines_ranked"), description="folder for per-model predictions and metrics")
     tracking: TrackingConfig = Field(default_factory=lambda: TrackingConfig(experiment="beyond-utility"))
+
+    @model_validator(mode="after")
+    def _score_options(self) -> "BaselinesConfig":
+        """The score task exists and its options have the types and ranges it allows (before any training)."""
+        from llmrec.errors import ConfigError
+        from llmrec.pipelines.registry import SCORE_TASKS
+
+        try:
+            task = SCORE_TASKS.get(self.score_task)
+            unknown = sorted(set(self.score_options) - set(task.options))
+            if unknown:
+                raise ConfigError(f"score_options: score task '{task.name}' takes no option(s) {unknown}; it takes: "
+                                  f"{task.describe_options() or 'none'}")
+            task.checked_options(self.score_options, lambda k: f"score_options.{k}")
+        except ConfigError as e:
+            raise ValueError(str(e)) from None
+        return self

@@ -21,7 +21,7 @@ from llmrec.models.trainer import load_checkpoint
 from llmrec.pipelines.baselines.config import BaselinesConfig, ModelEntry
 from llmrec.pipelines.protocol import Ranker
 from llmrec.pipelines.registry import BENCHMARKS, SCORE_TASKS
-from llmrec.rundir import RunDir
+from llmrec.rundir import RunDir, dumps_json
 from llmrec.tuning.api import train_from_config
 from llmrec.tuning.config import TrainConfig
 from llmrec.tuning.run_files import RunFiles
@@ -161,7 +161,7 @@ def score_and_log(cfg: BaselinesConfig, label: str, lines: list[dict], run_dir: 
     path = cfg.out / f"predictions_{label}.jsonl"
     path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
     metrics = task.run(lines, {**cfg.score_options, "predictions": str(path)})
-    (cfg.out / f"metrics_{label}.json").write_text(json.dumps({"metrics": metrics}, indent=1), encoding="utf-8")
+    (cfg.out / f"metrics_{label}.json").write_text(dumps_json({"metrics": metrics}), encoding="utf-8")
     if cfg.tracking.enabled:
         _log(cfg, label, metrics, path, run_dir, tcfg, seconds)
     return metrics

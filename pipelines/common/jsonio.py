@@ -60,6 +60,11 @@ def _id(value: Any) -> str | int:
 Id = Annotated[Any, AfterValidator(_id)]  # a user, item or group id as files write it: "17" or 17
 
 
+def same_id(value: Any) -> Any:
+    """An id as compared across lines: ``17`` and ``"17"`` are one id (files write either)."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
 class PredictionLine(BaseModel):
     """One line of a score task's predictions file. A task subclasses it with the fields its scoring
     reads: strict types (no ``"1"`` for 1, no ``true`` for 1), finite numbers only (no NaN/inf),
@@ -105,12 +110,12 @@ def iter_predictions(path: Path, schema: type[PredictionLine], what: str = "pred
         except ValidationError as e:
             raise DataError(f"{path}: line {no}: {describe_problems(e)}") from e
         if schema.unique:  # a 16-byte digest per line, not the values: flat in the values' size
-            key = hashlib.blake2b(json.dumps([obj.get(k) for k in schema.unique], sort_keys=True).encode(),
+            key = hashlib.blake2b(json.dumps([same_id(obj.get(k)) for k in schema.unique], sort_keys=True).encode(),
                                   digest_size=16).digest()
             if key in seen:
                 ident = ", ".join(f"{k}={obj.get(k)!r}" for k in schema.unique)
                 raise DataError(f"{path}: line {no}: {ident} already on line {seen[key]}; one line per "
-                                f"{' + '.join(schema.unique)}")
+                                f"{' + '.join(schema.unique)} (an id is one id whether written 1 or \"1\")")
             seen[key] = no
         count += 1
         yield obj

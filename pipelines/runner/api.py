@@ -18,6 +18,7 @@ from llmrec.pipelines.runner.execution import Progress, RunPlan, collect, invoca
 from llmrec.pipelines.runner.preflight import check_before_work
 from llmrec.pipelines.runner.ray_env import SharedSubject
 from llmrec.rundir import RunDir
+from llmrec.storage import storage_errors
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,8 @@ def run_evaluation(cfg: RunConfig, data_dir: Path | None = None, progress: Progr
     files = write_outputs(p, rows, {**metrics, **cost}, staged)
     t2 = time.perf_counter()
     (staged / RunDir.PLOTS / RunDir.PLOTS_LEFT_OUT).unlink(missing_ok=True)  # a resumed run decides again
-    plots = p.bench.plots(cfg.benchmark, rows, staged / RunDir.PLOTS, p.assets) if rows else []
+    with storage_errors(str(staged / RunDir.PLOTS), "write the plots"):  # a full disk: one line naming the folder
+        plots = p.bench.plots(cfg.benchmark, rows, staged / RunDir.PLOTS, p.assets) if rows else []
     plots = [*plots, *[f for f in left_out_file(staged / RunDir.PLOTS) if f not in plots]]  # why a figure is missing
     t3 = time.perf_counter()
     publish(p, staged, list(files.values()) + list(plots))

@@ -119,6 +119,13 @@ def expand(paths: list[Path]) -> list[Run]:
             runs.append(load_run(p, p.name))
         else:
             raise DataError(f"{p}: no such run or suite directory")
+    first: dict[tuple[str, Path], str] = {}
+    for r in runs:  # one run twice in one group (named twice): it would be compared with itself
+        key = (r.entry or "", Path(r.path).resolve())
+        if key in first:
+            raise ConfigError(f"{r.path}: given twice (as {first[key]} and as {r.label}); a run compared "
+                              "with itself says nothing: name each run once")
+        first[key] = r.label
     labels = [r.label for r in runs]
     for r in runs:  # two runs of one name (e.g. from two output dirs): their paths tell them apart
         if labels.count(r.label) > 1:

@@ -193,6 +193,21 @@ def _number(v) -> float:
     return f if math.isfinite(f) else math.nan
 
 
+def _metric(e: Entry, key: str) -> float:
+    """``_number`` of an entry's metric; one that is there but not a number at all (text, a list) shows as
+    ``MISSING`` like one not computed, and a warning names the file and the key, so the two are told apart."""
+    v = e.metrics.get(key)
+    f = _number(v)
+    if math.isnan(f) and v is not None and not isinstance(v, float):
+        try:
+            float(v)  # "NaN", as some metrics files write an undefined value: not computed
+        except (TypeError, ValueError):
+            shown = repr(v) if len(repr(v)) <= 60 else repr(v)[:59] + "…"
+            log.warning("%s/%s: '%s' is %s, not a number; the leaderboard shows %s for it", e.run_dir,
+                        RunDir.METRICS, key, shown, MISSING)
+    return f
+
+
 def leaderboard(sources: Iterable[str | Path] | Iterable[Entry], metrics: Iterable[str] | None = None,
                 data_dir: Path | None = None) -> pd.DataFrame:
     """The tidy leaderboard of run / suite directories (or of entries ``load_entries`` read): one row per
@@ -212,7 +227,7 @@ def leaderboard(sources: Iterable[str | Path] | Iterable[Entry], metrics: Iterab
         stored_n = _number(e.metrics.get("n_answered", e.metrics.get("n_samples")))
         per_1k = (_number(e.metrics.get(costs.USD_PER_1K)), _number(e.metrics.get(costs.TOKENS_PER_1K)))
         for m in keys:
-            value, lo, hi = (_number(e.metrics.get(k)) for k in (m, f"{m}_ci_low", f"{m}_ci_high"))
+            value, lo, hi = (_metric(e, k) for k in (m, f"{m}_ci_low", f"{m}_ci_high"))
             source = "benchmark" if math.isfinite(lo) and math.isfinite(hi) else ""
             want = not source and math.isfinite(value) and not tracking.is_count(m)
             blo, bhi, n, clusters = _ci(u.outcomes, m, value, want)

@@ -73,8 +73,8 @@ def register(app: typer.Typer) -> None:
         config: Path = typer.Argument(..., help="run config (YAML) whose engine states a KV budget, or with "
                                                 "execution.kv_budget_tokens"),
         set_: list[str] = typer.Option([], "--set", help="override a key, e.g. --set engine.kv_cache_dtype=fp8"),
-        gpus_per_node: int = typer.Option(8, help="GPUs per node, for replicas per node"),
-        max_groups: int = typer.Option(24, help="prefix groups to dry-run (evenly spread over the run; each dry run renders every stage, RAG included)"),
+        gpus_per_node: int = typer.Option(8, min=1, help="GPUs per node, for replicas per node"),
+        max_groups: int = typer.Option(24, min=1, help="prefix groups to dry-run (evenly spread over the run; each dry run renders every stage, RAG included)"),
         data_dir: Optional[Path] = data_dir_option(),
     ) -> None:
         """Print a run's plan without starting an engine: the engine's KV budget per replica (and how it

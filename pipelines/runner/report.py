@@ -12,6 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from llmrec import tracking
+from llmrec.storage import storage_errors
 from llmrec.config import dump_yaml, fingerprint
 from llmrec.pipelines.protocol import protocol_record, record_schema, setting_label
 from llmrec.redact import redact_text
@@ -37,14 +38,15 @@ def write_outputs(p: RunPlan, rows: list[dict], metrics: dict, d: Path) -> dict[
     if not p.run_dir.local:
         staged.write_config(dump_yaml(p.config))
     samples = staged.file(RunDir.SAMPLES)  # one typed column per declared field; nested ones as JSON text
-    pq.write_table(record_schema(p.bench).table(rows), samples, compression="zstd")  # see ResultStore.write
+    with storage_errors(str(samples), "write"):  # a full disk: one line naming the file
+        pq.write_table(record_schema(p.bench).table(rows), samples, compression="zstd")  # see ResultStore.write
     files = {"metrics": staged.file(RunDir.METRICS), "samples": samples, "config": staged.file(RunDir.CONFIG)}
     if p.facts:
         files["facts"] = staged.file(RunDir.FACTS)
         staged.write_facts(p.facts)
     if p.bench.predictions is not None:
         files["predictions"] = staged.file(RunDir.PREDICTIONS)
-        with open(files["predictions"], "w") as fh:
+        with storage_errors(str(files["predictions"]), "write"), open(files["predictions"], "w") as fh:
             for line in p.bench.predictions(rows, p.assets):
                 fh.write(json.dumps(line) + "\n")
     return files

@@ -273,4 +273,29 @@ def read_index(suite_dir: "str | Path | SuiteDir") -> tuple[SuiteIndexFile, list
     except ValidationError as e:
         first = e.errors()[0]
         raise ConfigError(f"{where}: {'.'.join(str(x) for x in first['loc'])}: {first['msg']}") from e
-    return index, [(e, suite.run_dir(e.run_dir, e.subject, e.entry)) for e in index.entries]
+    out = [(e, suite.run_dir(e.run_dir, e.subject, e.entry)) for e in index.entries]
+    _check_entries(where, out)
+    return index, out
+
+
+def _check_entries(where: str, entries: list[tuple[IndexEntry, RunDir]]) -> None:
+    """Each (subject, entry) listed once (a second listing would count one result twice: two leaderboard rows,
+    a run compared with itself), and each entry's run directory a run of the benchmark the entry names (its
+    config, where it has one; read as plain YAML, nothing imported)."""
+    from llmrec.errors import DataError
+
+    seen: dict[tuple[str, str], int] = {}
+    for i, (e, rd) in enumerate(entries):
+        key = (e.subject, e.entry)
+        if key in seen:
+            raise ConfigError(f"{where}: entries.{i} lists subject '{e.subject}', entry '{e.entry}' again (as "
+                              f"entries.{seen[key]} does); each subject and entry is listed once: remove one")
+        seen[key] = i
+        try:
+            ran = rd.benchmark_name() if rd.has_config() else None
+        except (DataError, OSError):  # an unreadable config: the verb reading the run says so
+            ran = None
+        if ran is not None and ran != e.benchmark:
+            raise ConfigError(f"{where}: entries.{i} (subject '{e.subject}', entry '{e.entry}') names benchmark "
+                              f"'{e.benchmark}', but its run directory {rd.uri} is a run of '{ran}' "
+                              f"({RunDir.CONFIG}); point the entry at a run of '{e.benchmark}'")

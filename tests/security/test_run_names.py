@@ -38,7 +38,8 @@ def test_run_name_must_be_one_folder_name(tmp_path, name):
 
 
 def test_baseline_labels_and_pool_file_stay_inside_out(tmp_path):
-    base = {"candidates": "c.jsonl", "base": {}, "out": str(tmp_path / "out")}
+    base = {"candidates": "c.jsonl", "base": {}, "out": str(tmp_path / "out"),
+            "score_options": {"items": "i.jsonl", "k": 5}}  # the score task's options are checked too
     with pytest.raises(ConfigError, match=r"'models.0.label': .*single folder/file name"):
         validate(BaselinesConfig, {**base, "models": [{"model": {"name": "mostpop"}, "label": "../../x"}]})
     for out in ("../pool.jsonl", "/tmp/pool.jsonl"):

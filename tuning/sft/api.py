@@ -18,7 +18,7 @@ from pathlib import Path
 
 from llmrec.config import dump_yaml, fingerprint
 from llmrec.ray_start import ray_session
-from llmrec.rundir import RunDir
+from llmrec.rundir import RunDir, dumps_json
 from llmrec import tracking
 from llmrec.tracking import log_metrics, log_params
 from llmrec.tuning.sft.config import SFTConfig, with_absolute_paths
@@ -141,7 +141,7 @@ def _finish(cfg: SFTConfig, out: Path, result, run_id: str | None, uri: str, res
         "wall_s": wall, "mlflow_run_id": run_id,
         "mean_step_time_s": final.get("mean_step_time_s"),
     }
-    RunDir(out).storage.write_text(RunDir.METRICS, json.dumps(summary, indent=2, default=str))
+    RunDir(out).storage.write_text(RunDir.METRICS, dumps_json(summary))
     if run_id:
         client = tracking.client(uri)
         log_metrics(client, run_id, {"wall_s": wall, **({"mean_step_time_s": summary["mean_step_time_s"]}

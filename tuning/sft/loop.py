@@ -190,8 +190,8 @@ def _report_with_checkpoint(metrics: dict, model, opt, sched, step: int, rank: i
             unwrapped.save_pretrained(os.path.join(tmp, "adapter"))
             torch.save({"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "step": step},
                        os.path.join(tmp, STATE))
-            from llmrec.rundir import RunDir  # the checkpoint's metrics file has the run directory's name
+            from llmrec.rundir import RunDir, dumps_json  # the checkpoint's metrics file has the run directory's name
 
-            Path(tmp, RunDir.METRICS).write_text(json.dumps(metrics))
+            Path(tmp, RunDir.METRICS).write_text(dumps_json(metrics))
             checkpoint = ray.train.Checkpoint.from_directory(tmp)
         ray.train.report(metrics, checkpoint=checkpoint)

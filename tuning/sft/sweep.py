@@ -23,7 +23,7 @@ from llmrec.tuning.config import set_path
 from llmrec.tracking import log_metrics, tracking_uri
 from llmrec.tuning.mlflow_logging import MLflowTrialLogger
 from llmrec.ray_start import ray_session
-from llmrec.rundir import RunDir
+from llmrec.rundir import RunDir, dumps_json
 from llmrec.tuning.sft.api import SFT_HEADLINE, run_dir, trainer_for
 from llmrec.tuning.sft.config import SFTConfig, with_absolute_paths
 
@@ -98,7 +98,7 @@ def sweep_from_config(cfg: SFTConfig) -> dict:
         shutil.rmtree(out / "best_adapter", ignore_errors=True)
         shutil.copytree(adapter, out / "best_adapter")
         summary["adapter"] = str(out / "best_adapter")
-    (out / "best.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+    (out / "best.json").write_text(dumps_json(summary), encoding="utf-8")
     sweep.close_parent(uri, parent, summary, {f"best/{t.metric}": summary["best_value"]}, [out / "best.json"])
     return summary
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from llmrec.config import fingerprint
 from llmrec.pipelines.benchmarks.beyond_utility import plots, results, samples
 from llmrec.pipelines.benchmarks.beyond_utility.config import BeyondUtilityConfig
-from llmrec.pipelines.benchmarks.beyond_utility.contract import ContractLine, score_task
+from llmrec.pipelines.benchmarks.beyond_utility.contract import ContractLine, ScoreOptions, score_task
 from llmrec.pipelines.benchmarks.beyond_utility.dataset import load_dataset
 from llmrec.pipelines.benchmarks.beyond_utility.metrics import METRIC_KEYS
 from llmrec.pipelines.benchmarks.beyond_utility.stages import build_stages, rank_state, titles
@@ -27,7 +27,7 @@ SCORE_TASK = ScoreTask(
     "beyond-utility", ContractLine, score_task,
     "Beyond Utility: hr, ndcg, aplt, arp, popreo, serendipity, self_information, gini, dpd, jain, item_coverage, "
     "shannon, jaccard, hallucination at --k, with --items ITEMS.jsonl (train_freq, categories, n_users)",
-    options=("items", "k"))
+    options=("items", "k"), option_schema=ScoreOptions)
 
 
 def _catalog_key(cfg: BeyondUtilityConfig, data_dir: Path) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from llmrec.errors import ConfigError, DataError
 from llmrec.pipelines.common.jsonio import PredictionLine, describe_problems, iter_jsonl
@@ -109,6 +109,15 @@ def _item(obj: dict, where: str, freq: dict, cats: dict) -> None:
 def to_json_metrics(metrics: dict[str, float]) -> dict:
     """NaN → the string "NaN" (M.json keeps undefined values visible, JSON stays strict)."""
     return {k: ("NaN" if isinstance(v, float) and math.isnan(v) else v) for k, v in metrics.items()}
+
+
+class ScoreOptions(BaseModel):
+    """``llmrec score beyond-utility --items ITEMS.jsonl --k 5``."""
+
+    model_config = ConfigDict(extra="forbid")
+    items: str = Field(min_length=1, description="the item catalog ITEMS.jsonl: train_freq and categories per "
+                                                 "item, plus one n_users line")
+    k: int = Field(ge=1, description="the cut-off K of the top-K metrics, an integer >= 1")
 
 
 def parse_k(value) -> int:

@@ -33,7 +33,7 @@ class LRWorld(Benchmark):
         ScoreTask("lrworld", metrics.ContractLine, metrics.score_predictions,
                   "LRWorld: accuracy / HitRate@1 with bootstrap CI and missed rate per variant, measure, factor "
                   "and scale; position bias (mean/var over runs, answer-position shares); noisy-profile drop; "
-                  "popularity of errors", options=("confidence", "seed")),
+                  "popularity of errors", options=("confidence", "seed"), option_schema=metrics.ScoreOptions),
     )
 
     @property

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from llmrec.pipelines.benchmarks.lrworld.parsing import labels_for, parse_choice
 from llmrec.pipelines.common.jsonio import PredictionLine
@@ -140,7 +140,17 @@ def aggregate_lines(lines: list[dict], confidence: float = 0.95, seed: int = 0) 
     return out
 
 
+class ScoreOptions(BaseModel):
+    """``llmrec score lrworld --option confidence=0.9 --option seed=1``."""
+
+    model_config = ConfigDict(extra="forbid")
+    confidence: float = Field(0.95, gt=0, lt=1, allow_inf_nan=False,
+                              description="the bootstrap CI's level, a number between 0 and 1 exclusive")
+    seed: int = Field(0, ge=0, description="the bootstrap's seed, an integer >= 0")
+
+
 def score_predictions(lines: list[dict], options: dict) -> dict[str, float]:
     """``llmrec score lrworld``: re-score every line, then aggregate."""
+    opts = ScoreOptions.model_validate({k: options[k] for k in ScoreOptions.model_fields if options.get(k) is not None})
     scored = [{**x, **score_line(x)} for x in lines]
-    return aggregate_lines(scored, float(options.get("confidence", 0.95)), int(options.get("seed", 0)))
+    return aggregate_lines(scored, opts.confidence, opts.seed)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from llmrec.cli_options import data_dir_option
-from llmrec.rundir import RunDir
+from llmrec.rundir import RunDir, dumps_json
 
 app = typer.Typer(no_args_is_help=True, help="PrefEval extras: SFT data export, MCQ-vs-generation comparison.")
 
@@ -47,5 +46,5 @@ def compare_cmd(
         refuse_overwriting_inputs(target, [*mcq, *gen], flag)
     result = compare(mcq, gen, plot)
     if out is not None:
-        out.write_text(json.dumps(result, indent=1) + "\n")
+        out.write_text(dumps_json(result) + "\n")
     typer.echo(f"{result['n']} settings, Pearson r = {result['pearson_r']:.3f}; plot: {result['plot']}")
