@@ -157,8 +157,8 @@ def dispatch_slices(groups: list[GroupNeed], capacity: KVCapacity, replicas: int
     """The slices that replicas pull, in pull order (largest KV need first, so that the longest work starts first
     and the small slices even out the end). Each slice holds whole groups within the capacity (tokens and
     sequences); a group over it is a slice alone (``oversize``). The other groups are dealt largest first, each to
-    the slice with the least need so far, into the least number of slices that is at least first-fit's count and
-    ``waves`` × ``replicas`` (as far as there are groups) in which every slice fits."""
+    the slice with the least need so far, into the least number of slices that is at least first-fit's count and,
+    with several replicas, ``waves`` × ``replicas`` (as far as there are groups) in which every slice fits."""
     if capacity.tokens is None:
         raise ValueError("the KV capacity is unknown: give a token budget")
     budget, block, seqs = capacity.tokens, capacity.block_tokens, capacity.max_seqs
@@ -167,8 +167,8 @@ def dispatch_slices(groups: list[GroupNeed], capacity: KVCapacity, replicas: int
     rest = [g for b in packed if not b.oversize for g in b.groups]
     need = {id(g): g.kv_tokens(block) for g in rest}
     slices: list[Batch] = []
-    for k in range(min(max(len(packed) - len(alone), waves * max(1, replicas) - len(alone), 1), len(rest)),
-                   len(rest) + 1):
+    least = waves * replicas if replicas > 1 else 1  # one replica: nobody to even out with, so no smaller slices
+    for k in range(min(max(len(packed) - len(alone), least - len(alone), 1), len(rest)), len(rest) + 1):
         dealt = [Batch() for _ in range(k)]
         for g in sorted(rest, key=lambda g: -need[id(g)]):
             b = min(dealt, key=lambda b: b.kv_tokens)

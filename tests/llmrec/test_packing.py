@@ -99,6 +99,8 @@ def test_dispatch_cuts_kv_sized_slices_pulled_largest_first():
     assert [len(b.groups) for b in slices] == [2, 2, 1, 1] and all(b.kv_tokens <= 60_000 * 5 for b in slices)
     assert sorted(g.key for b in slices for g in b.groups) == list("abcdef")  # every group once, none split
     assert len(dispatch_slices(groups, cap, replicas=2, waves=1)) == 2  # first-fit's count when it is more
+    # one replica has nobody to even out with: first-fit's full slices
+    assert [len(b.groups) for b in dispatch_slices(groups, KVCapacity(tokens=60_000 * 5), replicas=1)] == [3, 3]
     # first-fit fits 50+50 and 34+33+33 in two slices; dealt largest first into two, the last 33 would not fit:
     # three slices
     odd = [_need("a", 50), _need("b", 50), _need("c", 34), _need("d", 33), _need("e", 33)]

@@ -88,10 +88,11 @@ def test_runner_rows_follow_the_kv_budget_and_keep_groups_whole():
     cfg = benchmark_config({**PREFEVAL, "methods": ["zero-shot", "reminder"], "per_topic": 3})
     groups, assets = group_by_prefix(bench.build_samples(cfg, data)), bench.assets(cfg, data)
     assert len(groups) == 3 and all("_layout" in s for g in groups for s in g)
-    one = packed_rows(bench, cfg, groups, KVCapacity(10_000_000, 16), assets, waves=1)
+    one = packed_rows(bench, cfg, groups, KVCapacity(10_000_000, 16), assets)
     assert len(one) == 1 and len(one[0]) == sum(map(len, groups))
-    # by default at least two slices a replica, largest first, so that a replica that finishes pulls the next one
-    two = packed_rows(bench, cfg, groups, KVCapacity(10_000_000, 16), assets)
+    # two replicas: at least two slices a replica as far as there are groups, largest first, so that a replica
+    # that finishes pulls the next one
+    two = packed_rows(bench, cfg, groups, KVCapacity(10_000_000, 16), assets, replicas=2, waves=1)
     assert len(two) == 2 and sorted(len({s["prefix_key"] for s in r}) for r in two) == [1, 2]
     assert sum(map(len, two)) == sum(map(len, groups)) and len(two[0]) >= len(two[1])
     tight = packed_rows(bench, cfg, groups, KVCapacity(1, 16), assets)  # every group alone (oversize), none split
