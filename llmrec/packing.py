@@ -16,6 +16,14 @@ is never split. A group larger than the whole budget is a batch of its own, flag
 groups are then dealt over a multiple of R batches balanced by KV need (``spread_over``), so no
 replica idles while another runs more than its share.
 
+Dynamic dispatch (``dispatch_slices``): a run does not hand each replica fixed batches. It cuts the
+groups into KV-sized slices (whole groups, each slice within the budget, an oversize group alone),
+at least ``waves`` per replica as far as there are groups, and queues them largest first; a replica
+runs one slice at a time and pulls the next when it finishes, i.e. when its KV cache frees. So a
+replica that runs slower (longer answers, a loaded host) takes fewer slices and none idles while
+work is queued. ``expected_dispatch`` replays that pull with each slice's KV need as its duration
+(``llmrec plan``).
+
 Engine-neutral: an engine states its budget as a ``KVCapacity`` (serving/engine.py's optional
 ``kv_capacity`` hook); this module holds pure functions (no engine, no Ray).
 """
@@ -143,3 +151,53 @@ def pack_to(groups: list[GroupNeed], capacity: KVCapacity, replicas: int = 1) ->
 def _common(a, b) -> int:
     """Length of the common prefix of two token lists (or strings)."""
     return len(os.path.commonprefix([a, b]))
+
+
+def dispatch_slices(groups: list[GroupNeed], capacity: KVCapacity, replicas: int = 1, waves: int = 2) -> list[Batch]:
+    """The slices that replicas pull, in pull order (largest KV need first, so that the longest work starts first
+    and the small slices even out the end). Each slice holds whole groups within the capacity (tokens and
+    sequences); a group over it is a slice alone (``oversize``). The other groups are dealt largest first, each to
+    the slice with the least need so far, into the least number of slices that is at least first-fit's count and,
+    with several replicas, ``waves`` × ``replicas`` (as far as there are groups) in which every slice fits."""
+    if capacity.tokens is None:
+        raise ValueError("the KV capacity is unknown: give a token budget")
+    budget, block, seqs = capacity.tokens, capacity.block_tokens, capacity.max_seqs
+    packed = pack_groups(groups, budget, block, seqs)
+    alone = [b for b in packed if b.oversize]
+    rest = [g for b in packed if not b.oversize for g in b.groups]
+    need = {id(g): g.kv_tokens(block) for g in rest}
+    slices: list[Batch] = []
+    least = waves * replicas if replicas > 1 else 1  # one replica: nobody to even out with, so no smaller slices
+    for k in range(min(max(len(packed) - len(alone), least - len(alone), 1), len(rest)), len(rest) + 1):
+        dealt = [Batch() for _ in range(k)]
+        for g in sorted(rest, key=lambda g: -need[id(g)]):
+            b = min(dealt, key=lambda b: b.kv_tokens)
+            b.groups.append(g)
+            b.kv_tokens += need[id(g)]
+        if all(b.kv_tokens <= budget and (seqs is None or b.sequences <= seqs) for b in dealt):
+            slices = dealt
+            break
+    else:
+        slices = [b for b in packed if not b.oversize]  # unreachable: k = len(rest) is one group a slice
+    return sorted(alone + slices, key=lambda b: -b.kv_tokens)
+
+
+@dataclass
+class Replica:
+    """One replica in ``expected_dispatch``: the slices (indices into the pull order) it is expected to run."""
+
+    slices: list[int] = field(default_factory=list)
+    groups: int = 0
+    kv_tokens: int = 0  # summed over its slices: the work it is expected to get
+
+
+def expected_dispatch(slices: list[Batch], replicas: int) -> list[Replica]:
+    """Which replica pulls which slice when every replica takes the next slice as it finishes its last one,
+    taking a slice's KV need as its duration (the first free replica, the lowest index on a tie)."""
+    out = [Replica() for _ in range(max(1, replicas))]
+    for i, b in enumerate(slices):
+        r = min(out, key=lambda r: r.kv_tokens)
+        r.slices.append(i)
+        r.groups += len(b.groups)
+        r.kv_tokens += b.kv_tokens
+    return out

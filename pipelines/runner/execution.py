@@ -339,17 +339,17 @@ def stream(p: RunPlan, progress: Progress | None = None, subject: "SharedSubject
     ray.data.DataContext.get_current().enable_progress_bars = False
     # one row per prefix group: samples sharing a prompt prefix run back to back on one replica
     groups = group_by_prefix(p.pending) if ex.order_by_prefix else [[s] for s in p.pending]
-    batch_size = ex.batch_size
-    if ex.kv_budget_tokens and ex.order_by_prefix:  # one row = one KV-packed batch of whole prefix groups
+    batch_size, blocks = ex.batch_size, max(1, min(len(groups), 4 * ex.concurrency))
+    if ex.kv_budget_tokens and ex.order_by_prefix:  # one row = one KV-sized slice of whole prefix groups
         from llmrec.pipelines.runner.prompt_sizes import TokenCount, packed_rows, run_capacity
         from llmrec.serving.engine import build_engine
 
         sizer = build_engine(cfg.engine)  # not started: it states its block size, sequence limit, tokenizer
         groups = packed_rows(p.bench, cfg.benchmark, groups, run_capacity(sizer, ex), p.assets,
                              TokenCount(sizer.prompt_tokenizer()), replicas=ex.concurrency)
-        batch_size = 1
+        batch_size, blocks = 1, len(groups)  # a block per slice: queued in order, pulled by whichever actor is free
     items = [{"group": json.dumps(g)} for g in groups]
-    ds = ray.data.from_items(items, override_num_blocks=max(1, min(len(items), 4 * ex.concurrency)))
+    ds = ray.data.from_items(items, override_num_blocks=max(1, blocks))
     with actor_options_accepted():  # Ray 2.60 has no named form of the restart / placement options yet
         ds = ds.map_batches(
             StageWorker,

@@ -1,4 +1,5 @@
-"""``llmrec plan CONFIG``: a run's KV budget, placement and KV-packed batches, without starting an engine.
+"""``llmrec plan CONFIG``: a run's KV budget, placement, KV-sized slices and their expected dispatch, without
+starting an engine.
 
 Engine-neutral: the subject engine states its capacity through the Engine protocol's optional
 hooks (``kv_capacity`` before start = its planned figure, ``capacity_lines`` = how it comes
@@ -16,9 +17,9 @@ import typer
 
 from llmrec.cli_options import data_dir_option
 from llmrec.errors import ConfigError
-from llmrec.packing import GroupNeed, pack_to
+from llmrec.packing import GroupNeed, dispatch_slices, expected_dispatch
 from llmrec.pipelines.runner.placement import judge_placement, replica_placement
-from llmrec.pipelines.runner.prompt_sizes import TokenCount, dry_run_needs, run_capacity
+from llmrec.pipelines.runner.prompt_sizes import DISPATCH_WAVES, TokenCount, dry_run_needs, run_capacity
 
 
 def group_needs(cfg, max_groups: int, block_tokens: int, count: TokenCount,
@@ -49,22 +50,33 @@ def plan_lines(cfg, gpus_per_node: int, max_groups: int, data_dir: Path | None =
     lines = engine.capacity_lines(cap) or [f"KV budget per replica: {cap.tokens:,} tokens ({cap.source})"]
     lines += [replica_placement(cfg.engine, ex, gpus_per_node), judge_placement(cfg.judge, ex)]
     needs, n_groups = group_needs(cfg, max_groups, cap.block_tokens, count, data_dir)
-    batches = pack_to(needs, cap, ex.concurrency)  # as the run packs its rows
+    slices = dispatch_slices(needs, cap, ex.concurrency, DISPATCH_WAVES)  # as the run cuts its rows
     prompt = sum(sum(g.prompt_tokens) for g in needs)
     saved = sum(g.prefill_saved() for g in needs)
     longest = max((max(g.prompt_tokens) for g in needs), default=0)
-    fullest = max((bt.kv_tokens for bt in batches), default=0)
-    over = sum(bt.oversize for bt in batches)
+    fullest = max((bt.kv_tokens for bt in slices), default=0)
+    over = sum(bt.oversize for bt in slices)
     lines += [
         f"prefix groups planned: {len(needs)} of {n_groups} (evenly spread; --max-groups), "
         f"longest prompt ~{longest:,} tokens ({count.describe()})",
-        f"batches: {len(batches)}; fullest needs {fullest:,} of {cap.tokens:,} KV tokens "
+        f"slices: {len(slices)}; fullest needs {fullest:,} of {cap.tokens:,} KV tokens "
         f"({fullest / max(cap.tokens, 1):.0%}); {over} group(s) larger than the budget"
-        + ("" if over else " -> every batch fits, no preemption"),
+        + ("" if over else " -> every slice fits, no preemption"),
+        f"dispatch: slices queued largest first; each of {ex.concurrency} replica(s) runs one at a time and pulls "
+        "the next as it finishes (expected, a slice's time taken as its KV need):",
+        *dispatch_lines(slices, ex.concurrency),
         f"prefill tokens: {prompt:,} as separate prompts, {prompt - saved:,} with prefix sharing "
         f"(saved {saved:,}, {saved / max(prompt, 1):.0%})",
     ]
     return lines
+
+
+def dispatch_lines(slices, replicas: int) -> list[str]:
+    """One line per replica: the slices (1-based, in pull order) it is expected to pull, its groups and KV work."""
+    total = sum(b.kv_tokens for b in slices) or 1
+    return [f"  replica {i}: slice(s) {', '.join(str(j + 1) for j in r.slices) or '-'}; {r.groups} group(s), "
+            f"{r.kv_tokens:,} KV tokens of work ({r.kv_tokens / total:.0%})"
+            for i, r in enumerate(expected_dispatch(slices, replicas), 1)]
 
 
 def register(app: typer.Typer) -> None:
@@ -78,7 +90,9 @@ def register(app: typer.Typer) -> None:
         data_dir: Optional[Path] = data_dir_option(),
     ) -> None:
         """Print a run's plan without starting an engine: the engine's KV budget per replica (and how it
-        comes about), placement, the KV-packed batches and the prefill saved by prefix sharing.
+        comes about), placement, the KV-sized slices of prefix groups, which replica is expected to pull which
+        (each runs one slice at a time and takes the next queued one when it finishes) and the prefill saved by
+        prefix sharing.
 
         Planned, not measured (the engine's arithmetic from its config, e.g. weights from the model
         config's shapes; tokens from the model's tokenizer when installed, else 4 chars per token).

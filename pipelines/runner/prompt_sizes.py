@@ -14,11 +14,12 @@ import json
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from llmrec.packing import GroupNeed, KVCapacity, group_need, pack_to
+from llmrec.packing import GroupNeed, KVCapacity, dispatch_slices, group_need
 from llmrec.pipelines.runner.worker import process_samples
 from llmrec.types import Request, Result
 
 TOKENS_PER_CHAR = 0.25
+DISPATCH_WAVES = 2  # slices per replica, at least (as far as there are groups): see dispatch_slices
 Tokenize = Callable[[Request], list[int]]
 
 
@@ -83,12 +84,14 @@ def dry_run_needs(bench, bench_cfg, groups: list[list[dict]], block_tokens: int 
 
 
 def packed_rows(bench, bench_cfg, groups: list[list[dict]], capacity: KVCapacity, assets: dict | None = None,
-                count: TokenCount = TokenCount(), replicas: int = 1) -> list[list[dict]]:
-    """Groups regrouped into KV-packed batches: one list of samples per batch (groups kept whole,
-    in order, longest batch first; at least one batch per replica when there are enough groups).
-    One such list is one Ray Data row, so it reaches one replica."""
+                count: TokenCount = TokenCount(), replicas: int = 1, waves: int = DISPATCH_WAVES) -> list[list[dict]]:
+    """Groups regrouped into the KV-sized slices that replicas pull (``llmrec.packing.dispatch_slices``): one list
+    of samples per slice, groups kept whole, in pull order (largest first; at least ``waves`` slices per replica
+    when there are enough groups). One such list is one Ray Data row in a block of its own, so it reaches one
+    replica, and a replica that finishes its slice takes the next queued one."""
     needs = dry_run_needs(bench, bench_cfg, groups, capacity.block_tokens, assets, count)
-    return [[s for need in b.groups for s in groups[int(need.key)]] for b in pack_to(needs, capacity, replicas)]
+    return [[s for need in b.groups for s in groups[int(need.key)]]
+            for b in dispatch_slices(needs, capacity, replicas, waves)]
 
 
 def run_capacity(engine, ex) -> KVCapacity:

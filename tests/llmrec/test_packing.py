@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from llmrec.packing import GroupNeed, KVCapacity, group_need, pack_groups, pack_to, spread_over
+from llmrec.packing import (GroupNeed, KVCapacity, dispatch_slices, expected_dispatch, group_need, pack_groups,
+                            pack_to, spread_over)
 
 
 def test_group_need_counts_the_prefix_tree_once():
@@ -88,3 +89,39 @@ def test_spreading_keeps_a_multiple_of_the_replicas_within_the_budget():
     limited = pack_to(seqs, KVCapacity(tokens=1_000, max_seqs=4), replicas=2)
     assert all(b.sequences <= 4 for b in limited) and sorted(k for b in _keys(limited) for k in b) == ["p", "q", "r"]
 
+
+
+def test_dispatch_cuts_kv_sized_slices_pulled_largest_first():
+    # six equal groups, three fit the budget: not 3 + 3 fixed batches but four slices (two waves of two replicas)
+    groups = [_need(k, 19_000, n=5) for k in "abcdef"]
+    cap = KVCapacity(tokens=4 * 19_000 * 5)
+    slices = dispatch_slices(groups, KVCapacity(tokens=60_000 * 5), replicas=2)
+    assert [len(b.groups) for b in slices] == [2, 2, 1, 1] and all(b.kv_tokens <= 60_000 * 5 for b in slices)
+    assert sorted(g.key for b in slices for g in b.groups) == list("abcdef")  # every group once, none split
+    assert len(dispatch_slices(groups, cap, replicas=2, waves=1)) == 2  # first-fit's count when it is more
+    # one replica has nobody to even out with: first-fit's full slices
+    assert [len(b.groups) for b in dispatch_slices(groups, KVCapacity(tokens=60_000 * 5), replicas=1)] == [3, 3]
+    # first-fit fits 50+50 and 34+33+33 in two slices; dealt largest first into two, the last 33 would not fit:
+    # three slices
+    odd = [_need("a", 50), _need("b", 50), _need("c", 34), _need("d", 33), _need("e", 33)]
+    assert len(pack_groups(odd, 100)) == 2
+    assert _keys(dispatch_slices(odd, KVCapacity(tokens=100), replicas=1, waves=1)) == [["a", "e"], ["c", "d"], ["b"]]
+    # an oversize group is a slice alone and first in the queue; the others never join it
+    huge = dispatch_slices([_need("x", 10), _need("huge", 500), _need("y", 10)], KVCapacity(tokens=400), 2, waves=1)
+    assert _keys(huge) == [["huge"], ["x", "y"]] and [b.oversize for b in huge] == [True, False]
+    # the sequence limit holds in every slice
+    seqs = [_need("p", 10, n=3), _need("q", 10, n=3), _need("r", 10, n=1)]
+    assert all(b.sequences <= 4 for b in dispatch_slices(seqs, KVCapacity(tokens=1_000, max_seqs=4), 1, waves=1))
+    assert dispatch_slices([], cap, replicas=2) == []
+    with pytest.raises(ValueError, match="unknown"):
+        dispatch_slices(groups, KVCapacity(), 2)
+
+
+def test_the_expected_dispatch_gives_the_next_slice_to_the_first_free_replica():
+    slices = dispatch_slices([_need("long", 300), _need("a", 100), _need("b", 100), _need("c", 100)],
+                             KVCapacity(tokens=300), replicas=2)
+    assert [b.kv_tokens for b in slices] == [300, 100, 100, 100]
+    first, second = expected_dispatch(slices, replicas=2)
+    # a fixed split would give each replica two groups (400 + 200); pulled, the long slice's replica takes no more
+    assert (first.slices, first.kv_tokens) == ([0], 300) and (second.slices, second.kv_tokens) == ([1, 2, 3], 300)
+    assert [r.slices for r in expected_dispatch(slices, replicas=5)][-1] == []

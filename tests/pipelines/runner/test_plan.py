@@ -50,7 +50,7 @@ def test_plan_cli_prints_a_fitting_plan_without_an_engine(tmp_path):
     assert "KV budget 450,912 tokens (55.0 GiB, block 16)" in out.output
     assert "sequences that fit per replica at 131,072 tokens: 3" in out.output
     assert "placement: 1 bundle(s) {GPU: 1, CPU: 1} per replica; 8 replica(s) per 8-GPU node" in out.output
-    assert "prefix groups planned: 2 of 2" in out.output and "every batch fits" in out.output
+    assert "prefix groups planned: 2 of 2" in out.output and "every slice fits" in out.output
     assert "(4 chars/token: no tokenizer installed)" in out.output  # the 8B model's tokenizer is not here
     assert "saved" in out.output
     bad = CliRunner().invoke(app, ["plan", str(cfg), "--set", "engine={type: fake}"])
@@ -69,8 +69,13 @@ def test_plan_packs_any_engine_to_the_runs_budget(tmp_path):
     lines = out.output.splitlines()
     assert lines[0] == "KV budget per replica: 1,000 tokens (execution.kv_budget_tokens)"
     assert lines[1] == "placement: 1 replica(s) of 1 CPU, 0 GPU each"
-    batches = re.search(r"batches: (\d+); .* (\d+) group\(s\) larger than the budget", out.output)
-    assert batches and batches.group(1) == batches.group(2) == "2"  # each group needs more than 1,000 tokens
+    slices = re.search(r"slices: (\d+); .* (\d+) group\(s\) larger than the budget", out.output)
+    assert slices and slices.group(1) == slices.group(2) == "2"  # each group needs more than 1,000 tokens
+    # one replica pulls both slices, largest first
+    assert re.search(r"^  replica 1: slice\(s\) 1, 2; 2 group\(s\), [\d,]+ KV tokens of work \(100%\)$", out.output,
+                     re.MULTILINE)
+    two = CliRunner().invoke(app, ["plan", str(cfg), "--set", "execution.concurrency=2"])
+    assert "  replica 1: slice(s) 1; 1 group(s)" in two.output and "  replica 2: slice(s) 2; 1 group(s)" in two.output
 
 
 def test_runner_rows_follow_the_kv_budget_and_keep_groups_whole():
@@ -85,6 +90,11 @@ def test_runner_rows_follow_the_kv_budget_and_keep_groups_whole():
     assert len(groups) == 3 and all("_layout" in s for g in groups for s in g)
     one = packed_rows(bench, cfg, groups, KVCapacity(10_000_000, 16), assets)
     assert len(one) == 1 and len(one[0]) == sum(map(len, groups))
+    # two replicas: at least two slices a replica as far as there are groups, largest first, so that a replica
+    # that finishes pulls the next one
+    two = packed_rows(bench, cfg, groups, KVCapacity(10_000_000, 16), assets, replicas=2, waves=1)
+    assert len(two) == 2 and sorted(len({s["prefix_key"] for s in r}) for r in two) == [1, 2]
+    assert sum(map(len, two)) == sum(map(len, groups)) and len(two[0]) >= len(two[1])
     tight = packed_rows(bench, cfg, groups, KVCapacity(1, 16), assets)  # every group alone (oversize), none split
     assert sorted(len(r) for r in tight) == sorted(len(g) for g in groups)
     assert all(len({s["prefix_key"] for s in r}) == 1 for r in tight)
@@ -112,6 +122,30 @@ def test_a_run_packs_its_rows_to_the_budget_on_any_engine(tmp_path, local_ray, m
     assert out.metrics["n_samples"] == 4 and out.metrics["failed"] == 0
     # fake: no blocks; the run's engine actors (execution.concurrency) are the replicas to spread over
     assert calls == [(4, KVCapacity(10_000, 1, None, "execution.kv_budget_tokens"), None, cfg.execution.concurrency)]
+
+
+@pytest.mark.slow
+def test_a_free_replica_pulls_the_next_slice(tmp_path, local_ray):
+    """Two replicas, six single-sample groups; the over-long one has by far the largest KV need but fails at once
+    (over the context), the others take 3 x 0.4 s each. The slices are queued largest first: [long], then
+    [n, n], [n, n], [n]. Pulled, the replica that ran [long] takes the next slice at once, so both replicas answer
+    normal samples; fixed batches balanced by KV need would have put all five on one replica."""
+    from llmrec.pipelines.common.store import ResultStore
+    from llmrec.pipelines.runner.api import run_evaluation
+    from tests.pipelines.runner.test_runner_toy import run_config
+
+    cfg = run_config(tmp_path, engine={"type": "fake", "context_length": 60, "default": "yes", "report_pid": True,
+                                       "delay_s": 0.4}, n=6, long=[0]).model_dump(mode="json")
+    cfg["execution"].update(concurrency=2, kv_budget_tokens=10_000)
+    cfg["output"]["cache"] = False
+    from llmrec.pipelines.runner.run_config import RunConfig
+
+    out = run_evaluation(RunConfig.model_validate(cfg))
+    recs = ResultStore(out.run_dir / "results").load()
+    assert recs["toy-0"]["status"] == "over_context"
+    pids = {k: r["answer"].rsplit("pid=", 1)[1] for k, r in recs.items() if k != "toy-0"}
+    assert len(pids) == 5 and all(r["status"] == "ok" for k, r in recs.items() if k != "toy-0")
+    assert len(set(pids.values())) == 2, pids
 
 
 def test_an_engine_holding_less_than_the_budget_is_logged_once_started(monkeypatch, caplog):
