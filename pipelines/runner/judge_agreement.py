@@ -22,7 +22,7 @@ import pandas as pd
 
 from llmrec.agreement import PAIR_COLUMNS, decision_agreement
 from llmrec.errors import ConfigError, DataError
-from llmrec.pipelines.runner.compare import ALL, Run, _rows_of, load_run
+from llmrec.pipelines.runner.compare import ALL, Run, _rows_of, load_run, short_settings
 from llmrec.pipelines.runner.judges import JURY_FIELD, judge_protocol
 from llmrec.pipelines.runner.outcomes import unit_outcomes
 
@@ -171,8 +171,9 @@ def tables(report: dict) -> list:
                             "bootstrap)", expand=False)
             for c in ("metric", "A", "B", "diff [95% CI]", "p", "n (cl.)"):
                 m.add_column(c, justify="left" if c == "metric" else "right")
+            short = short_settings(p["metrics"])  # the setting keys that vary (whole labels in judges.json)
             for r in p["metrics"]:
-                name = r["metric"] + ("" if r["setting"] == ALL else f" · {r['setting']}")
+                name = r["metric"] + ("" if r["setting"] == ALL else f" · {short.get(r['setting'], r['setting'])}")
                 m.add_row(Text(name), _fmt(r["value_a"]), _fmt(r["value_b"]),
                           f"{_fmt(r['diff'], '+.3f')} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]",
                           _fmt(r["p"]), f"{r['n_pairs']} ({r['n_clusters']})")

@@ -22,7 +22,7 @@ def _headline(metrics: dict, headline: tuple[str, ...]) -> None:
     for k in [k for k in headline if k in metrics]:
         lo, hi = metrics.get(f"{k}_ci_low"), metrics.get(f"{k}_ci_high")
         v = metrics[k]
-        text = f"{v:.4f}" if isinstance(v, float) else str(v)
+        text = f"{v:.4f}" if isinstance(v, float) and not float(v).is_integer() or lo is not None else f"{v:g}"
         if lo is not None and hi is not None:
             text += f" [{lo:.4f}, {hi:.4f}]"
         t.add_row(k, text)
@@ -54,6 +54,11 @@ def register(app: typer.Typer) -> None:
 
         logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                             format="%(levelname)s %(name)s: %(message)s")
+        if not verbose:  # Ray Data's progress lines would interleave with the results table
+            import ray.data  # noqa: F401 - ray.data installs its logging config on import; adjust after it
+
+            for name, level in (("ray", logging.WARNING), ("ray.data", logging.ERROR)):
+                logging.getLogger(name).setLevel(level)
         overrides = list(set_) + (["output.resume=false"] if fresh else [])
         with storage.local_folders([run]) as (local,):
             with installed_only():

@@ -36,7 +36,7 @@ class PerRecBench(Benchmark):
     score_tasks = (
         ScoreTask("perrecbench", metrics.ContractLine, metrics.score_predictions,
                   "PerRecBench: ptc (the reference's ordering-list Kendall tau), ptc_rank, exact_match, missed, "
-                  "per mode, and pooled MAE/RMSE of point lines carrying ratings"),
+                  "per mode, and pooled MAE/RMSE of point lines carrying ratings", streams=True),
     )
 
     @property

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 import numpy as np
@@ -170,19 +170,54 @@ def summarize(scored: list[dict], suffix: str = "") -> dict:
             f"missed{suffix}": len(scored) - len(usable)}
 
 
-def score_predictions(lines: list[dict], options: dict | None = None) -> dict:
-    """``llmrec score perrecbench``: metrics of a predictions file (see the README contract)."""
+class _Tally:
+    """``summarize`` of lines seen one at a time: counts and sums, so memory does not grow with the file."""
+
+    KEYS = ("ptc", "ptc_rank", "exact_match")
+
+    def __init__(self) -> None:
+        self.lines = self.usable = 0
+        self.sums = {k: [0.0, 0] for k in self.KEYS}  # sum and count of the finite values
+
+    def add(self, scored: dict) -> None:
+        self.lines += 1
+        self.usable += bool(scored["usable"])
+        for k in self.KEYS:
+            v = scored[k] if scored["usable"] else None
+            if v is not None and not math.isnan(v):
+                self.sums[k][0] += v
+                self.sums[k][1] += 1
+
+    def summary(self, suffix: str = "") -> dict:
+        out = {f"{k}{suffix}": (total / n if n else None) for k, (total, n) in self.sums.items()}
+        out[f"missed{suffix}"] = self.lines - self.usable
+        return out
+
+
+def score_predictions(lines: Iterable[dict], options: dict | None = None) -> dict:
+    """``llmrec score perrecbench``: metrics of a predictions file (see the README contract). ``lines`` are read
+    once, in order (an iterator over the file: memory flat in its length)."""
+    whole, per_mode = _Tally(), {m: _Tally() for m in CONTRACT_MODES}
+    errors = [0.0, 0.0, 0]  # the model's rating errors: sum of |e|, sum of e², count
+    rated = False
     for no, line in enumerate(lines, 1):
         check_line(line, f"line {no}")
-    scored = [score_line(line) for line in lines]
-    out = summarize(scored)
+        scored = score_line(line)
+        whole.add(scored)
+        per_mode[line["mode"]].add(scored)
+        if line["mode"] == "point" and line.get("ratings") is not None:
+            rated = True
+            for e in rating_errors([line])["model"]:
+                errors[0] += abs(e)
+                errors[1] += e * e
+                errors[2] += 1
+    out = whole.summary()
     for mode in CONTRACT_MODES:
-        idx = [i for i, line in enumerate(lines) if line["mode"] == mode]
-        if idx:
-            out.update(summarize([scored[i] for i in idx], f"_{mode}"))
-    if any(line["mode"] == "point" and line.get("ratings") is not None for line in lines):
-        mr = mae_rmse(rating_errors(lines)["model"])
-        out["mae"], out["rmse"] = mr if mr else (None, None)
+        if per_mode[mode].lines:
+            out.update(per_mode[mode].summary(f"_{mode}"))
+    if rated:
+        total_abs, total_sq, n = errors
+        out["mae"], out["rmse"] = (total_abs / n, math.sqrt(total_sq / n)) if n else (None, None)
     return out
 
 

@@ -258,3 +258,27 @@ def test_a_jury_for_a_benchmark_without_jury_fields_is_refused():
     assert [j.model for j in cfg.judging.jurors] == ["b"] and cfg.judge.model == "a"
     with pytest.raises(ConfigError, match="declares no jury_fields"):
         judging_spec(cfg, get_benchmark("gistbench"))
+
+
+def test_gistbench_judged_decisions_are_evidence_and_specificity_choices():
+    from llmrec.pipelines.registry import get_benchmark
+
+    bench = get_benchmark("gistbench")
+    cfg = bench.config_cls.model_validate({"name": "gistbench"})
+    row = {"interests": [{"interest": "jazz", "item_ids": ["o1", "o2", "o3"]}],
+           "judge": {"jazz": {"answer": ["o1", "o3"], "state": "ok"}, "never": {"answer": None, "state": "missed"}},
+           "specificity": {"jazz": {"answer": ["t2"], "test_ids": ["t1", "t2"], "state": "ok"}}}
+    got = {(d.decision, d.unit): d.label for d in bench.judge_decisions(cfg, row)}
+    assert got == {("evidence", "jazz|o1"): True, ("evidence", "jazz|o2"): False, ("evidence", "jazz|o3"): True,
+                   ("specificity", "jazz|t1"): False, ("specificity", "jazz|t2"): True}
+    assert bench.judge_stages == ("judge", "specificity") and bench.jury_fields is None
+
+
+@pytest.mark.parametrize("verb", ["rejudge", "judges"])
+def test_verbs_are_mounted_with_help(verb):
+    from llmrec.cli import EXTRA_VERBS
+    from llmrec.pipelines.runner.judges_cli import register
+
+    assert "llmrec.pipelines.runner.judges_cli" in EXTRA_VERBS
+    res = CliRunner().invoke(_app(register), [verb, "--help"])
+    assert res.exit_code == 0 and "Usage" in res.output

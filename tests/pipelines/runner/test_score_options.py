@@ -119,3 +119,18 @@ def test_perrecbench_group_1_and_group_text_1_are_one_group(tmp_path):
     p.write_text(json.dumps(_perrec(1)) + "\n" + json.dumps(_perrec("1", "pair")) + "\n")  # one group, two modes
     out = score_file("perrecbench", p)
     assert out["n_lines"] == 2 and not math.isnan(out["metrics"]["ptc"])
+
+
+def test_perrecbench_is_scored_as_its_file_is_read():
+    """The task streams: it takes the lines as a one-pass iterator and gives the same metrics as from a list."""
+    from llmrec.pipelines.benchmarks.perrecbench.metrics import score_predictions
+
+    lines = [_perrec(f"g{i}", ("point", "pair", "list")[i % 3]) | {"ratings": [4.0, 2.0]} for i in range(9)]
+    lines[0]["prediction"] = [4.5, 1.0]
+    assert SCORE_TASKS.get("perrecbench").streams
+    once = iter([dict(x) for x in lines])
+    assert score_predictions(once) == pytest.approx(score_predictions(lines)) and next(once, None) is None
+    got = score_predictions(lines)
+    # point lines: errors 0.5, -1 (line 0), then -3, 0 twice: MAE 7.5 / 6, RMSE sqrt(19.25 / 6)
+    assert got["mae"] == pytest.approx(1.25) and got["rmse"] == pytest.approx(math.sqrt(19.25 / 6))
+    assert got["missed"] == 0 and got["ptc_pair"] == got["ptc_list"] == 1.0
