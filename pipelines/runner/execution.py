@@ -34,7 +34,7 @@ from llmrec.redact import redacted
 from llmrec.rundir import RunDir
 from llmrec.pipelines.runner.placement import actor_options_accepted, actor_resources
 from llmrec.pipelines.runner.provision import RunEngines, app_name  # noqa: F401 - app_name: where callers found it
-from llmrec.pipelines.runner.worker import (batch_texts, batch_timings, decode, encode, group_by_prefix,
+from llmrec.pipelines.runner.worker import (batch_texts, batch_timings, decode, encode, group_by_prefix, pack,
                                            process_samples)
 from llmrec.serving.engine import run_facts
 from llmrec.transcripts import TextStore
@@ -314,7 +314,7 @@ def _rows(p: RunPlan) -> tuple[list[dict], int]:
         groups = packed_rows(p.bench, cfg.benchmark, groups, run_capacity(sizer, ex), p.assets,
                              TokenCount(sizer.prompt_tokenizer()), replicas=ex.concurrency)
         batch_size = 1
-    return [{"group": json.dumps(g)} for g in groups], batch_size
+    return [{"group": pack(g)} for g in groups], batch_size
 
 
 def _absorb(p: RunPlan, batch: dict) -> list[Sample]:
