@@ -172,7 +172,7 @@ def plan(cfg: RunConfig, data_dir: Path | None = None) -> RunPlan:
     run_dir = run_dir_for(cfg)
     run_dir.mkdir()
     rd = RunDir(run_dir)
-    store = ResultStore(rd.results, provenance)
+    store = ResultStore(rd.results, provenance, record_schema(bench))  # typed shards
     texts = TextStore(rd.transcripts)
     if not cfg.output.resume:  # --fresh: the results and the transcripts they refer to go together
         store.clear()
