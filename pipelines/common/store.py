@@ -49,7 +49,6 @@ SCHEMA = pa.schema([
 FINAL = ("ok", "over_context")
 PROVENANCE_KEY = b"llmrec.provenance"  # parquet metadata: JSON of what the shard's results were produced from
 TYPED_KEY, TYPED = b"llmrec.store", b"typed"  # parquet metadata of a typed shard
-STORE_COLUMNS = ("written_at", "absent", "rest")  # a typed shard's columns beside the record's declared fields
 _PY = {pa.string(): str, pa.int64(): int, pa.float64(): float, pa.bool_(): bool}
 CORRUPT = ".corrupt"  # suffix of a quarantined shard
 
@@ -94,19 +93,21 @@ class ResultStore:
         schema = self.schema.arrow_schema()
         marked = json_columns(schema)
         data: dict[str, list] = {f.name: [] for f in schema}
+        kinds = [(f.name, data[f.name], f.name in marked, _PY.get(f.type), f.type) for f in schema]
         absent, rest = [], []
         for r in records:
             extra = {k: v for k, v in r.items() if k not in data}
-            for f in schema:
-                v = r.get(f.name)
-                if f.name in marked:
-                    data[f.name].append(None if v is None else _stored(v))
-                    continue
-                kind = _PY[f.type]
-                exact = v is None or type(v) is kind
-                if not exact:
-                    extra[f.name] = v  # e.g. an int in a float column: given back as it was
-                data[f.name].append(cell(v, False, f.type) if exact or (kind is float and type(v) is int) else None)
+            for name, column, as_json, kind, typ in kinds:
+                v = r.get(name)
+                if v is None:
+                    column.append(None)
+                elif as_json:
+                    column.append(_stored(v))
+                elif type(v) is kind:
+                    column.append(v)
+                else:  # e.g. an int in a float column: the column holds it as a float, ``rest`` gives it back as it was
+                    extra[name] = v
+                    column.append(cell(v, False, typ) if kind is float and type(v) is int else None)
             data["sample_id"][-1], data["status"][-1] = str(r["sample_id"]), r.get("status", "ok")  # the index
             absent.append([f.name for f in schema if f.name not in r])
             rest.append(_stored(extra) if extra else None)
@@ -126,7 +127,8 @@ class ResultStore:
         for shard in self.shards():
             data = self.root.read_bytes(shard)
             try:
-                table = pq.read_table(io.BytesIO(data), columns=columns)
+                f = pq.ParquetFile(io.BytesIO(data))
+                table = f.read(columns=None if columns is None else [c for c in columns if c in f.schema_arrow.names])
             except Exception as e:  # noqa: BLE001 - any decode error means a damaged shard
                 self._quarantine(shard, data, e)
                 continue
@@ -145,11 +147,14 @@ class ResultStore:
     def compacted(self, sample_ids: list[str]):
         """``samples.parquet``'s table for ``sample_ids`` (in that order, each sample's newest row) taken from the
         typed shards as they are, or None when a shard is not typed (then the caller builds it from the records)."""
-        tables = [t for _, t in self._tables()]
+        if self.schema is None:
+            return None
+        names = self.schema.arrow_schema().names
+        tables = [t for _, t in self._tables(names)]
         if not tables or any((t.schema.metadata or {}).get(TYPED_KEY) != TYPED for t in tables):
             return None
         try:
-            whole = pa.concat_tables([t.drop_columns(list(STORE_COLUMNS)).replace_schema_metadata() for t in tables])
+            whole = pa.concat_tables([t.replace_schema_metadata() for t in tables])
         except pa.ArrowInvalid:  # shards of different declarations (a payload changed between runs)
             return None
         row = {sid: i for i, sid in enumerate(whole.column("sample_id").to_pylist())}  # the newest one wins
@@ -200,16 +205,19 @@ def _records(table: pa.Table) -> list[dict]:
     if (table.schema.metadata or {}).get(TYPED_KEY) != TYPED:  # a JSON shard
         return [json.loads(rec) for rec in table.column("record").to_pylist()]
     marked = json_columns(table.schema)
+    columns = table.to_pydict()  # column by column: faster than row dicts
+    absent, rest = columns.pop("absent"), columns.pop("rest")
+    del columns["written_at"]
+    for k in marked:
+        columns[k] = [None if v is None else json.loads(v) for v in columns[k]]
+    names = sorted(columns)
     out = []
-    for row in table.to_pylist():
-        row.pop("written_at")
-        absent, rest = row.pop("absent") or (), row.pop("rest")
-        for k in absent:
-            del row[k]
-        for k in marked & row.keys():
-            if row[k] is not None:
-                row[k] = json.loads(row[k])
-        if rest is not None:
-            row.update(json.loads(rest))
-        out.append(dict(sorted(row.items())))
+    for i, row in enumerate(zip(*(columns[k] for k in names))):
+        r = dict(zip(names, row))
+        for k in absent[i] or ():
+            del r[k]
+        if rest[i] is not None:
+            r.update(json.loads(rest[i]))
+            r = dict(sorted(r.items()))
+        out.append(r)
     return out
