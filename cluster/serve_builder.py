@@ -22,7 +22,7 @@ from ray.serve import Application
 
 from llmrec.config import StrictModel, apply_overrides, read_yaml, validate
 from llmrec.errors import ConfigError
-from llmrec.serving.engine import engine_config
+from llmrec.serving.engine import EngineConfig, engine_config
 
 
 class ServeAppArgs(StrictModel):
@@ -42,12 +42,12 @@ class ServeAppArgs(StrictModel):
         return self
 
 
-def engine_section(args: ServeAppArgs) -> dict:
+def engine_section(args: ServeAppArgs) -> EngineConfig:
     raw = read_yaml(args.config) if args.config else {"engine": args.engine}
     raw = apply_overrides(raw, args.set)
     if "engine" not in raw:
         raise ConfigError(f"{args.config}: no 'engine:' section")
-    return engine_config(raw["engine"]).model_dump(mode="json")
+    return engine_config(raw["engine"])
 
 
 def build_app(args: dict[str, Any]) -> Application:

@@ -245,7 +245,7 @@ def serve(
     ensure_ray(RayConfig.model_validate(raw.get("ray") or {}))
     from llmrec.serving.serve_app import deploy
 
-    deploy(eng.model_dump(mode="json"), app_name="llmrec", replicas=replicas, http=True, host=host, port=port)
+    deploy(eng, app_name="llmrec", replicas=replicas, http=True, host=host, port=port)
     console.print(f"serving {eng.type} at http://{host}:{port}/v1 (Ctrl-C to stop)")
     try:
         while True:

@@ -195,21 +195,26 @@ class RecordSchema:
             cols.append(pa.field(name, typ, nullable=True, metadata={b"llmrec.json": b"1"} if as_json else None))
         return pa.schema(cols, metadata={b"llmrec.payload": f"{self.payload.__module__}.{self.payload.__name__}".encode()})
 
-    def table(self, rows: list[dict]) -> pa.Table:
-        """The stored rows as a typed table (JSON text for nested fields; a field a row lacks is null)."""
-        schema = self.arrow_schema()
+    def warn_undeclared(self, rows: list[dict]) -> None:
+        """Log the fields of ``rows`` that ``samples.parquet`` leaves out (not declared)."""
         undeclared = sorted({k for r in rows for k in r if k not in self.fields and not k.startswith(TRANSIENT_PREFIX)})
         if undeclared:  # e.g. rows a baseline built, or stored by an older version: not lost silently
             log.warning("%s: field(s) %s are not declared in %s and are left out of samples.parquet (the result "
                         "store keeps them)", self.owner, undeclared, self.payload.__name__)
+
+    def table(self, rows: list[dict]) -> pa.Table:
+        """The stored rows as a typed table (JSON text for nested fields; a field a row lacks is null)."""
+        schema = self.arrow_schema()
+        self.warn_undeclared(rows)
         data = {}
         for f in schema:
             as_json = f.metadata is not None and f.metadata.get(b"llmrec.json") == b"1"
-            data[f.name] = [_cell(r.get(f.name), as_json, f.type) for r in rows]
+            data[f.name] = [cell(r.get(f.name), as_json, f.type) for r in rows]
         return pa.Table.from_pydict(data, schema=schema)
 
 
-def _cell(v: Any, as_json: bool, typ: pa.DataType) -> Any:
+def cell(v: Any, as_json: bool, typ: pa.DataType) -> Any:
+    """A value as its ``samples.parquet`` column stores it (JSON text when ``as_json``; ints in a float column as floats)."""
     if v is None:
         return None
     if as_json:

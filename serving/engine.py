@@ -83,7 +83,7 @@ class EngineBase:
     actor takes one call at a time). ``remote``: True for a client of a server elsewhere (openai),
     which runs inside its caller instead of in an engine pool (``serving/engine_pool.py``).
     ``context_limit``: prompt + completion tokens the engine takes (None: not known).
-    ``deploy_serve(cfg, app_name, replicas, num_cpus, num_gpus) -> client cfg`` and
+    ``deploy_serve(cfg, app_name, replicas, num_cpus, num_gpus) -> client cfg`` and (validated configs both)
     ``serve_client(cfg) -> Engine``: serve mode through the engine's own app (vllm: ``ray.serve.llm``);
     None → llmrec's ``EngineDeployment`` and ``ServeEngine``.
 
@@ -100,8 +100,8 @@ class EngineBase:
     thread_safe: bool = False
     remote: bool = False
     context_limit: int | None = None
-    deploy_serve: Callable[[dict, str, int, float, float], dict] | None = None
-    serve_client: Callable[[dict], Engine] | None = None
+    deploy_serve: Callable[[EngineConfig, str, int, float, float], EngineConfig] | None = None
+    serve_client: Callable[[EngineConfig], Engine] | None = None
 
     def kv_capacity(self) -> KVCapacity:
         return KVCapacity()

@@ -37,18 +37,17 @@ log = logging.getLogger(__name__)
 THREADED_CALLS = 32  # concurrent calls an actor accepts when its engine is thread-safe
 
 
-def runs_in_process(cfg: dict | EngineConfig) -> bool:
+def runs_in_process(cfg: EngineConfig) -> bool:
     """False for engines that are clients of a server elsewhere (``remote = True``, e.g. openai):
     such an engine has nothing to place, so a pool of them would only add a hop."""
-    kind = cfg["type"] if isinstance(cfg, dict) else cfg.type
-    return not ENGINES.get(str(kind)).engine_cls.remote
+    return not ENGINES.get(cfg.type).engine_cls.remote
 
 
 class EngineActor:
     """Actor body: one engine, built and started in this process. Engine errors come back as
     data (``{"error": ...}``) so the client re-raises them as the engine's own exceptions."""
 
-    def __init__(self, cfg: dict):
+    def __init__(self, cfg: EngineConfig):
         self._engine = build_engine(cfg)
         self._engine.start()
 
@@ -121,11 +120,10 @@ class PoolEngine:
 
     thread_safe = True
 
-    def __init__(self, actors: list, cfg: dict):
+    def __init__(self, actors: list, cfg: EngineConfig):
         if not actors:
             raise EngineError("an engine pool needs at least one actor")
-        self.config = engine_config(cfg)
-        self._cfg, self._actors = cfg, list(actors)
+        self.config, self._actors = cfg, list(actors)
         self._loads = [0] * len(actors)
         self._dead: set[int] = set()  # actors this client saw die for good
         self._lock = threading.Lock()
@@ -134,7 +132,7 @@ class PoolEngine:
         self._limit: int | None = None
 
     def __reduce__(self):
-        return PoolEngine, (self._actors, self._cfg)
+        return PoolEngine, (self._actors, self.config)
 
     def start(self) -> None:
         pass  # the driver started the actors
@@ -252,7 +250,7 @@ class PoolEngine:
 class EnginePool:
     """What the driver owns: a role's engine actors and their placement groups."""
 
-    config: dict
+    config: EngineConfig
     actors: list
     groups: list = field(default_factory=list)
 
@@ -260,17 +258,19 @@ class EnginePool:
         return PoolEngine(self.actors, self.config)
 
 
-def start_engine_pool(cfg: dict, replicas: int, name: str, num_cpus: float = 1.0, num_gpus: float = 0.0,
-                      bundles: list[dict] | None = None, max_restarts: int = 3) -> EnginePool:
+def start_engine_pool(cfg: EngineConfig | dict, replicas: int, name: str, num_cpus: float = 1.0,
+                      num_gpus: float = 0.0, bundles: list[dict] | None = None, max_restarts: int = 3) -> EnginePool:
     """Start ``replicas`` engine actors and wait until each engine has loaded (a broken engine
-    config fails here, naming its error, not in the middle of the run).
+    config fails here, naming its error, not in the middle of the run). A raw mapping is validated here, once: the
+    actors and every client get the validated config.
 
     ``bundles``: one placement group per actor (PACK, capturing child tasks, e.g. vLLM's TP/PP
     workers); the actor itself then holds ``num_cpus`` of the first bundle and no GPU."""
     import ray
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    cls = ENGINES.get(str(cfg["type"])).engine_cls
+    cfg = engine_config(cfg)
+    cls = ENGINES.get(cfg.type).engine_cls
     calls = THREADED_CALLS if cls.thread_safe else 1
     remote = ray.remote(EngineActor)
     pool, t0 = EnginePool(cfg, []), time.perf_counter()
@@ -288,7 +288,7 @@ def start_engine_pool(cfg: dict, replicas: int, name: str, num_cpus: float = 1.0
     except BaseException:
         stop_engine_pool(pool)
         raise
-    log.info("engine pool %s: %d %s actor(s) ready in %.1fs", name, replicas, cfg["type"], time.perf_counter() - t0)
+    log.info("engine pool %s: %d %s actor(s) ready in %.1fs", name, replicas, cfg.type, time.perf_counter() - t0)
     return pool
 
 

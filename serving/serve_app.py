@@ -51,12 +51,12 @@ def _raise_payload(err: dict):
 
 @serve.deployment(max_ongoing_requests=64, max_constructor_retry_count=2)
 class EngineDeployment:
-    def __init__(self, engine_cfg: dict):
+    def __init__(self, engine_cfg: EngineConfig):
         self._engine = build_engine(engine_cfg)
         self._engine.start()
         safe = self._engine.thread_safe
         self._lock = contextlib.nullcontext() if safe else threading.Lock()
-        log.info("engine %s ready", engine_cfg.get("type"))
+        log.info("engine %s ready", self._engine.config.type)
 
     def _call(self, fn, *args):
         with self._lock:
@@ -218,10 +218,11 @@ class OpenAIIngress:
         return {"count": out["ok"]}
 
 
-def deploy(engine_cfg: dict, app_name: str = "llmrec", replicas: int = 1, num_cpus: float = 1,
+def deploy(engine_cfg: dict | EngineConfig, app_name: str = "llmrec", replicas: int = 1, num_cpus: float = 1,
            num_gpus: float = 0, http: bool = True, host: str = "127.0.0.1", port: int = 8000,
            route_prefix: str = "/") -> None:
-    """Run the engine as a Serve app on the already-initialised Ray; returns once it answers."""
+    """Run the engine as a Serve app on the already-initialised Ray; returns once it answers. The config is
+    validated here, once: the replicas get the validated object."""
     import ray
 
     if not ray.is_initialized():
@@ -231,7 +232,7 @@ def deploy(engine_cfg: dict, app_name: str = "llmrec", replicas: int = 1, num_cp
         serve.start(http_options={"host": host, "port": port})
     engine = EngineDeployment.options(
         num_replicas=replicas, ray_actor_options={"num_cpus": num_cpus, "num_gpus": num_gpus},
-    ).bind(cfg.model_dump(mode="json"))
+    ).bind(cfg)
     app = OpenAIIngress.bind(engine) if http else engine
     serve.run(app, name=app_name, route_prefix=route_prefix if http else None)
     if http:
@@ -259,8 +260,8 @@ class ServeEngine:
 
     thread_safe = True
 
-    def __init__(self, app_name: str, engine_cfg: dict | EngineConfig, timeout_s: float | None = None):
-        self.config = engine_config(engine_cfg)
+    def __init__(self, app_name: str, engine_cfg: EngineConfig, timeout_s: float | None = None):
+        self.config = engine_cfg
         self.app_name, self.timeout_s = app_name, timeout_s
         self._handle: DeploymentHandle | None = None
         self._identity: dict | None = None

@@ -16,7 +16,7 @@ from llmrec.pipelines.runner.report import log_mlflow, publish, staging_dir, wri
 from llmrec.pipelines.runner.run_config import RunConfig
 from llmrec.pipelines.runner.execution import Progress, RunPlan, collect, invocation_stats, plan, stream
 from llmrec.pipelines.runner.preflight import check_before_work
-from llmrec.pipelines.runner.ray_env import SharedSubject
+from llmrec.pipelines.runner.provision import SharedSubject
 from llmrec.rundir import RunDir
 from llmrec.storage import storage_errors
 

@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -21,9 +22,9 @@ from typing import TYPE_CHECKING, Callable
 from llmrec import settings, storage
 from llmrec.config import dump_yaml, fingerprint
 from llmrec.errors import ConfigError, DataError, EngineDead
-from llmrec.pipelines.protocol import Benchmark, Sample, check_stages, record_schema
+from llmrec.pipelines.protocol import Benchmark, BenchmarkConfig, Sample, check_stages, record_schema
 from llmrec.pipelines.record import RecordError
-from llmrec.pipelines.registry import benchmark_config, get_benchmark
+from llmrec.pipelines.registry import get_benchmark
 from llmrec.pipelines.common.datasets import resolve_data_dir
 from llmrec.pipelines.runner.run_config import (REQUEST_CACHE_FILE, RUN_FACTS_FILE, RunConfig, absolute_locations,
                                                config_conflicts, resume_conflicts)
@@ -31,15 +32,16 @@ from llmrec.pipelines.common.provenance import data_conflicts, data_fingerprint,
 from llmrec.pipelines.common.store import ResultStore
 from llmrec.redact import redacted
 from llmrec.rundir import RunDir
-from llmrec.pipelines.runner.placement import actor_options_accepted, actor_resources, check_gpu_placement
-from llmrec.pipelines.runner.worker import (batch_texts, batch_timings, decode, encode, group_by_prefix,
+from llmrec.pipelines.runner.placement import actor_options_accepted, actor_resources
+from llmrec.pipelines.runner.provision import RunEngines, app_name  # noqa: F401 - app_name: where callers found it
+from llmrec.pipelines.runner.worker import (batch_texts, batch_timings, decode, encode, group_by_prefix, pack,
                                            process_samples)
 from llmrec.serving.engine import run_facts
 from llmrec.transcripts import TextStore
 
 if TYPE_CHECKING:
     from llmrec.pipelines.runner.budget import Budget
-    from llmrec.pipelines.runner.ray_env import SharedSubject
+    from llmrec.pipelines.runner.provision import SharedSubject
 
 log = logging.getLogger(__name__)
 
@@ -47,23 +49,19 @@ Progress = Callable[[int, int], None]  # (done, total)
 
 
 class StageWorker:
-    """Ray Data actor: holds the engines for its lifetime and runs all stages per batch."""
+    """Ray Data actor: holds the engines (or their clients) for its lifetime and runs all stages per batch.
+    ``engines``: role → opener (``provision.Provision.client``); ``bench_cfg``: the validated config."""
 
-    def __init__(self, bench_cfg: dict, engines: dict, mode: str, cache, retries: int, backoff_s: float,
-                 assets: tuple = (), run: str = "", timeout_s: float | None = None, pools: dict | None = None,
-                 kv_budget: int | None = None, apps: dict | None = None, transcripts: bool = True,
-                 judging: dict | None = None):
+    def __init__(self, bench_cfg: BenchmarkConfig, engines: dict, cache, retries: int, backoff_s: float,
+                 assets: tuple = (), transcripts: bool = True, judging: dict | None = None):
         import ray
 
-        self.bench = get_benchmark(bench_cfg["name"])
-        self.cfg = benchmark_config(bench_cfg)
-        self._engine_cfgs, self._mode, self._cache = engines, mode, cache
-        self._retries, self._backoff, self._run, self._timeout = retries, backoff_s, run, timeout_s
-        self._kv_budget = kv_budget  # the run's execution.kv_budget_tokens, checked against the started subject
+        self.bench = get_benchmark(bench_cfg.name)
+        self.cfg = bench_cfg
+        self._openers, self._cache = engines, cache
+        self._retries, self._backoff = retries, backoff_s
         self._engines: dict = {}
         self._load_s = 0.0  # engine start-up time not yet reported to the driver
-        self._pools = pools or {}  # role → client of that role's own engine actors (the judge pool)
-        self._apps = apps or {}  # serve mode: role → Serve app, when not this run's own (a suite's subject)
         self._transcripts = transcripts  # collect every call's request reference and texts (output.transcripts)
         self._judging = judging  # pinned judge sampling, a jury, stages of a rejudge (runner.judges.judging_spec)
         # the benchmark's shared read-only assets: one object in the object store, fetched once per actor
@@ -71,13 +69,11 @@ class StageWorker:
 
     def _engine(self, role: str):
         if role not in self._engines:
-            cfg = self._engine_cfgs.get(role)
-            if cfg is None:
+            opener = self._openers.get(role)
+            if opener is None:
                 raise ConfigError(f"benchmark stage needs a '{role}' engine; add a '{role}:' section to the config")
             t0 = time.perf_counter()
-            self._engines[role] = open_engine(cfg, self._mode, role, self._cache,
-                                              self._apps.get(role) or app_name(self._run, role), self._timeout,
-                                              self._pools.get(role), self._kv_budget if role == "subject" else None)
+            self._engines[role] = cached(opener(), self._cache)
             self._load_s += time.perf_counter() - t0
         return self._engines[role]
 
@@ -103,42 +99,14 @@ class StageWorker:
         return out
 
 
-def open_engine(cfg: dict, mode: str, role: str, cache, app: str = "", timeout_s: float | None = None,
-                pool=None, kv_budget: int | None = None):
-    """An engine (actors mode), a client of the role's own engine actors (``pool``, e.g. the judge
-    pool or a suite's subject pool), or a client of the Serve app ``app`` (serve mode), wrapped by
-    the run's request cache (``cache``: the
-    cache service actor handle, or None). A started engine that holds fewer KV tokens than the
-    ``kv_budget`` the rows were packed to is logged (its batches may be preempted)."""
-    from llmrec.serving.engine import build_engine
+def cached(engine, cache):
+    """``engine`` wrapped by the run's request cache (``cache``: the cache service actor handle, or None)."""
+    if cache is None:
+        return engine
+    from llmrec.serving.cache import CachedEngine
+    from llmrec.serving.cache_service import RemoteRequestCache
 
-    if mode == "serve":
-        from llmrec.serving.engine import ENGINES
-        from llmrec.serving.serve_app import ServeEngine
-
-        client = ENGINES.get(cfg["type"]).engine_cls.serve_client  # an engine's own serving stack, if it has one
-        engine = client(cfg) if client else ServeEngine(app, cfg, timeout_s=timeout_s)
-    elif pool is not None:
-        engine = pool
-    else:
-        from llmrec.pipelines.runner.prompt_sizes import over_capacity
-
-        engine = build_engine(cfg)
-        engine.start()
-        warning = over_capacity(kv_budget, engine.kv_capacity())
-        if warning:
-            log.warning("%s engine: %s", role, warning)
-    if cache is not None:
-        from llmrec.serving.cache import CachedEngine
-        from llmrec.serving.cache_service import RemoteRequestCache
-
-        engine = CachedEngine(engine, RemoteRequestCache(cache))
-    return engine
-
-
-def app_name(run: str, role: str) -> str:
-    """Serve app of one run and role: concurrent runs never share (or delete) each other's apps."""
-    return f"llmrec-{run}-{role}"
+    return CachedEngine(engine, RemoteRequestCache(cache))
 
 
 @dataclass
@@ -207,7 +175,7 @@ def plan(cfg: RunConfig, data_dir: Path | None = None) -> RunPlan:
     run_dir = run_dir_for(cfg)
     run_dir.mkdir()
     rd = RunDir(run_dir)
-    store = ResultStore(rd.results, provenance)
+    store = ResultStore(rd.results, provenance, record_schema(bench))  # typed shards
     texts = TextStore(rd.transcripts)
     if not cfg.output.resume:  # --fresh: the results and the transcripts they refer to go together
         store.clear()
@@ -276,15 +244,6 @@ def merge_facts(into: dict[str, dict], batch: dict[str, dict]) -> list[str]:
     return changed
 
 
-def _engine_cfgs(cfg: RunConfig) -> dict:
-    from llmrec.pipelines.runner.judges import engine_roles
-
-    out = {} if cfg.rejudge is not None else {"subject": cfg.engine.model_dump(mode="json")}  # rejudge: no subject
-    if cfg.judge is not None:
-        out["judge"] = cfg.judge.model_dump(mode="json")
-    return {**out, **engine_roles(cfg)}  # a jury's other judges
-
-
 def cache_path_for(cfg: RunConfig) -> str | None:
     """The request cache file, on the driver's disk: ``output.cache_path``, else beside the run
     directories when those are local, else in the per-user cache (never on network storage)."""
@@ -297,96 +256,112 @@ def cache_path_for(cfg: RunConfig) -> str | None:
     return str(Path(storage.resolve(cfg.output.dir)) / REQUEST_CACHE_FILE)
 
 
-def stream(p: RunPlan, progress: Progress | None = None, subject: "SharedSubject | None" = None) -> list[Sample]:
-    """Send pending samples through Ray Data; write each finished batch; return them. ``subject``:
-    a subject engine shared with other runs (a suite's), started here if it is not yet, never
-    stopped here."""
+@dataclass
+class _Setup:
+    """What a run's map actors are given (``StageWorker``'s arguments) and how they are placed."""
+
+    worker: dict
+    resources: dict
+    rows: list[dict]
+    batch_size: int
+    blocks: int  # Ray Data blocks the rows are read in
+
+
+@contextmanager
+def _provisioned(p: RunPlan, subject: "SharedSubject | None"):
+    """Ray, the engines (``provision.RunEngines``: one strategy per role), the request cache service, the shared
+    assets and the dataset's rows, made for the map actors; what was started is stopped on the way out (``time_*``
+    phases in ``p.timings``)."""
     import ray
 
     from llmrec.pipelines.runner.judges import judging_spec
-    from llmrec.pipelines.runner.ray_env import ensure_ray, start_judge_pool, start_serve_apps, stop_serve_apps
+    from llmrec.pipelines.runner.ray_env import ensure_ray
     from llmrec.serving.cache_service import start_cache_service, stop_cache_service
-    from llmrec.serving.engine_pool import stop_engine_pool
 
-    if not p.pending:
-        return []
-    cfg, ex, run = p.config, p.config.execution, p.run_dir.name
-    t0 = time.perf_counter()
+    cfg, ex, t, t0 = p.config, p.config.execution, p.timings, time.perf_counter()
     ensure_ray(cfg.ray)
     t_ray = time.perf_counter()
-    engines = _engine_cfgs(cfg)
-    check_gpu_placement(engines, ex)
-    own = dict(engines)  # the roles whose engines this run starts and stops
-    pools, apps = {}, {}
-    if subject is not None:
-        del own["subject"]
-        subject.acquire()
-        if subject.pool is not None:
-            pools["subject"] = subject.pool.client()
-        if subject.served is not None:
-            engines["subject"], apps["subject"] = subject.served, subject.app
-    if ex.mode == "serve":
-        engines.update(start_serve_apps(own, ex, run))  # an engine's own deployment may add e.g. its base_url
-    judge_pool = start_judge_pool(cfg, engines, run)  # actors mode: the judge's own engine actors, or None
-    if judge_pool is not None:
-        pools["judge"] = judge_pool.client()
-    thin = "subject" in pools and ("judge" not in engines or "judge" in pools)  # the actors hold no engine
-    cache_path = cache_path_for(cfg)
-    cache = start_cache_service(cache_path, f"llmrec-cache-{run}") if cache_path else None
-    assets = (ray.put(p.assets),) if p.assets is not None else ()  # once, shared by every actor
-    # Ray Data's own progress output would interleave with the CLI's bar; its switch lives in
-    # the process-global DataContext, so it is set here, once per run.
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    # one row per prefix group: samples sharing a prompt prefix run back to back on one replica
+    engines, cache = RunEngines(cfg, p.run_dir.name, subject), None
+    try:
+        engines.start()
+        cache_path = cache_path_for(cfg)
+        cache = start_cache_service(cache_path, f"llmrec-cache-{p.run_dir.name}") if cache_path else None
+        # Ray Data's own progress output would interleave with the CLI's bar; its switch lives in
+        # the process-global DataContext, so it is set here, once per run.
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        worker = dict(bench_cfg=cfg.benchmark, engines=engines.clients(), cache=cache, retries=ex.retries,
+                      backoff_s=ex.serve_backoff_s if ex.mode == "serve" else ex.backoff_s,
+                      assets=(ray.put(p.assets),) if p.assets is not None else (),  # once, shared by every actor
+                      transcripts=cfg.output.transcripts, judging=judging_spec(cfg, p.bench))
+        setup = _Setup(worker, actor_resources(cfg.engine, ex, engines.thin), *_rows(p))
+        t.update(time_ray_start_s=t_ray - t0, time_setup_s=time.perf_counter() - t_ray, time_engine_start_s=0.0,
+                 time_worker_s=0.0, time_store_write_s=0.0)
+        yield setup
+    finally:
+        t_stop = time.perf_counter()
+        engines.stop()
+        if cache is not None:
+            stop_cache_service(cache)
+        t["time_teardown_s"] = time.perf_counter() - t_stop
+
+
+def _rows(p: RunPlan) -> tuple[list[dict], int, int]:
+    """The dataset's rows, the map batch size and the number of blocks: one row per prefix group (samples sharing a
+    prompt prefix run back to back on one replica), or, with a KV budget, one row per KV-sized slice of whole prefix
+    groups, a block each: queued in order, pulled by whichever actor is free."""
+    cfg, ex = p.config, p.config.execution
     groups = group_by_prefix(p.pending) if ex.order_by_prefix else [[s] for s in p.pending]
     batch_size, blocks = ex.batch_size, max(1, min(len(groups), 4 * ex.concurrency))
-    if ex.kv_budget_tokens and ex.order_by_prefix:  # one row = one KV-sized slice of whole prefix groups
+    if ex.kv_budget_tokens and ex.order_by_prefix:
         from llmrec.pipelines.runner.prompt_sizes import TokenCount, packed_rows, run_capacity
         from llmrec.serving.engine import build_engine
 
         sizer = build_engine(cfg.engine)  # not started: it states its block size, sequence limit, tokenizer
         groups = packed_rows(p.bench, cfg.benchmark, groups, run_capacity(sizer, ex), p.assets,
                              TokenCount(sizer.prompt_tokenizer()), replicas=ex.concurrency)
-        batch_size, blocks = 1, len(groups)  # a block per slice: queued in order, pulled by whichever actor is free
-    items = [{"group": json.dumps(g)} for g in groups]
-    ds = ray.data.from_items(items, override_num_blocks=max(1, blocks))
-    with actor_options_accepted():  # Ray 2.60 has no named form of the restart / placement options yet
-        ds = ds.map_batches(
-            StageWorker,
-            fn_constructor_kwargs=dict(bench_cfg=cfg.benchmark.model_dump(mode="json"), engines=engines,
-                                       mode=ex.mode, cache=cache, retries=ex.retries,
-                                       backoff_s=ex.serve_backoff_s if ex.mode == "serve" else ex.backoff_s,
-                                       assets=assets, run=run, timeout_s=ex.request_timeout_s,
-                                       pools=pools, apps=apps,
-                                       kv_budget=ex.kv_budget_tokens if ex.order_by_prefix else None,
-                                       transcripts=cfg.output.transcripts, judging=judging_spec(cfg, p.bench)),
-            batch_size=batch_size, udf_modifying_row_count=False,
-            # one batch in flight per actor: a batch queued behind another on a busy replica would wait while an
-            # idle replica has none (seen: both KV-packed batches of a 2-replica run on one replica)
-            compute=ray.data.ActorPoolStrategy(size=ex.concurrency, max_tasks_in_flight_per_actor=1),
-            batch_format="numpy", **actor_resources(cfg.engine, ex, thin))
-    # Fault tolerance: the actor pool restarts a dead actor (one on a lost node, or one that ended
-    # itself because its engine died) up to execution.max_restarts times and runs its in-flight
-    # batches again; lost blocks are rebuilt from lineage. A batch is written once it reaches this loop.
-    written: list[Sample] = []
-    t = p.timings
-    t.update(time_ray_start_s=t_ray - t0, time_setup_s=time.perf_counter() - t_ray, time_engine_start_s=0.0,
-             time_worker_s=0.0, time_store_write_s=0.0)
-    t_start = time.perf_counter()
-    try:
+        batch_size, blocks = 1, max(1, len(groups))
+    return [{"group": pack(g)} for g in groups], batch_size, blocks
+
+
+def _absorb(p: RunPlan, batch: dict) -> list[Sample]:
+    """A finished batch's samples; its timings, engine facts and transcript texts folded into the run's."""
+    for k, v in batch_timings(batch).items():
+        p.timings[f"time_{k}"] += v
+    for facts in dict.fromkeys(batch["facts"]):
+        for change in merge_facts(p.facts, json.loads(facts)):
+            log.warning("engine %s (recorded in the run's %s and MLflow protocol tag)", change, RUN_FACTS_FILE)
+    texts = batch_texts(batch)
+    if texts and p.texts is not None:  # before the records that refer to them
+        p.texts.add(texts)
+    return [s for g in decode(batch) for s in g]
+
+
+def stream(p: RunPlan, progress: Progress | None = None, subject: "SharedSubject | None" = None) -> list[Sample]:
+    """Send pending samples through Ray Data; write each finished batch; return them. ``subject``: a subject
+    engine shared with other runs (a suite's), started here if it is not yet, never stopped here."""
+    if not p.pending:
+        return []
+    import ray
+
+    ex, t, written = p.config.execution, p.timings, []
+    with _provisioned(p, subject) as setup:
+        ds = ray.data.from_items(setup.rows, override_num_blocks=setup.blocks)
+        with actor_options_accepted():  # Ray 2.60 has no named form of the restart / placement options yet
+            ds = ds.map_batches(
+                StageWorker, fn_constructor_kwargs=setup.worker, batch_size=setup.batch_size,
+                udf_modifying_row_count=False,
+                # one batch in flight per actor: a batch queued behind another on a busy replica would wait while an
+                # idle replica has none (seen: both KV-packed batches of a 2-replica run on one replica)
+                compute=ray.data.ActorPoolStrategy(size=ex.concurrency, max_tasks_in_flight_per_actor=1),
+                batch_format="numpy", **setup.resources)
+        # Fault tolerance: the actor pool restarts a dead actor (one on a lost node, or one that ended
+        # itself because its engine died) up to execution.max_restarts times and runs its in-flight
+        # batches again; lost blocks are rebuilt from lineage. A batch is written once it reaches this loop.
+        t_start = time.perf_counter()
         for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
             t.setdefault("time_first_batch_s", time.perf_counter() - t_start)
             t_w = time.perf_counter()
-            samples = [s for g in decode(batch) for s in g]
-            for k, v in batch_timings(batch).items():
-                t[f"time_{k}"] += v
-            for facts in dict.fromkeys(batch["facts"]):
-                for change in merge_facts(p.facts, json.loads(facts)):
-                    log.warning("engine %s (recorded in the run's %s and MLflow protocol tag)", change,
-                                RUN_FACTS_FILE)
-            texts = batch_texts(batch)
-            if texts and p.texts is not None:  # before the records that refer to them
-                p.texts.add(texts)
+            samples = _absorb(p, batch)
             p.store.write(samples)
             written.extend(samples)
             t["time_store_write_s"] += time.perf_counter() - t_w
@@ -395,15 +370,6 @@ def stream(p: RunPlan, progress: Progress | None = None, subject: "SharedSubject
             if p.budget is not None and p.budget.charge(samples):
                 break  # the budget is spent: leaving iter_batches shuts Ray Data's executor down, no batch starts
         t["time_stream_s"] = time.perf_counter() - t_start
-    finally:
-        t_stop = time.perf_counter()
-        if ex.mode == "serve":
-            stop_serve_apps(own, run)
-        if cache is not None:
-            stop_cache_service(cache)
-        if judge_pool is not None:
-            stop_engine_pool(judge_pool)
-        t["time_teardown_s"] = time.perf_counter() - t_stop
     return written
 
 

@@ -49,12 +49,6 @@ def juror_labels(sections: list[dict]) -> list[str]:
     return [f"{n}#{i}" if names.count(n) > 1 else n for i, n in enumerate(names, 1)]
 
 
-def engine_roles(cfg) -> dict[str, dict]:
-    """The jurors' roles beyond ``judge`` → their engine sections (added to the run's engines)."""
-    sections = judge_sections(cfg)
-    return dict(zip(juror_roles(len(sections))[1:], sections[1:]))
-
-
 def judging_spec(cfg, bench: Benchmark) -> dict | None:
     """What the workers need to know about the judge (JSON-able): the jury's roles, labels and tie rule, the pinned
     sampling, and (``llmrec rejudge``) the only stages to run. Refuses (ConfigError) a jury for a benchmark that

@@ -78,20 +78,19 @@ def placement_errors(engine, judge, ex) -> list[str]:
 
 
 def check_gpu_placement(engines: dict, ex) -> None:
-    """Runtime check: a multi-GPU-capable engine on a GPU cluster with no GPU reserved is refused."""
+    """Runtime check: a multi-GPU-capable engine on a GPU cluster with no GPU reserved is refused. ``engines``: role
+    → its validated ``EngineConfig``."""
     import ray
-
-    from llmrec.serving.engine import engine_config
 
     if ex.mode != "actors":
         return
     gpus = ray.cluster_resources().get("GPU", 0)
-    pooled = "judge" in engines and judge_pooled(engine_config(engines["judge"], "judge"), ex)
+    pooled = "judge" in engines and judge_pooled(engines["judge"], ex)
     for role, reserved, key in _role_gpus(ex, pooled):
         cfg = engines.get("subject" if role == "engine" else role)
-        if cfg is not None and reserved == 0 and gpus and gpus_needed(engine_config(cfg)) is not None:
+        if cfg is not None and reserved == 0 and gpus and gpus_needed(cfg) is not None:
             raise ConfigError(f"the cluster has {gpus:g} GPU(s) but {key} is 0: the {role} engine "
-                              f"({cfg['type']}) would run on CPU. Set it to its "
+                              f"({cfg.type}) would run on CPU. Set it to its "
                               f"tensor_parallel_size x pipeline_parallel_size")
 
 

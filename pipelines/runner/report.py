@@ -39,7 +39,7 @@ def write_outputs(p: RunPlan, rows: list[dict], metrics: dict, d: Path) -> dict[
         staged.write_config(dump_yaml(p.config))
     samples = staged.file(RunDir.SAMPLES)  # one typed column per declared field; nested ones as JSON text
     with storage_errors(str(samples), "write"):  # a full disk: one line naming the file
-        pq.write_table(record_schema(p.bench).table(rows), samples, compression="zstd")  # see ResultStore.write
+        pq.write_table(samples_table(p, rows), samples, compression="zstd")  # see ResultStore.write
     files = {"metrics": staged.file(RunDir.METRICS), "samples": samples, "config": staged.file(RunDir.CONFIG)}
     if p.facts:
         files["facts"] = staged.file(RunDir.FACTS)
@@ -50,6 +50,17 @@ def write_outputs(p: RunPlan, rows: list[dict], metrics: dict, d: Path) -> dict[
             for line in p.bench.predictions(rows, p.assets):
                 fh.write(json.dumps(line) + "\n")
     return files
+
+
+def samples_table(p: RunPlan, rows: list[dict]):
+    """``samples.parquet``'s table of ``rows`` (``collect``'s): the result store's typed shards compacted, or, when
+    some shard is not typed (written by an older llmrec) or of another declaration, built from the rows."""
+    schema = record_schema(p.bench)
+    table = p.store.compacted([str(r["sample_id"]) for r in rows]) if p.store is not None else None  # a baseline: none
+    if table is None or table.num_rows != len(rows) or not table.schema.equals(schema.arrow_schema(), True):
+        return schema.table(rows)
+    schema.warn_undeclared(rows)
+    return table
 
 
 def publish(p: RunPlan, staged: Path, paths: list[Path]) -> None:

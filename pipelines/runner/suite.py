@@ -1,6 +1,6 @@
 """`llmrec suite`: every benchmark entry for every subject, one engine start per subject.
 
-For each subject the engine is started once (``ray_env.SharedSubject``: an engine-actor pool in
+For each subject the engine is started once (``provision.SharedSubject``: an engine-actor pool in
 actors mode, one Serve app in serve mode) when its first run has samples to send, handed to
 every run of that subject, and stopped after its last. Each (subject, entry) is an ordinary run
 (``run_evaluation``) with its own run directory ``<output.dir>/<suite>/<subject>/<entry>/`` and
@@ -48,7 +48,7 @@ from llmrec.pipelines.baselines.config import ModelEntry
 from llmrec.pipelines.protocol import Benchmark, RankingBaselines, protocol_record
 from llmrec.pipelines.runner.api import RunOutcome, run_evaluation
 from llmrec.pipelines.runner.execution import Progress, RunPlan, build_samples, data_root
-from llmrec.pipelines.runner.ray_env import SharedSubject
+from llmrec.pipelines.runner.provision import SharedSubject
 from llmrec.pipelines.runner.report import existing_run, publish, staging_dir, write_outputs
 from llmrec.pipelines.runner.run_config import RunConfig
 from llmrec.pipelines.runner.suite_config import SuiteConfig, SuiteEntry
@@ -201,7 +201,7 @@ def headline_of(headline: tuple[str, ...], metrics: dict) -> list[str]:
 def _run_subject(cfg: SuiteConfig, subject: str, data_dir: Path | None, progress: ProgressFor | None,
                  index: SuiteIndex, out: SuiteOutcome) -> None:
     first = cfg.run_config(subject, cfg.benchmarks[0])  # the subject's engine section, validated and completed
-    shared = SharedSubject(first.engine.model_dump(mode="json"), cfg.execution, cfg.ray, f"{cfg.name}-{subject}")
+    shared = SharedSubject(first.engine, cfg.execution, cfg.ray, f"{cfg.name}-{subject}")
     parent = SubjectRun(cfg, subject, "llm", tracking.model_label(first.engine), suite_params(cfg)[subject],
                         suite_protocol(cfg, subject))
     parent_id = parent.open(time.time())

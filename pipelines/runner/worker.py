@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import pickle
 from types import MappingProxyType
 from typing import Callable
 
@@ -246,11 +247,20 @@ def group_by_prefix(samples: list[Sample]) -> list[list[Sample]]:
     return [sorted(g, key=lambda s: -int(s.get("prefix_len") or 0)) for g in groups.values()]
 
 
+def pack(group: list[Sample]):
+    """One prefix group as one dataset cell: the samples as they are (pickled, no JSON round trip)."""
+    return pickle.dumps(group, protocol=pickle.HIGHEST_PROTOCOL)
+
+
 def encode(groups: list[list[Sample]], timings: dict[str, float] | None = None,
            texts: Texts | None = None) -> dict[str, list]:
-    """One row per prefix group; a batch's ``timings`` (seconds) and transcript ``texts`` (each distinct text of
-    the batch once, encoded once) ride on its first row."""
-    out: dict[str, list] = {"group": [json.dumps(g) for g in groups]}
+    """One row per prefix group (``pack``); a batch's ``timings`` (seconds) and transcript ``texts`` (each distinct
+    text of the batch once, encoded once) ride on its first row."""
+    import numpy as np
+
+    cells = np.empty(len(groups), dtype=object)  # bytes kept whole (a plain array would be fixed-width "S")
+    cells[:] = [pack(g) for g in groups]
+    out: dict[str, list] = {"group": cells}
     if timings is not None:
         out["timing"] = [json.dumps(timings if i == 0 else {}) for i in range(len(groups))]
     if texts is not None:
@@ -276,4 +286,5 @@ def batch_timings(batch: dict) -> dict[str, float]:
 
 
 def decode(batch: dict) -> list[list[Sample]]:
-    return [json.loads(x) for x in batch["group"]]
+    """The prefix groups of a batch's rows (see ``pack``)."""
+    return [pickle.loads(x) for x in batch["group"]]

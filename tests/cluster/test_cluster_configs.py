@@ -83,7 +83,7 @@ def test_rayservice_imports_the_serve_builder():
     from llmrec.cluster.serve_builder import ServeAppArgs, engine_section
 
     args = ServeAppArgs.model_validate(apps[0]["args"])
-    assert engine_section(args)["type"] == "vllm" and args.num_gpus == 1
+    assert engine_section(args).type == "vllm" and args.num_gpus == 1
 
 
 def _env_entries(node) -> list[dict]:

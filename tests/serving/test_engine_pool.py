@@ -11,7 +11,7 @@ import time
 import pytest
 
 from llmrec.errors import EngineError
-from llmrec.serving.engine import build_engine
+from llmrec.serving.engine import build_engine, engine_config
 from llmrec.serving.engine_pool import assign, runs_in_process, start_engine_pool, stop_engine_pool
 from llmrec.serving.resilience import generate_resilient
 from llmrec.types import Message, Request
@@ -40,8 +40,8 @@ def test_assign_keeps_prefix_groups_whole_and_balances_the_load():
 
 
 def test_remote_api_engines_are_not_pooled():
-    assert runs_in_process({"type": "fake"}) and runs_in_process({"type": "llamacpp"})
-    assert not runs_in_process({"type": "openai", "model": "m"})
+    assert runs_in_process(engine_config({"type": "fake"})) and runs_in_process(engine_config({"type": "llamacpp"}))
+    assert not runs_in_process(engine_config({"type": "openai", "model": "m"}))
 
 
 def _wait_cpu(ray, expected: float, timeout_s: float = 30) -> float:

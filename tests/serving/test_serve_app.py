@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 
-from llmrec.serving.engine import build_engine
+from llmrec.serving.engine import build_engine, engine_config
 from llmrec.types import Constraint, Message, Request, SamplingParams
 
 pytestmark = pytest.mark.slow
@@ -113,7 +113,7 @@ def test_openai_engine_talks_to_the_app(app):
 
 def test_serve_engine_matches_the_direct_engine(app):
     serve_app, _ = app
-    remote = serve_app.ServeEngine("fake", FAKE)
+    remote = serve_app.ServeEngine("fake", engine_config(FAKE))
     direct = build_engine(FAKE)
     reqs = [Request(messages=[Message(role="user", content=t)], request_id=str(i))
             for i, t in enumerate(["capital?", "anything", "pick", "more"])]
@@ -145,7 +145,7 @@ def test_llamacpp_behind_serve_over_http(app):
     assert r.json()["choices"][0]["message"]["content"] in {"A", "B"}
     assert r.json()["model"] == "gemma-3-270m-q4_k_m.gguf"
     req = Request(messages=[Message(**m) for m in q], sampling=SamplingParams(max_tokens=8))
-    remote = serve_app.ServeEngine("llama", LLAMA).generate([req])[0]
+    remote = serve_app.ServeEngine("llama", engine_config(LLAMA)).generate([req])[0]
     direct_engine = build_engine(LLAMA)
     direct = direct_engine.generate([req])[0]
     direct_engine.close()

@@ -55,18 +55,18 @@ class VLLMEngine(PlanningHooks, EngineBase):
 
     # -- mode: serve (the runner looks these two hooks up on the engine class) ---------------
     @staticmethod
-    def deploy_serve(cfg: dict, app_name: str, replicas: int, num_cpus: float, num_gpus: float) -> dict:
+    def deploy_serve(cfg: VLLMEngineConfig, app_name: str, replicas: int, num_cpus: float,
+                     num_gpus: float) -> VLLMEngineConfig:
         """Deploy through ``ray.serve.llm`` instead of llmrec's own Serve app; returns the client's config."""
         from llmrec.serving.engines.vllm.serve import deploy_llm_app
 
-        c = VLLMEngineConfig.model_validate(cfg)
-        return cfg if c.base_url else deploy_llm_app(c, app_name, replicas, num_cpus, num_gpus)
+        return cfg if cfg.base_url else deploy_llm_app(cfg, app_name, replicas, num_cpus, num_gpus)
 
     @staticmethod
-    def serve_client(cfg: dict):
+    def serve_client(cfg: VLLMEngineConfig):
         from llmrec.serving.engines.vllm.serve import VLLMServeClient
 
-        return VLLMServeClient(VLLMEngineConfig.model_validate(cfg))
+        return VLLMServeClient(cfg)
 
     # -- life cycle ---------------------------------------------------------------------------
     def start(self) -> None:

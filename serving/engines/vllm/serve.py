@@ -83,8 +83,9 @@ def llm_config_kwargs(cfg: VLLMEngineConfig, model_source: str, replicas: int, n
     return out
 
 
-def deploy_llm_app(cfg: VLLMEngineConfig, app_name: str, replicas: int, num_cpus: float, num_gpus: float) -> dict:
-    """Deploy the model as a ``ray.serve.llm`` app; returns the config dict with ``base_url`` set."""
+def deploy_llm_app(cfg: VLLMEngineConfig, app_name: str, replicas: int, num_cpus: float,
+                   num_gpus: float) -> VLLMEngineConfig:
+    """Deploy the model as a ``ray.serve.llm`` app; returns the config with ``base_url`` set."""
     import ray
     from ray import serve
     from ray.serve.llm import LLMConfig, build_openai_app
@@ -100,7 +101,7 @@ def deploy_llm_app(cfg: VLLMEngineConfig, app_name: str, replicas: int, num_cpus
     base_url = f"http://127.0.0.1:{port}/{app_name}/v1"
     _wait_ready(base_url)
     log.info("ray.serve.llm app '%s' (%s) up in %.1fs at %s", app_name, cfg.model, time.perf_counter() - t0, base_url)
-    return {**cfg.model_dump(mode="json"), "base_url": base_url}
+    return cfg.model_copy(update={"base_url": base_url})
 
 
 def _wait_ready(base_url: str) -> None:

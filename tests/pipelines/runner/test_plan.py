@@ -149,14 +149,16 @@ def test_a_free_replica_pulls_the_next_slice(tmp_path, local_ray):
 
 
 def test_an_engine_holding_less_than_the_budget_is_logged_once_started(monkeypatch, caplog):
-    from llmrec.pipelines.runner.execution import open_engine
+    from llmrec.pipelines.runner.provision import InActor
+    from llmrec.serving.engine import engine_config
     from llmrec.serving.engines.fake import FakeEngine
 
     monkeypatch.setattr(FakeEngine, "kv_capacity", lambda self: KVCapacity(80_000, 16, 256, "measured at start"))
+    fake = engine_config({"type": "fake"})
     with caplog.at_level("WARNING"):
-        open_engine({"type": "fake"}, "actors", "subject", None, kv_budget=50_000)
+        InActor(fake, "subject", kv_budget=50_000).client()()  # what each map actor calls: build and start
         assert caplog.text == ""
-        open_engine({"type": "fake"}, "actors", "subject", None, kv_budget=100_000)
+        InActor(fake, "subject", kv_budget=100_000).client()()
     assert ("subject engine: execution.kv_budget_tokens (100,000) is more than the 80,000 KV tokens it holds "
             "(measured at start)") in caplog.text
 
