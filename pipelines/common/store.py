@@ -136,6 +136,10 @@ class ResultStore:
             self._seen[shard] = (_provenance(table.schema.metadata), final)
             yield shard, table
 
+    def all_records(self) -> list[dict]:
+        """Every record of every shard (not only the newest per sample), in write order."""
+        return [r for _, table in self._tables() for r in _records(table)]
+
     def load(self) -> dict[str, dict]:
         """sample_id → newest record."""
         latest: dict[str, dict] = {}

@@ -21,13 +21,10 @@ the run directory (``RunDir.COST_LEDGER``) and summed. Keys (``cost/`` then an o
 
 from __future__ import annotations
 
-import io
-import json
 import logging
 from dataclasses import asdict, dataclass, fields
 from typing import Iterable
 
-import pyarrow.parquet as pq
 from pydantic import Field, model_validator
 
 from llmrec.config import StrictModel
@@ -122,16 +119,9 @@ def record_usage(records: Iterable[dict], roles: dict[str, str]) -> dict[str, Us
 
 
 def stored_records(store) -> list[dict]:
-    """Every record of every shard of a ``ResultStore`` (not only the newest per sample), in write order."""
-    out = []
-    for shard in store.shards():
-        try:
-            table = pq.read_table(io.BytesIO(store.root.read_bytes(shard)), columns=["record"])
-        except Exception as e:  # noqa: BLE001 - a damaged shard is the store's to quarantine; it adds nothing here
-            log.warning("cost ledger: result shard %s is unreadable (%s); not counted", shard, e)
-            continue
-        out += [json.loads(x) for x in table.column("record").to_pylist()]
-    return out
+    """Every record of every shard of a ``ResultStore`` (not only the newest per sample), in write order, typed and
+    JSON shards alike (a damaged shard is the store's to quarantine; it adds nothing here)."""
+    return store.all_records()
 
 
 def reserved_usage(reservations: dict[str, tuple[float, float]], held_s: float) -> dict[str, Usage]:
