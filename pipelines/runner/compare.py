@@ -18,7 +18,6 @@ ones only: what a run's config names is never imported.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import asdict, dataclass, field
@@ -38,7 +37,7 @@ from llmrec.pipelines.registry import get_benchmark
 from llmrec.pipelines.runner.outcomes import read_stored_rows, unit_outcomes
 from llmrec.pipelines.runner.suite_config import read_index
 from llmrec.registry import installed_only
-from llmrec.rundir import RunDir, SuiteDir
+from llmrec.rundir import RunDir, SuiteDir, dumps_json
 
 ALL = "all"  # the setting label of a metric's settings pooled
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -255,16 +254,6 @@ def check_out(out: Path, runs: list[Run]) -> Path:
     return out
 
 
-def _json_safe(v):
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, dict):
-        return {k: _json_safe(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_json_safe(x) for x in v]
-    return v
-
-
 def write_files(comp: Comparison, out: Path) -> dict[str, Path]:
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -277,7 +266,7 @@ def write_files(comp: Comparison, out: Path) -> dict[str, Path]:
            "dropped": comp.dropped, "not_compared": comp.not_compared, "holm": "per metric, over its settings and comparisons",
            **comp.settings, "rows": comp.rows}
     files = {"comparison": out / "comparison.json", "per_sample": out / "per_sample.parquet"}
-    files["comparison"].write_text(json.dumps(_json_safe(doc), indent=1, default=str) + "\n")
+    files["comparison"].write_text(dumps_json(doc) + "\n")
     cols = ["group", "a", "b", "sample_id", "setting", "cluster", "metric", "statistic", "value_a", "value_b", "diff"]
     per = pd.concat(comp.per_sample, ignore_index=True) if comp.per_sample else pd.DataFrame(columns=cols)
     per[cols].to_parquet(files["per_sample"], index=False)

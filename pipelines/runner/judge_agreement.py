@@ -12,7 +12,6 @@ is not a judge stage has the same text in both); the others are counted as dropp
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -25,6 +24,7 @@ from llmrec.errors import ConfigError, DataError
 from llmrec.pipelines.runner.compare import ALL, Run, _rows_of, load_run, short_settings
 from llmrec.pipelines.runner.judges import JURY_FIELD, judge_protocol
 from llmrec.pipelines.runner.outcomes import unit_outcomes
+from llmrec.rundir import dumps_json
 
 
 @dataclass
@@ -181,23 +181,13 @@ def tables(report: dict) -> list:
     return out
 
 
-def _json_safe(v):
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, dict):
-        return {k: _json_safe(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_json_safe(x) for x in v]
-    return v
-
-
 def write_report(report: dict, out: Path) -> Path:
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ConfigError(f"--out {out}: cannot create it ({e.strerror or e})") from e
     f = out / "judges.json"
-    f.write_text(json.dumps(_json_safe(report), indent=1, default=str) + "\n")
+    f.write_text(dumps_json(report) + "\n")
     return f
 
 
