@@ -7,7 +7,7 @@ import typer
 
 from llmrec.settings import DEFAULT_TRACKING_URI
 
-DATA_DIR_HELP = "Data folder (else $LLMREC_DATA_DIR, else the per-user cache)."
+DATA_DIR_HELP = "Data folder (default: the config's data.dir, else $LLMREC_DATA_DIR, else the per-user cache)."
 STORE_HELP = f"MLflow store (default $MLFLOW_TRACKING_URI or {DEFAULT_TRACKING_URI})"
 RUNS_STORE_HELP = ("MLflow store to log to (default: the one the runs were logged to, their config's tracking.uri, "
                    f"else $MLFLOW_TRACKING_URI or {DEFAULT_TRACKING_URI}).")

@@ -10,6 +10,8 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from llmrec.cli_options import data_dir_option
+
 console = Console(width=None if sys.stdout.isatty() else 160)
 
 
@@ -40,8 +42,7 @@ def register(app: typer.Typer) -> None:
                                                           "judging.tie=first. Repeatable."),
         out: Optional[Path] = typer.Option(None, "--out", help="the new run directory (default: <the source's "
                                                                "output.dir>/<benchmark>-<config hash>)"),
-        data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="benchmark data (else the source config's "
-                                                                         "data.dir, $LLMREC_DATA_DIR, the cache)"),
+        data_dir: Optional[Path] = data_dir_option(),
         fresh: bool = typer.Option(False, "--fresh", help="discard the new run's stored results and start over"),
         verbose: bool = typer.Option(False, "-v", "--verbose"),
     ) -> None:
@@ -79,8 +80,7 @@ def register(app: typer.Typer) -> None:
                                                                "first run>/comparisons/judges-<a>--vs--<b>)"),
         resamples: int = typer.Option(2000, "--resamples", min=100, help="bootstrap resamples"),
         seed: int = typer.Option(0, "--seed", help="seed of the bootstrap draws"),
-        data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="benchmark data (benchmarks whose "
-                                                                         "outcomes need their assets)"),
+        data_dir: Optional[Path] = data_dir_option(),
         tracking: bool = typer.Option(True, "--tracking/--no-tracking", help="log an MLflow run (kind judges)"),
     ) -> None:
         """Agreement between judges: per judged decision raw agreement, Cohen's kappa with a cluster bootstrap CI
