@@ -64,7 +64,12 @@ def test_suite_then_compare_then_report_then_leaderboard(tmp_path, local_ray):
     res = _cli(["leaderboard", str(suite), "--no-tracking"])
     assert res.exit_code == 0, res.output
     md = (suite / "leaderboard.md").read_text()
-    cells = [c.strip() for line in md.splitlines()[4:] if line.startswith("| ") for c in line.split("|")[3:-1]]
+    lines = [line for line in md.splitlines() if line.startswith("| ")]
+    head = [c.strip() for c in lines[0].split("|")[1:-1]]
+    metric = [i for i, h in enumerate(head) if ": " in h and not h.endswith("cost/1k")]  # not the cost columns
+    cells = [[c.strip() for c in line.split("|")[1:-1]][i] for line in lines[2:] for i in metric]
     assert cells and all(re.search(r" n=\d+†?$", c) for c in cells), md
+    cost = [i for i, h in enumerate(head) if h.endswith("cost/1k")]  # each run's ledger beside its headline
+    assert len(cost) == 3 and all([c.strip() for c in lines[2].split("|")[1:-1]][i].endswith("tok") for i in cost)
     assert {re.search(r"n=(\d+)", c).group(1) for c in cells} == {"4", "6", "3"}
     assert "n=" in res.output
