@@ -15,7 +15,10 @@ replicas. The runs alternate in rounds (packed, ray.data.llm, the others; every 
 reverse order: A B C, C B A), so a load that drifts weighs on both sides alike; each round prints
 its wall times with the 1-minute load at each run's start and end, and the summary the median of
 the rounds' ratios and their spread. Every run starts its engines (``ray.data.llm``'s processor
-starts its own in each execution, so llmrec's runs do too).
+starts its own in each execution, so llmrec's runs do too). Before the rounds, one uncounted warm-up
+of each side on the first prefix group (``--no-warmup``: none): the first engines started after
+``ray.init`` pay for the worker pool, Ray Data's first execution and a cold page cache, which would
+otherwise fall on whichever side runs first.
 
 Per llmrec run, from vLLM's counters (``vllm:num_preemptions``, ``vllm:prompt_tokens``,
 ``vllm:prompt_tokens_cached``, which each engine writes to ``engine.counters_dir``): the preemptions, the computed
@@ -39,7 +42,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB of RAM for the KV cache (as `make test-vllm`)
@@ -234,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variants", default="packed,ungrouped", help=f"comma-separated subset of {VARIANTS}")
     ap.add_argument("--rounds", type=int, default=2, help="rounds, each running every variant and ray.data.llm, "
                                                           "in reverse order every other round (at least 2)")
+    ap.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,
+                    help="one uncounted run of each side on the first prefix group before the rounds")
     ap.add_argument("--out", type=Path, default=Path("runs/long_context"), help="run directories and counters")
     args = ap.parse_args(argv)
     variants = list(dict.fromkeys(v for v in args.variants.split(",") if v))
@@ -261,6 +266,14 @@ def main(argv: list[str] | None = None) -> int:
     print("every run starts its engines (ray.data.llm's processor starts its own at each execution, so llmrec's "
           "runs do too): both sides cold, start-up included", flush=True)
     ensure_ray(cfg.ray)  # as `llmrec run` starts it: engine actors at niceness 0, not Ray's 15
+    if args.warmup:
+        warm = replace(scale, per_topic=1)
+        n = len(warm.turns)  # the first pair's prompts: one prefix group
+        l0 = load1()
+        w_ray = ray_data_llm(cfg, ids[:n], max_tokens)
+        w_llmrec = run_variant(warm, "packed", out / "warmup", prefix_tree_tokens(ids[:n]))
+        print(f"warm-up (not counted, {n} prompts): ray.data.llm {w_ray:.1f} s, llmrec packed "
+              f"{w_llmrec['wall_s']:.1f} s (load {l0:.1f}-{load1():.1f})", flush=True)
     rounds: list[dict[str, dict]] = []
     for i in range(args.rounds):
         runs: dict[str, dict] = {}
