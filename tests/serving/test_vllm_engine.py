@@ -33,6 +33,19 @@ def test_config_maps_to_llm_arguments():
     assert "distributed_executor_backend" not in small and "max_num_seqs" not in small
 
 
+def test_cpu_engine_runs_its_one_worker_in_the_engine_core_process():
+    from llmrec.serving.engines.vllm.config import cpu_one_process_worker
+
+    one = engine_args(engine_config({"type": "vllm", "model": "m"}))
+    assert cpu_one_process_worker(one)["distributed_executor_backend"] == "uni"
+    assert "distributed_executor_backend" not in one  # the GPU path keeps vLLM's own choice
+    mine = engine_args(engine_config({"type": "vllm", "model": "m", "engine_kwargs": {
+        "distributed_executor_backend": "mp"}}))
+    assert cpu_one_process_worker(mine)["distributed_executor_backend"] == "mp"  # the user's layout is kept
+    tp = engine_args(engine_config({"type": "vllm", "model": "m", "tensor_parallel_size": 2}))
+    assert cpu_one_process_worker(tp)["distributed_executor_backend"] == "ray"
+
+
 def test_llm_config_places_tp_pp_bundles_and_passes_lora():
     from llmrec.serving.engines.vllm.serve import llm_config_kwargs
 

@@ -29,7 +29,8 @@ from llmrec.errors import ContextOverflow, EngineDead, EngineError, MissingDepen
 from llmrec.packing import KVCapacity
 from llmrec.serving.engine import EngineBase, register_engine
 from llmrec.serving.engines.vllm import prompts
-from llmrec.serving.engines.vllm.config import CPU_BIND, VLLMEngineConfig, cpu_thread_binding, engine_args, identity
+from llmrec.serving.engines.vllm.config import (CPU_BIND, VLLM_MP, VLLMEngineConfig, cpu_one_process_worker,
+                                                cpu_thread_binding, engine_args, identity)
 from llmrec.serving.engines.vllm.embedded import resolve_model
 from llmrec.serving.engines.vllm.planning import PlanningHooks, measured_capacity
 from llmrec.serving.prefix_order import leaders
@@ -83,13 +84,17 @@ class VLLMEngine(PlanningHooks, EngineBase):
             from vllm.v1.engine.exceptions import EngineDeadError
         except ImportError as e:
             raise MissingDependency("vllm engine", "vllm", "vllm") from e
+        kw = engine_args(self.config, resolve_model(self.config.model))
         if current_platform.is_cpu():  # read by the EngineCore process that AsyncLLM spawns below
             os.environ[CPU_BIND] = cpu_thread_binding()
+            kw = cpu_one_process_worker(kw)
+            if kw.get("distributed_executor_backend") == "uni":
+                os.environ[VLLM_MP] = "0"
         self._vllm, self._dead_error = vllm, EngineDeadError
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="vllm-loop", daemon=True)
         self._thread.start()
-        args = AsyncEngineArgs(**engine_args(self.config, resolve_model(self.config.model)))
+        args = AsyncEngineArgs(**kw)
 
         async def build():  # AsyncLLM starts its output handler on the running loop
             return AsyncLLM.from_engine_args(args)
