@@ -3,8 +3,11 @@
 The same prompts (a benchmark slice from a run config) go (a) through `llmrec run`'s code
 path — Ray Data actor pool, result store, aggregation — and (b) through the same engine
 called in one process, in the same prefix-group order. Prints samples/s for both and the
-ratio (goal ≥ 0.95 with the CPU engine). Request cache and MLflow are off for both; the
-Ray start-up is timed and reported separately (it is paid once per driver, not per run).
+ratio (goal ≥ 0.95 with the CPU engine). Request cache and MLflow are off for both. The Ray
+start-up is timed and reported separately: ``ray.init`` (paid once per driver) and Ray Data's first
+execution, on a one-row dataset (paid once per cluster: it starts Ray Data's detached stats,
+actor-location and autoscaling-coordinator actors, which every later run on the cluster shares).
+``--cold`` leaves that warm-up out, so the run pays for them.
 
     python perf/pipeline_overhead.py configs/prefeval_mcq_demo.yaml --set benchmark.per_topic=3
 """
@@ -12,6 +15,7 @@ Ray start-up is timed and reported separately (it is paid once per driver, not p
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -21,6 +25,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("config", nargs="?", default="configs/prefeval_mcq_demo.yaml")
     ap.add_argument("--set", dest="overrides", action="append", default=[], help="config override key=value")
+    ap.add_argument("--cold", action="store_true",
+                    help="no Ray Data warm-up: the run also starts Ray Data's once-per-cluster actors")
     args = ap.parse_args()
 
     from llmrec.pipelines.runner.api import run_evaluation
@@ -54,16 +60,25 @@ def main() -> None:
     t1 = time.perf_counter()
     ensure_ray(cfg.ray)
     ray_s = time.perf_counter() - t1
+    t1 = time.perf_counter()
+    if not args.cold:
+        warm_ray_data()
+    warm_s = time.perf_counter() - t1
+    cpu0 = cpu_seconds()
     t2 = time.perf_counter()
     out = run_evaluation(cfg)
     pipe_s = time.perf_counter() - t2
+    cpu1 = cpu_seconds()
     assert out.metrics["n_samples"] == n
 
     print(f"samples: {n}  engine: {cfg.engine.type}  mode: {cfg.execution.mode}")
     print(f"direct engine : {n / direct_s:8.3f} samples/s  ({direct_s:7.1f} s, incl. model load)")
     print(f"llmrec run    : {n / pipe_s:8.3f} samples/s  ({pipe_s:7.1f} s, incl. actor start + model load)")
     print(f"ray.init      : {ray_s:7.1f} s (once per driver; excluded above)")
-    print(f"ratio llmrec/direct: {direct_s / pipe_s:.3f}   (incl. ray.init: {direct_s / (pipe_s + ray_s):.3f})")
+    print(f"Ray Data warm-up: {warm_s:5.1f} s (once per cluster; excluded above)" if not args.cold
+          else "Ray Data warm-up: none (--cold: the run started Ray Data's once-per-cluster actors)")
+    print(f"ratio llmrec/direct: {direct_s / pipe_s:.3f}   (incl. ray.init and warm-up: "
+          f"{direct_s / (pipe_s + ray_s + warm_s):.3f})")
     t = out.stats
     print("\nwhere the llmrec run's time goes (s):")
     print(f"  direct: model load {load_s:6.1f}   generate+score {direct_s - load_s:6.1f}")
@@ -82,6 +97,47 @@ def main() -> None:
     for name, v in rows:
         print(f"  {name:48s} {v:6.1f}")
     print(f"  {'sum':48s} {sum(v for _, v in rows):6.1f}   (run_evaluation: {pipe_s:.1f})")
+    used = sorted(((cpu1[k][1] - cpu0.get(k, (k, 0.0))[1], cpu1[k][0]) for k in cpu1
+                   if "MapWorker" not in cpu1[k][0]), reverse=True)
+    print(f"\nCPU seconds used during the run beside the engine actor (processes alive at its end; "
+          f"{pipe_s * len(os.sched_getaffinity(0)):.0f} CPU-s were there):")
+    for sec, name in used:
+        if sec >= 0.1:
+            print(f"  {name:48s} {sec:6.1f}")
+    print(f"  {'sum':48s} {sum(sec for sec, _ in used):6.1f}")
+
+
+def cpu_seconds() -> dict:
+    """CPU seconds (user + system) so far of this process and the processes below it (Ray's, when it
+    started the local instance), keyed by (pid, start time): {key: (name, seconds)}."""
+    import psutil
+
+    me = psutil.Process()
+    out = {}
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            with proc.oneshot():
+                t = proc.cpu_times()
+                name = "driver" if proc.pid == me.pid else proc.name()
+                if name.startswith("python") or name.startswith("ray::"):
+                    name = (proc.cmdline() or [name])[0]
+                if name.startswith("python"):
+                    name = " ".join(proc.cmdline()[1:3])[-48:]
+                out[(proc.pid, proc.create_time())] = (name, t.user + t.system)
+        except psutil.Error:
+            continue
+    return out
+
+
+def warm_ray_data() -> None:
+    """One row through an actor pool: Ray Data's first execution on this cluster."""
+    import ray.data
+
+    class Noop:
+        def __call__(self, batch):
+            return batch
+
+    ray.data.range(1).map_batches(Noop, concurrency=1, num_cpus=0).take_all()
 
 
 if __name__ == "__main__":
