@@ -118,11 +118,10 @@ def cpu_seconds() -> dict:
         try:
             with proc.oneshot():
                 t = proc.cpu_times()
-                name = "driver" if proc.pid == me.pid else proc.name()
-                if name.startswith("python") or name.startswith("ray::"):
-                    name = (proc.cmdline() or [name])[0]
-                if name.startswith("python"):
-                    name = " ".join(proc.cmdline()[1:3])[-48:]
+                cmd = proc.cmdline() or [proc.name()]
+                name = "driver" if proc.pid == me.pid else cmd[0]
+                if Path(name).name.startswith("python"):  # Ray's Python daemons: the script they run
+                    name = " ".join(Path(a).name for a in cmd[1:3] if a != "-u")[-48:]
                 out[(proc.pid, proc.create_time())] = (name, t.user + t.system)
         except psutil.Error:
             continue
