@@ -2,20 +2,25 @@
 
 The same prompts (a benchmark slice from a run config) go (a) through `llmrec run`'s code
 path — Ray Data actor pool, result store, aggregation — and (b) through the same engine
-called in one process, in the same prefix-group order. Prints samples/s for both and the
-ratio (goal ≥ 0.95 with the CPU engine). Request cache and MLflow are off for both. The Ray
-start-up is timed and reported separately: ``ray.init`` (paid once per driver) and Ray Data's first
-execution, on a one-row dataset (paid once per cluster: it starts Ray Data's detached stats,
-actor-location and autoscaling-coordinator actors, which every later run on the cluster shares).
-``--cold`` leaves that warm-up out, so the run pays for them.
+called in one process, in the same prefix-group order, with no Ray running. Request cache and
+MLflow are off for both. The two alternate in rounds (direct, llmrec; every other round in
+reverse: A B B A), so a machine whose speed drifts weighs on both alike; each round prints its
+wall times with the 1-minute load average at each run's start and end, and the summary the median
+of the rounds' ratios (goal ≥ 0.95 with the CPU engine) and their spread. Each llmrec run starts
+Ray and stops it after: ``ray.init`` (paid once per driver) and Ray Data's first execution, on a
+one-row dataset (paid once per cluster: it starts Ray Data's detached stats, actor-location and
+autoscaling-coordinator actors, which every later run on the cluster shares) are timed and
+reported apart. ``--cold`` leaves that warm-up out, so the run pays for them.
 
-    python perf/pipeline_overhead.py configs/prefeval_mcq_demo.yaml --set benchmark.per_topic=3
+    python perf/pipeline_overhead.py                  # the PrefEval MCQ demo slice, 2 rounds: ~15 min on 2 cores
+    python perf/pipeline_overhead.py configs/prefeval_mcq_demo.yaml --set benchmark.per_topic=1 --rounds 1
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -25,63 +30,96 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("config", nargs="?", default="configs/prefeval_mcq_demo.yaml")
     ap.add_argument("--set", dest="overrides", action="append", default=[], help="config override key=value")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds of (direct, llmrec), every other one reversed")
     ap.add_argument("--cold", action="store_true",
-                    help="no Ray Data warm-up: the run also starts Ray Data's once-per-cluster actors")
+                    help="no Ray Data warm-up: each run also starts Ray Data's once-per-cluster actors")
     args = ap.parse_args()
 
-    from llmrec.pipelines.runner.api import run_evaluation
-    from llmrec.pipelines.registry import get_benchmark
-    from llmrec.pipelines.common.datasets import resolve_data_dir
-    from llmrec.pipelines.runner.ray_env import ensure_ray
     from llmrec.pipelines.runner.run_config import load_run_config
-    from llmrec.pipelines.runner.worker import group_by_prefix, process_samples
-    from llmrec.serving.engine import build_engine
 
     tmp = Path(tempfile.mkdtemp(prefix="llmrec-perf-"))
     cfg = load_run_config(args.config, args.overrides + [
         f"output.dir={tmp}", "output.cache=false", "output.resume=false", "tracking.enabled=false"])
+    ratios = []
+    for r in range(1, args.rounds + 1):
+        order = ("direct", "llmrec") if r % 2 else ("llmrec", "direct")
+        got = {}
+        for side in order:
+            load0 = os.getloadavg()[0]
+            got[side] = direct(cfg) if side == "direct" else through_llmrec(cfg, args.cold)
+            got[side]["load"] = (load0, os.getloadavg()[0])
+        d, p = got["direct"], got["llmrec"]
+        ratios.append(d["wall_s"] / p["wall_s"])
+        print(f"round {r}: " + " | ".join(
+            f"{side} {got[side]['wall_s']:.1f} s (load {got[side]['load'][0]:.1f}-{got[side]['load'][1]:.1f})"
+            for side in order) + f" -> ratio {ratios[-1]:.3f}", flush=True)
+    report(cfg, d, p)
+    print(f"\nratio llmrec/direct: median {statistics.median(ratios):.3f} spread {min(ratios):.3f}-"
+          f"{max(ratios):.3f} over {len(ratios)} round(s) (samples/s through llmrec run ÷ calling the engine; "
+          f"ray.init and the warm-up not counted)")
+
+
+def direct(cfg) -> dict:
+    """The slice through the engine itself, in one process, in prefix-group order (model load counted)."""
+    from llmrec.pipelines.common.datasets import resolve_data_dir
+    from llmrec.pipelines.registry import get_benchmark
+    from llmrec.pipelines.runner.worker import group_by_prefix, process_samples
+    from llmrec.serving.engine import build_engine
+
     bench = get_benchmark(cfg.benchmark.name)
     root = resolve_data_dir(cfg.data.dir, bench.data)
     samples = bench.build_samples(cfg.benchmark, root)
     assets = bench.assets(cfg.benchmark, root)
-    n = len(samples)
-
-    # (b) direct: one process, the engine itself, same order
     t0 = time.perf_counter()
     engine = build_engine(cfg.engine)
     engine.start()
     load_s = time.perf_counter() - t0
     ordered = [s for g in group_by_prefix(samples) for s in g]
     process_samples(bench, cfg.benchmark, ordered, lambda role: engine, retries=0, assets=assets)
-    direct_s = time.perf_counter() - t0
+    wall = time.perf_counter() - t0
     engine.close()
+    return {"wall_s": wall, "load_s": load_s, "n": len(samples)}
 
-    # (a) llmrec: Ray started first (timed apart), then the whole run
-    t1 = time.perf_counter()
+
+def through_llmrec(cfg, cold: bool) -> dict:
+    """The slice through ``run_evaluation``, Ray started before (timed apart) and stopped after."""
+    import ray
+
+    from llmrec.pipelines.runner.api import run_evaluation
+    from llmrec.pipelines.runner.ray_env import ensure_ray
+
+    t0 = time.perf_counter()
     ensure_ray(cfg.ray)
-    ray_s = time.perf_counter() - t1
-    t1 = time.perf_counter()
-    if not args.cold:
+    ray_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    if not cold:
         warm_ray_data()
-    warm_s = time.perf_counter() - t1
+    warm_s = time.perf_counter() - t0
     cpu0 = cpu_seconds()
-    t2 = time.perf_counter()
+    t0 = time.perf_counter()
     out = run_evaluation(cfg)
-    pipe_s = time.perf_counter() - t2
+    wall = time.perf_counter() - t0
     cpu1 = cpu_seconds()
-    assert out.metrics["n_samples"] == n
+    ray.shutdown()
+    return {"wall_s": wall, "ray_s": ray_s, "warm_s": warm_s, "stats": out.stats, "n": out.metrics["n_samples"],
+            "cpu": (cpu0, cpu1)}
 
-    print(f"samples: {n}  engine: {cfg.engine.type}  mode: {cfg.execution.mode}")
+
+def report(cfg, d: dict, p: dict) -> None:
+    """The last round's two runs: rates, where llmrec's time went, the CPU beside its engine actor."""
+    n, pipe_s, direct_s = d["n"], p["wall_s"], d["wall_s"]
+    assert p["n"] == n, (p["n"], n)
+    print(f"\nthe last round: samples {n}  engine: {cfg.engine.type}  mode: {cfg.execution.mode}")
     print(f"direct engine : {n / direct_s:8.3f} samples/s  ({direct_s:7.1f} s, incl. model load)")
     print(f"llmrec run    : {n / pipe_s:8.3f} samples/s  ({pipe_s:7.1f} s, incl. actor start + model load)")
-    print(f"ray.init      : {ray_s:7.1f} s (once per driver; excluded above)")
-    print(f"Ray Data warm-up: {warm_s:5.1f} s (once per cluster; excluded above)" if not args.cold
+    print(f"ray.init      : {p['ray_s']:7.1f} s (once per driver; excluded above)")
+    print(f"Ray Data warm-up: {p['warm_s']:5.1f} s (once per cluster; excluded above)" if p["warm_s"] > 0.01
           else "Ray Data warm-up: none (--cold: the run started Ray Data's once-per-cluster actors)")
     print(f"ratio llmrec/direct: {direct_s / pipe_s:.3f}   (incl. ray.init and warm-up: "
-          f"{direct_s / (pipe_s + ray_s + warm_s):.3f})")
-    t = out.stats
+          f"{direct_s / (pipe_s + p['ray_s'] + p['warm_s']):.3f})")
+    t = p["stats"]
     print("\nwhere the llmrec run's time goes (s):")
-    print(f"  direct: model load {load_s:6.1f}   generate+score {direct_s - load_s:6.1f}")
+    print(f"  direct: model load {d['load_s']:6.1f}   generate+score {direct_s - d['load_s']:6.1f}")
     rows = [("plan (samples, assets, store)", t.get("time_plan_s", 0)),
             ("setup (cache actor, datasets)", t.get("time_setup_s", 0)),
             ("actor engine start (in worker)", t.get("time_engine_start_s", 0)),
@@ -97,6 +135,7 @@ def main() -> None:
     for name, v in rows:
         print(f"  {name:48s} {v:6.1f}")
     print(f"  {'sum':48s} {sum(v for _, v in rows):6.1f}   (run_evaluation: {pipe_s:.1f})")
+    cpu0, cpu1 = p["cpu"]
     used = sorted(((cpu1[k][1] - cpu0.get(k, (k, 0.0))[1], cpu1[k][0]) for k in cpu1
                    if "MapWorker" not in cpu1[k][0]), reverse=True)
     print(f"\nCPU seconds used during the run beside the engine actor (processes alive at its end; "
