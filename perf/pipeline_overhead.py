@@ -34,6 +34,8 @@ def main() -> None:
     ap.add_argument("--cold", action="store_true",
                     help="no Ray Data warm-up: each run also starts Ray Data's once-per-cluster actors")
     args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
 
     from llmrec.pipelines.runner.run_config import load_run_config
 
