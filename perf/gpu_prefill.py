@@ -29,12 +29,15 @@ from pathlib import Path
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "models" / "llama-3.1-8b-instruct.json"
 
 
-def build(device: str):
+def build(device: str, **overrides):
+    """The architecture with random bfloat16 weights on ``device``; ``overrides``: config fields replaced (a
+    smaller model for a check)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     fields = {k: v for k, v in json.loads(CONFIG.read_text()).items() if not k.startswith("_")}
     fields.pop("torch_dtype", None)
+    fields.update(overrides)
     cfg = LlamaConfig(**fields, rope_theta=500000.0)
     cfg._attn_implementation = "sdpa"
     torch.manual_seed(0)
@@ -95,10 +98,15 @@ def main() -> None:
               "transformers": __import__("transformers").__version__, "params": n_params,
               "params_non_embedding": non_embed, "build_s": round(build_s, 1), "dtype": "bfloat16",
               "attention": "sdpa", "rows": rows}
+    emit(result, args.out)
+
+
+def emit(result: dict, out: Path | None) -> None:
+    """The result as indented JSON on stdout, and in ``out`` where given."""
     text = json.dumps(result, indent=1)
     print(text)
-    if args.out:
-        args.out.write_text(text)
+    if out:
+        out.write_text(text)
 
 
 if __name__ == "__main__":

@@ -77,17 +77,44 @@ def _eval_loss(model, examples, rank: int, world: int, pad_id: int, device) -> f
 
 def _build(cfg, model_dir: str, device, restored: Path | None):
     import torch
-    from peft import LoraConfig, PeftModel, get_peft_model
+    from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
     dtype = cfg.scaling.dtype if cfg.scaling.dtype != "auto" else ("bfloat16" if device.type == "cuda" else "float32")
     base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype))
     if restored is not None:
         return PeftModel.from_pretrained(base, str(restored / "adapter"), is_trainable=True)
-    torch.manual_seed(cfg.train.seed)
-    lora = LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha, lora_dropout=cfg.lora.dropout,
-                      target_modules=list(cfg.lora.target_modules), task_type="CAUSAL_LM")
-    return get_peft_model(base, lora)
+    return with_lora(base, cfg.lora, cfg.train.seed)
+
+
+def with_lora(base, lora, seed: int):
+    """``base`` with fresh LoRA adapters as the ``lora:`` section says (r, alpha, dropout, target_modules)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(seed)
+    return get_peft_model(base, LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                                           target_modules=list(lora.target_modules), task_type="CAUSAL_LM"))
+
+
+def train_step(model, opt, sched, micro: list, pad_id: int, device, max_grad_norm: float) -> float:
+    """One optimizer step over ``micro`` (this worker's micro-batches, lists of examples), the gradients
+    accumulated across them and all-reduced once (DDP) at the last; returns the step's mean loss."""
+    import torch
+
+    loss_sum = 0.0
+    for j, examples in enumerate(micro):
+        sync = j == len(micro) - 1 or not hasattr(model, "no_sync")
+        with (model.no_sync() if not sync else contextlib.nullcontext()):
+            total_loss, n = _loss_sum(model, *_collate(examples, pad_id, device))
+            loss = total_loss / max(n, 1) / len(micro)
+            loss.backward()
+        loss_sum += loss.item()
+    torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], max_grad_norm)
+    opt.step()
+    sched.step()
+    opt.zero_grad(set_to_none=True)
+    return loss_sum
 
 
 def train_loop(config: dict) -> None:
@@ -138,19 +165,9 @@ def train_loop(config: dict) -> None:
         epoch, k = divmod(step, per_epoch)
         batch = _batches(len(train), t.batch_size, epoch, t.seed)[k]
         mine = batch[rank * per_worker:(rank + 1) * per_worker] or batch[:1]
-        micro = [mine[i:i + t.micro_batch_size] for i in range(0, len(mine), t.micro_batch_size)]
-        loss_sum = 0.0
-        for j, idx in enumerate(micro):
-            sync = j == len(micro) - 1 or not hasattr(model, "no_sync")
-            with (model.no_sync() if not sync else contextlib.nullcontext()):
-                total_loss, n = _loss_sum(model, *_collate([train[i] for i in idx], pad_id, device))
-                loss = total_loss / max(n, 1) / len(micro)
-                loss.backward()
-            loss_sum += loss.item()
-        torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], t.max_grad_norm)
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
+        micro = [[train[i] for i in mine[j:j + t.micro_batch_size]]
+                 for j in range(0, len(mine), t.micro_batch_size)]
+        loss_sum = train_step(model, opt, sched, micro, pad_id, device, t.max_grad_norm)
         step += 1
         timed[0] += time.perf_counter() - t0
         timed[1] += 1
