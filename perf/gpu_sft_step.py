@@ -34,6 +34,8 @@ from gpu_prefill import build, emit  # the same random-weight Llama-3.1-8B archi
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE_LORA = SimpleNamespace(r=16, alpha=32, dropout=0.05, target_modules=["q_proj", "v_proj"])
+TINY = dict(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=16, vocab_size=512)  # --tiny: the code runs, nothing is measured
 
 
 def sft_loop():
@@ -45,10 +47,6 @@ def sft_loop():
     return module
 
 
-TINY = dict(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
-            num_key_value_heads=2, head_dim=16, vocab_size=512)  # --tiny: the code runs, nothing is measured
-
-
 def step_flops(cfg, non_embedding: int, batch: int, length: int) -> float:
     dense = 4.0 * non_embedding * batch * length
     attention = 3 * 2.0 * cfg.num_hidden_layers * cfg.hidden_size * length * length * batch
@@ -57,8 +55,12 @@ def step_flops(cfg, non_embedding: int, batch: int, length: int) -> float:
 
 def measure(shapes: list[tuple[int, int]], *, device: str = "cuda", tiny: bool = False, target: int = 64,
             steps: int = 3) -> dict:
-    """Time ``steps`` SFT steps (after one warm-up step) per (micro-batch, tokens) shape; one micro-batch a step."""
+    """Time ``steps`` SFT steps (after one warm-up step) per (micro-batch, tokens) shape; one micro-batch a step,
+    the last ``target`` tokens of each sequence its loss tokens."""
     import torch
+
+    if any(length <= target for _, length in shapes):
+        raise ValueError(f"every shape needs more tokens than the {target} target tokens: {shapes}")
 
     loop = sft_loop()
     cuda = device == "cuda"
@@ -75,8 +77,6 @@ def measure(shapes: list[tuple[int, int]], *, device: str = "cuda", tiny: bool =
     gen = torch.Generator().manual_seed(0)
     rows = []
     for batch, length in shapes:
-        if length <= target:
-            raise SystemExit(f"gpu_sft_step: a shape's tokens ({length}) must exceed --target ({target})")
         examples = []
         for _ in range(batch):
             ids = torch.randint(1, cfg.vocab_size, (length,), generator=gen).tolist()
@@ -138,6 +138,8 @@ def main() -> None:
     args = p.parse_args()
     if args.steps < 1:
         p.error("--steps must be at least 1")
+    if any(length <= args.target for _, length in args.shapes):
+        p.error(f"every shape needs more tokens than --target ({args.target})")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("gpu_sft_step: no CUDA device (this script measures a GPU; --tiny --device cpu checks it)")
     emit(measure(args.shapes, device=args.device, tiny=args.tiny, target=args.target, steps=args.steps), args.out)
