@@ -48,6 +48,12 @@ def build(device: str, **overrides):
     return cfg, model.eval()
 
 
+def non_embedding(model) -> int:
+    """Parameters outside the token embedding and the LM head (the ones a token's matrix products use)."""
+    return sum(p.numel() for p in model.parameters()) - model.model.embed_tokens.weight.numel() \
+        - model.lm_head.weight.numel()
+
+
 def flops(cfg, params_non_embedding: int, length: int) -> float:
     dense = 2.0 * params_non_embedding * length
     attention = 2.0 * 2.0 * cfg.num_hidden_layers * cfg.hidden_size * length * length / 2.0
@@ -69,8 +75,7 @@ def main() -> None:
     cfg, model = build("cuda")
     build_s = time.perf_counter() - t0
     n_params = sum(p.numel() for p in model.parameters())
-    n_embed = model.model.embed_tokens.weight.numel() + model.lm_head.weight.numel()
-    non_embed = n_params - n_embed
+    non_embed = non_embedding(model)
     gen = torch.Generator(device="cuda").manual_seed(0)
     rows = []
     with torch.inference_mode():

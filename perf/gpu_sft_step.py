@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from gpu_prefill import build, emit  # the same random-weight Llama-3.1-8B architecture, the same output
+from gpu_prefill import build, emit, non_embedding  # the prefill script's model, count and output
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE_LORA = SimpleNamespace(r=16, alpha=32, dropout=0.05, target_modules=["q_proj", "v_proj"])
@@ -66,8 +66,7 @@ def measure(shapes: list[tuple[int, int]], *, device: str = "cuda", tiny: bool =
     cuda = device == "cuda"
     t0 = time.perf_counter()
     cfg, base = build(device, **(TINY if tiny else {}))
-    non_embed = sum(p.numel() for p in base.parameters()) - base.model.embed_tokens.weight.numel() \
-        - base.lm_head.weight.numel()
+    non_embed = non_embedding(base)
     model = loop.with_lora(base, RECIPE_LORA, seed=0)
     model.train()
     build_s = time.perf_counter() - t0
