@@ -36,6 +36,20 @@ def timed(llm, tokens: list[int], new: int, reps: int) -> tuple[float, float]:
     return best
 
 
+def load(threads: int, prompt_tokens: int):
+    """The embedded model under llama.cpp with ``threads`` threads for prompts and decoding, and a prompt of
+    ``prompt_tokens`` tokens (at most about 4,000)."""
+    import llama_cpp
+
+    from llmrec.serving.local import embedded_model
+
+    path, _ = embedded_model()
+    llm = llama_cpp.Llama(str(path), n_ctx=4096, n_threads=threads, n_threads_batch=threads, n_batch=512,
+                          n_ubatch=512, swa_full=True, verbose=False)
+    text = " ".join(f"The user said item {i} was lovely and asked for more like it." for i in range(400))
+    return llm, llm.tokenize(text.encode())[:prompt_tokens]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--prompt-tokens", type=int, default=1500)
@@ -45,20 +59,12 @@ def main() -> None:
     ap.add_argument("--period-ms", type=float, default=9.5, help="busy plus pause")
     args = ap.parse_args()
 
-    import llama_cpp
-
-    from llmrec.serving.local import embedded_model
-
     cores = len(os.sched_getaffinity(0))
-    path, _ = embedded_model()
-    text = " ".join(f"The user said item {i} was lovely and asked for more like it." for i in range(400))
     share = args.busy_ms / args.period_ms
     print(f"{cores} cores; background: {args.busy_ms} ms busy every {args.period_ms} ms = {share:.0%} of one core "
           f"({share / cores:.0%} of the machine)")
     for threads in sorted({1, cores}):
-        llm = llama_cpp.Llama(str(path), n_ctx=4096, n_threads=threads, n_threads_batch=threads, n_batch=512,
-                              n_ubatch=512, swa_full=True, verbose=False)
-        tokens = llm.tokenize(text.encode())[: args.prompt_tokens]
+        llm, tokens = load(threads, args.prompt_tokens)
         timed(llm, tokens[:64], 1, 1)  # warm
         quiet = timed(llm, tokens, args.new_tokens, args.reps)
         bg = subprocess.Popen([sys.executable, "-c", BUSY, str(args.busy_ms), str(args.period_ms - args.busy_ms)])

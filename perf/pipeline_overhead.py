@@ -6,7 +6,8 @@ called in one process, in the same prefix-group order, with no Ray running. Requ
 MLflow are off for both. The two alternate in rounds (direct, llmrec; every other round in
 reverse: A B B A), so a machine whose speed drifts weighs on both alike; each round prints its
 wall times with the 1-minute load average at each run's start and end, and the summary the median
-of the rounds' ratios (goal ≥ 0.95 with the CPU engine) and their spread. Each llmrec run starts
+of the rounds' ratios (goal ≥ 0.95 with the CPU engine; where llama.cpp's threads fill every core, Ray's own
+processes cost more than that before llmrec does anything: ``perf/actor_overhead.py``) and their spread. Each llmrec run starts
 Ray and stops it after: ``ray.init`` (paid once per driver) and Ray Data's first execution, on a
 one-row dataset (paid once per cluster: it starts Ray Data's detached stats, actor-location and
 autoscaling-coordinator actors, which every later run on the cluster shares) are timed and
