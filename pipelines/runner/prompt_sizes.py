@@ -33,6 +33,11 @@ class TokenCount:
         """The prompt as token ids, or as text when there is no tokenizer."""
         return self.tokenize(request) if self.tokenize is not None else _text(request)
 
+    def units_many(self, requests: list[Request]) -> list[list[int] | str]:
+        """``units`` of each request; in one call when the tokenizer has ``many`` (a list at once)."""
+        many = getattr(self.tokenize, "many", None)
+        return list(many(requests)) if callable(many) else [self.units(r) for r in requests]
+
     @property
     def per_unit(self) -> float:
         return 1.0 if self.tokenize is not None else TOKENS_PER_CHAR
@@ -72,15 +77,15 @@ def dry_run_needs(bench, bench_cfg, groups: list[list[dict]], block_tokens: int 
                   count: TokenCount = TokenCount()) -> list[GroupNeed]:
     """One ``GroupNeed`` per group (key = the group's index), the samples left untouched.
     ``assets``: the benchmark's shared data, as the workers get it."""
-    needs = []
-    for i, g in enumerate(groups):
+    peaks = []
+    for g in groups:
         engines = {"subject": RecordingEngine("subject"), "judge": RecordingEngine("judge")}
         process_samples(bench, bench_cfg, json.loads(json.dumps(g)), engines.__getitem__, retries=0, backoff_s=0,
                         assets=assets)
-        peaks = [r for _, r in engines["subject"].peak.values()]
-        needs.append(group_need(str(i), [count.units(r) for r in peaks] or [""],
-                                [r.sampling.max_tokens for r in peaks] or [0], block_tokens, count.per_unit))
-    return needs
+        peaks.append([r for _, r in engines["subject"].peak.values()])
+    units = iter(count.units_many([r for group in peaks for r in group]))  # every group's prompts in one call
+    return [group_need(str(i), [next(units) for _ in group] or [""], [r.sampling.max_tokens for r in group] or [0],
+                       block_tokens, count.per_unit) for i, group in enumerate(peaks)]
 
 
 def packed_rows(bench, bench_cfg, groups: list[list[dict]], capacity: KVCapacity, assets: dict | None = None,

@@ -203,3 +203,35 @@ def test_the_models_tokenizer_counts_the_real_prompt_tokens():
         llama.close()
     print(f"PrefEval mcq, 10 filler turns, {len(real)} prompts: {real} Gemma tokens; 4 chars/token says {estimate}")
     assert all(abs(e - r) > 0.05 * r for e, r in zip(estimate, real))  # the estimate is off by more than 5 %
+
+
+def test_a_tokenizer_with_many_counts_every_groups_prompts_in_one_call():
+    """The dry run collects every group's peak prompts first and counts them in one call of a tokenizer that
+    has ``many`` (a fast tokenizer spreads a list over the cores); the needs equal counting one by one."""
+    from llmrec.pipelines.registry import benchmark_config, get_benchmark
+    from llmrec.pipelines.runner.prompt_sizes import TokenCount, dry_run_needs
+    from llmrec.pipelines.runner.worker import group_by_prefix
+
+    data, bench = _prefeval_data(), get_benchmark("prefeval")
+    cfg = benchmark_config({**PREFEVAL, "per_topic": 3})
+    groups, assets = group_by_prefix(bench.build_samples(cfg, data)), bench.assets(cfg, data)
+    assert len(groups) > 1
+
+    def one(request):  # a stand-in tokenizer: one id per word of every message
+        return [len(w) for m in request.messages for w in m.content.split()]
+
+    class Batched:
+        calls: list[int] = []
+
+        def __call__(self, request):
+            raise AssertionError("counted one by one")
+
+        def many(self, requests):
+            self.calls.append(len(requests))
+            return [one(r) for r in requests]
+
+    batched = Batched()
+    got = dry_run_needs(bench, cfg, groups, 16, assets, TokenCount(batched))
+    assert batched.calls == [sum(len(g) for g in groups)]  # one call: every group's prompts (one per sample)
+    assert got == dry_run_needs(bench, cfg, groups, 16, assets, TokenCount(one))
+    assert TokenCount(batched).units_many([]) == []
