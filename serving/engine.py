@@ -90,7 +90,8 @@ class EngineBase:
     Planning hooks (callable before ``start``), defaults "unknown": ``kv_capacity()`` (one replica's KV
     budget in tokens, block size, max sequences: planned before start, measured after),
     ``prompt_tokenizer()`` (Request → the prompt's token ids from the model's tokenizer on this
-    machine, or None; one with a ``many(requests)`` method counts a list in one call) and ``capacity_lines(capacity)`` (how the budget comes about, for ``llmrec plan``).
+    machine, or None; one with a ``many(requests)`` method counts a list in one call) and
+    ``capacity_lines(capacity)`` (how the budget comes about, for ``llmrec plan``).
 
     ``run_facts()``: what the engine learned while running that bears on the results but that its config
     does not say (openai: the constraint format the server took after rejecting the first); {} by default.

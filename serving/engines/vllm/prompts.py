@@ -72,7 +72,7 @@ def _tokenizer(path: str):
 class PromptTokenizer:
     """Request → the prompt token ids the engine would send (same rendering and tokenizer); ``many`` counts a list
     in one call of the tokenizer, which a fast (Rust) tokenizer spreads over the cores: the 20 prompts of the
-    110k-token sweep (3.6 M characters) took 0.75 s so against 1.35 s one by one, with the same ids."""
+    110k-token sweep (3.6 M characters) took 0.75 s against 1.35 s one by one, with the same ids."""
 
     def __init__(self, cfg: VLLMEngineConfig, tokenizer):
         self.cfg, self.tokenizer = cfg, tokenizer
