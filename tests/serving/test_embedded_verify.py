@@ -50,7 +50,7 @@ def test_the_model_file_is_hashed_again_only_when_it_changed(fake_model):
     assert local.embedded_model() == (path, sha)
     assert len(hashed) == 1 and pkg.assembled == 1
 
-    path.write_bytes(b"GGUF corrupt bytes of the same len")  # changed: hashed, found wrong, reassembled
+    path.write_bytes(b"GGUF corrupted model byte")  # same size, other bytes: hashed, found wrong, reassembled
     assert local.embedded_model() == (path, sha)
     assert len(hashed) == 2 and pkg.assembled == 2 and path.read_bytes() == GOOD
     assert local.embedded_model() == (path, sha) and len(hashed) == 2

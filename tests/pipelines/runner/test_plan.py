@@ -221,7 +221,8 @@ def test_a_tokenizer_with_many_counts_every_groups_prompts_in_one_call():
         return [len(w) for m in request.messages for w in m.content.split()]
 
     class Batched:
-        calls: list[int] = []
+        def __init__(self):
+            self.calls: list[int] = []
 
         def __call__(self, request):
             raise AssertionError("counted one by one")
