@@ -42,6 +42,9 @@ def test_times_the_work_in_each_place_and_what_ran_beside_it():
     # every other round reversed, so drift weighs on every place alike
     order = [re.findall(r"(direct|actor|ray_data) [\d.]+ s", cells) for _, cells in rounds]
     assert order == [["direct", "actor", "ray_data"], ["ray_data", "actor", "direct"]]
+    # each pass says how often the kernel took a CPU from the engine's threads (0 is possible on an idle core)
+    assert all(len(re.findall(r"s \(cpu [\d.]+ s, preempted \d+, load", cells)) == 3 for _, cells in rounds), out.stdout
+    assert re.search(r"preempted \(median per pass\): direct \d+  actor \d+  ray_data \d+", out.stdout), out.stdout
     summary = re.search(r"actor median ([\d.]+) spread ([\d.]+)-([\d.]+)\s+ray_data median ([\d.]+)", out.stdout)
     assert summary and all(float(x) > 0 for x in summary.groups()), out.stdout
     beside = out.stdout.split("CPU seconds beside the map actor", 1)[1]
