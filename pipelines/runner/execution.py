@@ -358,7 +358,10 @@ def stream(p: RunPlan, progress: Progress | None = None, subject: "SharedSubject
         # itself because its engine died) up to execution.max_restarts times and runs its in-flight
         # batches again; lost blocks are rebuilt from lineage. A batch is written once it reaches this loop.
         t_start = time.perf_counter()
-        for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
+        # prefetch_batches=0: with Ray Data's default (1) a finished batch reaches this loop only once the next one
+        # has finished too, so each would be written, charged to the budget and counted by the progress bar one
+        # batch late, and a run's last two batches at its end
+        for batch in ds.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=0):
             t.setdefault("time_first_batch_s", time.perf_counter() - t_start)
             t_w = time.perf_counter()
             samples = _absorb(p, batch)

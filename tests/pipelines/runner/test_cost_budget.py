@@ -231,3 +231,18 @@ def test_a_stopped_run_redone_fresh_starts_its_ledger_afresh(tmp_path, local_ray
     data["output"]["resume"] = False  # --fresh: the stored results and their ledger go together
     done = run_evaluation(validate(RunConfig, data))
     assert done.cost["cost/samples"] == 4 and len(RunDir(done.run_dir).cost_invocations()) == 1
+
+
+def test_each_batch_is_written_when_it_finishes_not_with_the_next(tmp_path, local_ray):
+    """A finished batch reaches the driver's loop (store, budget, progress bar) while the next one still runs: two
+    batches of two samples, one 0.5-second request each, so the second batch ends a second after the first."""
+    from llmrec.pipelines.runner.api import run_evaluation
+
+    data = _cfg(tmp_path, {"batch_size": 2, "concurrency": 1}, n=4, rounds=0)
+    data["engine"]["delay_s"] = 0.5
+    seen: list[tuple[int, float]] = []
+    out = run_evaluation(validate(RunConfig, data), progress=lambda done, total: seen.append((done, time.monotonic())))
+    assert out.metrics["n_samples"] == 4
+    assert [done for done, _ in seen] == [2, 4], seen
+    # handed over one batch late (Ray Data's default prefetch), both would arrive together at the end
+    assert seen[1][1] - seen[0][1] >= 0.5, seen
