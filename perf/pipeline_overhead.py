@@ -2,7 +2,9 @@
 
 The same prompts (a benchmark slice from a run config) go (a) through `llmrec run`'s code
 path — Ray Data actor pool, result store, aggregation — and (b) through the same engine
-called in one process, in the same prefix-group order, with no Ray running. Request cache and
+called with no Ray running, in the same prefix-group order: in one process, or, where the
+config runs several replicas (``execution.concurrency``), one engine per process, each
+pulling the next prefix group when it is free. Request cache and
 MLflow are off for both. The two alternate in rounds (direct, llmrec; every other round in
 reverse: A B B A), so a machine whose speed drifts weighs on both alike; each round prints its
 wall times with the 1-minute load average at each run's start and end, and the summary the median
@@ -13,13 +15,14 @@ one-row dataset (paid once per cluster: it starts Ray Data's detached stats, act
 autoscaling-coordinator actors, which every later run on the cluster shares) are timed and
 reported apart. ``--cold`` leaves that warm-up out, so the run pays for them.
 
-    python perf/pipeline_overhead.py                  # the PrefEval MCQ demo slice, 2 rounds: ~15 min on 2 cores
+    python perf/pipeline_overhead.py                  # the PrefEval MCQ demo slice, 2 rounds: ~8 min on 2 cores
     python perf/pipeline_overhead.py configs/prefeval_mcq_demo.yaml --set benchmark.per_topic=1 --rounds 1
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import statistics
 import tempfile
@@ -63,25 +66,60 @@ def main() -> None:
 
 
 def direct(cfg) -> dict:
-    """The slice through the engine itself, in one process, in prefix-group order (model load counted)."""
+    """The slice through the engine itself, with no Ray, in prefix-group order (model load counted): one engine in this
+    process, or, when the run config has ``execution.concurrency`` replicas, as many engines in as many processes, each
+    pulling the next prefix group when it is free (what the run's actor pool does)."""
     from llmrec.pipelines.common.datasets import resolve_data_dir
     from llmrec.pipelines.registry import get_benchmark
-    from llmrec.pipelines.runner.worker import group_by_prefix, process_samples
-    from llmrec.serving.engine import build_engine
+    from llmrec.pipelines.runner.worker import group_by_prefix
 
     bench = get_benchmark(cfg.benchmark.name)
     root = resolve_data_dir(cfg.data.dir, bench.data)
     samples = bench.build_samples(cfg.benchmark, root)
     assets = bench.assets(cfg.benchmark, root)
+    groups = group_by_prefix(samples)
     t0 = time.perf_counter()
-    engine = build_engine(cfg.engine)
-    engine.start()
-    load_s = time.perf_counter() - t0
-    ordered = [s for g in group_by_prefix(samples) for s in g]
-    process_samples(bench, cfg.benchmark, ordered, lambda role: engine, retries=0, assets=assets)
-    wall = time.perf_counter() - t0
-    engine.close()
-    return {"wall_s": wall, "load_s": load_s, "n": len(samples)}
+    if cfg.execution.concurrency == 1:
+        load_s = _engine_start(cfg)
+        _run_group([s for g in groups for s in g], assets)
+        _engine_close()
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(cfg.execution.concurrency, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_engine_start, initargs=(cfg,)) as pool:
+            load_s = max(pool.map(_run_group, groups, [assets] * len(groups)))
+    return {"wall_s": time.perf_counter() - t0, "load_s": load_s, "n": len(samples)}
+
+
+_ENGINE: dict = {}  # the engine of this process (one per process of the direct side)
+
+
+def _engine_start(cfg) -> float:
+    from llmrec.pipelines.registry import get_benchmark
+    from llmrec.serving.engine import build_engine
+
+    t0 = time.perf_counter()
+    _ENGINE.update(engine=build_engine(cfg.engine), bench=get_benchmark(cfg.benchmark.name), cfg=cfg.benchmark)
+    _ENGINE["engine"].start()
+    _ENGINE["load_s"] = time.perf_counter() - t0
+    atexit.register(_engine_close)  # a pool's worker: closed before the interpreter tears llama.cpp down
+    return _ENGINE["load_s"]
+
+
+def _engine_close() -> None:
+    if "engine" in _ENGINE:
+        _ENGINE.pop("engine").close()
+
+
+def _run_group(samples: list, assets) -> float:
+    """Samples through this process's engine; the engine's start-up time."""
+    from llmrec.pipelines.runner.worker import process_samples
+
+    engine = _ENGINE["engine"]
+    process_samples(_ENGINE["bench"], _ENGINE["cfg"], samples, lambda role: engine, retries=0, assets=assets)
+    return _ENGINE["load_s"]
 
 
 def through_llmrec(cfg, cold: bool) -> dict:
@@ -120,16 +158,17 @@ def report(cfg, d: dict, p: dict) -> None:
           else "Ray Data warm-up: none (--cold: the run started Ray Data's once-per-cluster actors)")
     print(f"ratio llmrec/direct: {direct_s / pipe_s:.3f}   (incl. ray.init and warm-up: "
           f"{direct_s / (pipe_s + p['ray_s'] + p['warm_s']):.3f})")
-    t = p["stats"]
-    print("\nwhere the llmrec run's time goes (s):")
+    t, k = p["stats"], cfg.execution.concurrency
+    each = f" (mean of {k} replicas)" if k > 1 else ""
+    print(f"\nwhere the llmrec run's time goes (s){'; the engines run side by side' if k > 1 else ''}:")
     print(f"  direct: model load {d['load_s']:6.1f}   generate+score {direct_s - d['load_s']:6.1f}")
     rows = [("plan (samples, assets, store)", t.get("time_plan_s", 0)),
             ("setup (cache actor, datasets)", t.get("time_setup_s", 0)),
-            ("actor engine start (in worker)", t.get("time_engine_start_s", 0)),
-            ("worker generate+score", t.get("time_worker_s", 0)),
+            ("actor engine start (in worker)" + each, t.get("time_engine_start_s", 0) / k),
+            ("worker generate+score" + each, t.get("time_worker_s", 0) / k),
             ("store writes (driver)", t.get("time_store_write_s", 0)),
             ("stream rest: actor spawn, scheduling, transfer",
-             t.get("time_stream_s", 0) - t.get("time_engine_start_s", 0) - t.get("time_worker_s", 0)
+             t.get("time_stream_s", 0) - (t.get("time_engine_start_s", 0) + t.get("time_worker_s", 0)) / k
              - t.get("time_store_write_s", 0)),
             ("teardown", t.get("time_teardown_s", 0)),
             ("aggregate", t.get("time_aggregate_s", 0)),
@@ -141,7 +180,7 @@ def report(cfg, d: dict, p: dict) -> None:
     cpu0, cpu1 = p["cpu"]
     used = sorted(((cpu1[k][1] - cpu0.get(k, (k, 0.0))[1], cpu1[k][0]) for k in cpu1
                    if "MapWorker" not in cpu1[k][0]), reverse=True)
-    print(f"\nCPU seconds used during the run beside the engine actor (processes alive at its end; "
+    print(f"\nCPU seconds used during the run beside the engine actor{'s' if k > 1 else ''} (processes alive at its end; "
           f"{pipe_s * len(os.sched_getaffinity(0)):.0f} CPU-s were there):")
     for sec, name in used:
         if sec >= 0.1:
