@@ -158,17 +158,17 @@ def report(cfg, d: dict, p: dict) -> None:
           else "Ray Data warm-up: none (--cold: the run started Ray Data's once-per-cluster actors)")
     print(f"ratio llmrec/direct: {direct_s / pipe_s:.3f}   (incl. ray.init and warm-up: "
           f"{direct_s / (pipe_s + p['ray_s'] + p['warm_s']):.3f})")
-    t, k = p["stats"], cfg.execution.concurrency
-    each = f" (mean of {k} replicas)" if k > 1 else ""
-    print(f"\nwhere the llmrec run's time goes (s){'; the engines run side by side' if k > 1 else ''}:")
+    t, reps = p["stats"], cfg.execution.concurrency
+    each = ", mean per replica" if reps > 1 else ""
+    print(f"\nwhere the llmrec run's time goes (s){'; the engines run side by side' if reps > 1 else ''}:")
     print(f"  direct: model load {d['load_s']:6.1f}   generate+score {direct_s - d['load_s']:6.1f}")
     rows = [("plan (samples, assets, store)", t.get("time_plan_s", 0)),
             ("setup (cache actor, datasets)", t.get("time_setup_s", 0)),
-            ("actor engine start (in worker)" + each, t.get("time_engine_start_s", 0) / k),
-            ("worker generate+score" + each, t.get("time_worker_s", 0) / k),
+            (f"actor engine start (in worker{each})", t.get("time_engine_start_s", 0) / reps),
+            (f"worker generate+score{f' ({each[2:]})' if each else ''}", t.get("time_worker_s", 0) / reps),
             ("store writes (driver)", t.get("time_store_write_s", 0)),
             ("stream rest: actor spawn, scheduling, transfer",
-             t.get("time_stream_s", 0) - (t.get("time_engine_start_s", 0) + t.get("time_worker_s", 0)) / k
+             t.get("time_stream_s", 0) - (t.get("time_engine_start_s", 0) + t.get("time_worker_s", 0)) / reps
              - t.get("time_store_write_s", 0)),
             ("teardown", t.get("time_teardown_s", 0)),
             ("aggregate", t.get("time_aggregate_s", 0)),
@@ -180,8 +180,8 @@ def report(cfg, d: dict, p: dict) -> None:
     cpu0, cpu1 = p["cpu"]
     used = sorted(((cpu1[k][1] - cpu0.get(k, (k, 0.0))[1], cpu1[k][0]) for k in cpu1
                    if "MapWorker" not in cpu1[k][0]), reverse=True)
-    print(f"\nCPU seconds used during the run beside the engine actor{'s' if k > 1 else ''} (processes alive at its end; "
-          f"{pipe_s * len(os.sched_getaffinity(0)):.0f} CPU-s were there):")
+    print(f"\nCPU seconds used during the run beside the engine actor{'s' if reps > 1 else ''} (processes alive at "
+          f"its end; {pipe_s * len(os.sched_getaffinity(0)):.0f} CPU-s were there):")
     for sec, name in used:
         if sec >= 0.1:
             print(f"  {name:48s} {sec:6.1f}")
