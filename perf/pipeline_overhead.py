@@ -13,7 +13,9 @@ processes cost more than that before llmrec does anything: ``perf/actor_overhead
 Ray and stops it after: ``ray.init`` (paid once per driver) and Ray Data's first execution, on a
 one-row dataset (paid once per cluster: it starts Ray Data's detached stats, actor-location and
 autoscaling-coordinator actors, which every later run on the cluster shares) are timed and
-reported apart. ``--cold`` leaves that warm-up out, so the run pays for them.
+reported apart. ``--cold`` leaves that warm-up out, so the run pays for them. The report ends with the CPU that
+Ray's processes used beside the engines and, from Linux's per-thread schedstat, how long the engines' threads
+were ready to run but waited for a CPU on each side.
 
     python perf/pipeline_overhead.py                  # the PrefEval MCQ demo slice, 2 rounds: ~8 min on 2 cores
     python perf/pipeline_overhead.py configs/prefeval_mcq_demo.yaml --set benchmark.per_topic=1 --rounds 1
@@ -79,18 +81,19 @@ def direct(cfg) -> dict:
     assets = bench.assets(cfg.benchmark, root)
     groups = group_by_prefix(samples)
     t0 = time.perf_counter()
-    if cfg.execution.concurrency == 1:
-        load_s = _engine_start(cfg)
-        _run_group([s for g in groups for s in g], assets)
-        _engine_close()
-    else:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+    with EngineThreads(lambda proc: True) as threads:  # this process, and the pool's when there is one
+        if cfg.execution.concurrency == 1:
+            load_s = _engine_start(cfg)
+            _run_group([s for g in groups for s in g], assets)
+            _engine_close()
+        else:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(cfg.execution.concurrency, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=_engine_start, initargs=(cfg,)) as pool:
-            load_s = max(pool.map(_run_group, groups, [assets] * len(groups)))
-    return {"wall_s": time.perf_counter() - t0, "load_s": load_s, "n": len(samples)}
+            with ProcessPoolExecutor(cfg.execution.concurrency, mp_context=multiprocessing.get_context("spawn"),
+                                     initializer=_engine_start, initargs=(cfg,)) as pool:
+                load_s = max(pool.map(_run_group, groups, [assets] * len(groups)))
+    return {"wall_s": time.perf_counter() - t0, "load_s": load_s, "n": len(samples), "threads": threads.result()}
 
 
 _ENGINE: dict = {}  # the engine of this process (one per process of the direct side)
@@ -138,12 +141,13 @@ def through_llmrec(cfg, cold: bool) -> dict:
     warm_s = time.perf_counter() - t0
     cpu0 = cpu_seconds()
     t0 = time.perf_counter()
-    out = run_evaluation(cfg)
+    with EngineThreads(lambda proc: "MapWorker" in proc.name()) as threads:  # Ray Data's map actors
+        out = run_evaluation(cfg)
     wall = time.perf_counter() - t0
     cpu1 = cpu_seconds()
     ray.shutdown()
     return {"wall_s": wall, "ray_s": ray_s, "warm_s": warm_s, "stats": out.stats, "n": out.metrics["n_samples"],
-            "cpu": (cpu0, cpu1)}
+            "cpu": (cpu0, cpu1), "threads": threads.result()}
 
 
 def report(cfg, d: dict, p: dict) -> None:
@@ -186,6 +190,13 @@ def report(cfg, d: dict, p: dict) -> None:
         if sec >= 0.1:
             print(f"  {name:48s} {sec:6.1f}")
     print(f"  {'sum':48s} {sum(sec for sec, _ in used):6.1f}")
+    waits = {side: got["threads"] for side, got in (("direct", d), ("llmrec", p)) if got["threads"]}
+    if waits:
+        print(f"\nthe engines' busy threads (ran >= {EngineThreads.BUSY_S:g} CPU-s; Linux schedstat, read every "
+              f"{EngineThreads.EVERY_S:g} s): CPU-seconds run, and seconds spent ready to run but waiting for a CPU")
+        for side, (n_threads, ran, waited) in waits.items():
+            print(f"  {side:7s} {n_threads} thread(s): ran {ran:6.1f} CPU-s, waited {waited:5.1f} s "
+                  f"({waited / n_threads:.1f} s per thread)")
 
 
 def cpu_seconds() -> dict:
@@ -207,6 +218,80 @@ def cpu_seconds() -> dict:
         except psutil.Error:
             continue
     return out
+
+
+class EngineThreads:
+    """Run time and run-queue wait of the engines' threads, from Linux's per-thread schedstat (nanoseconds on a
+    CPU, nanoseconds ready to run but waiting for one). ``engine(proc)`` picks, among this process and the
+    processes below it, those that run an engine; in each, the threads that ran at least a quarter of its busiest
+    thread's time (and ``BUSY_S``) count: the engine's compute threads, not an actor's start-up on its main
+    thread. A background thread reads the counters every ``EVERY_S`` seconds (new processes are looked for
+    every 2 s, then only their threads are read), so a thread's last fraction of a second before its process
+    ends can be missed. ``result()``: (threads, CPU-s, wait s), or None where the kernel keeps no schedstat."""
+
+    EVERY_S, BUSY_S = 0.5, 1.0
+
+    def __init__(self, engine):
+        import threading
+
+        self._engine, self._pids, self._last_found = engine, set(), 0.0
+        self._starting = True  # the first read: threads already there count from it, later ones from zero
+        self._first: dict = {}  # (pid, tid) -> (run ns, wait ns) when first read
+        self._last: dict = {}  # (pid, tid) -> (run ns, wait ns) when last read
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> "EngineThreads":
+        self._read(time.monotonic())
+        self._starting = False
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._read(time.monotonic())
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.EVERY_S):
+            self._read(time.monotonic())
+
+    def _read(self, now: float) -> None:
+        import psutil
+
+        if now - self._last_found >= 2.0:  # new processes (an engine's pool, Ray's actors) appear during the run
+            self._last_found = now
+            me = psutil.Process()
+            for proc in [me, *me.children(recursive=True)]:
+                try:
+                    if proc.pid not in self._pids and self._engine(proc):
+                        self._pids.add(proc.pid)
+                except psutil.Error:
+                    continue
+        for pid in list(self._pids):
+            try:
+                tids = os.listdir(f"/proc/{pid}/task")
+            except OSError:  # ended
+                self._pids.discard(pid)
+                continue
+            for tid in tids:
+                try:
+                    with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                        ran, waited = (int(x) for x in f.read().split()[:2])
+                except (OSError, ValueError):
+                    continue
+                self._first.setdefault((pid, tid), (ran, waited) if self._starting else (0, 0))
+                self._last[(pid, tid)] = (ran, waited)
+
+    def result(self) -> tuple[int, float, float] | None:
+        per_pid: dict = {}
+        for (pid, tid), (r, w) in self._last.items():
+            per_pid.setdefault(pid, []).append((r - self._first[(pid, tid)][0], w - self._first[(pid, tid)][1]))
+        busy = [(r, w) for threads in per_pid.values() for r, w in threads
+                if r >= max(self.BUSY_S * 1e9, max(t[0] for t in threads) / 4)]
+        if not busy:
+            return None
+        return len(busy), sum(r for r, _ in busy) / 1e9, sum(w for _, w in busy) / 1e9
 
 
 def warm_ray_data() -> None:
