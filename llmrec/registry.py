@@ -53,14 +53,19 @@ def reading_results() -> bool:
 
 class Registry(Generic[T]):
     def __init__(self, kind: str, discover: Callable[[], None] | None = None,
-                 check: Callable[[T, str], None] | None = None):
+                 check: Callable[[T, str], None] | None = None, find: Callable[[str], None] | None = None):
         """``check(item, where)`` raises when an item does not conform (run at registration and on
         every ``module:ATTR`` import), so a bad plugin fails before it is used (``expects`` makes
-        one from a predicate)."""
+        one from a predicate). ``find(name)``: registers the one item called ``name`` where it can be
+        found without discovering them all (a benchmark's own package), else does nothing; a lookup by
+        name tries it before discovery, so a process that uses one item imports that item's code only
+        (a run's map actors, a CLI verb given one name). Listing, ``in`` and an unknown name discover
+        all, as before."""
         self.kind = kind
         self._check = check
         self._items: dict[str, T] = {}
         self._discover = discover
+        self._find = find
         self._discovered = discover is None
         self._frozen = False
         self._discovering = False
@@ -104,6 +109,12 @@ class Registry(Generic[T]):
     def get(self, name: str) -> T:
         """The item registered as ``name``; ``"package.module:ATTR"`` imports an item defined
         outside the registry's folder (a plugin in a user's own package, a test's toy)."""
+        if self._find is not None and not self._discovered and ":" not in name and name not in self._items:
+            with self._lock:  # as discovery: another thread's lookup waits for a half-imported item
+                if not self._discovered and name not in self._items:
+                    self._find(name)
+        if name in self._items:
+            return self._items[name]
         self.discover()
         if ":" in name and name not in self._items:
             return self._loaded_plugin(name) if _INSTALLED_ONLY.get() else self._plugin(name)

@@ -7,7 +7,8 @@ config runs several replicas (``execution.concurrency``), one engine per process
 pulling the next prefix group when it is free. Request cache and
 MLflow are off for both. The two alternate in rounds (direct, llmrec; every other round in
 reverse: A B B A), so a machine whose speed drifts weighs on both alike; each round prints its
-wall times with the 1-minute load average at each run's start and end, and the summary the median
+wall times with the 1-minute load average at each run's start and end (the model is loaded once, untimed,
+before the first round, so neither side's first run reads it from a cold disk cache), and the summary the median
 of the rounds' ratios (goal ≥ 0.95 with the CPU engine; where llama.cpp's threads fill every core, Ray's own
 processes cost more than that before llmrec does anything: ``perf/actor_overhead.py``) and their spread. Each llmrec run starts
 Ray and stops it after: ``ray.init`` (paid once per driver) and Ray Data's first execution, on a
@@ -48,6 +49,9 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="llmrec-perf-"))
     cfg = load_run_config(args.config, args.overrides + [
         f"output.dir={tmp}", "output.cache=false", "output.resume=false", "tracking.enabled=false"])
+    # untimed: the model file read from disk once, so the first timed run does not pay for a cold page cache
+    print(f"engine warm-up (untimed): model loaded in {_engine_start(cfg):.1f} s", flush=True)
+    _engine_close()
     ratios = []
     for r in range(1, args.rounds + 1):
         order = ("direct", "llmrec") if r % 2 else ("llmrec", "direct")
@@ -93,7 +97,8 @@ def direct(cfg) -> dict:
             with ProcessPoolExecutor(cfg.execution.concurrency, mp_context=multiprocessing.get_context("spawn"),
                                      initializer=_engine_start, initargs=(cfg,)) as pool:
                 load_s = max(pool.map(_run_group, groups, [assets] * len(groups)))
-    return {"wall_s": time.perf_counter() - t0, "load_s": load_s, "n": len(samples), "threads": threads.result()}
+    return {"wall_s": time.perf_counter() - t0, "load_s": load_s, "n": len(samples), "threads": threads.result(),
+            "sampler_s": threads.own_cpu_s}
 
 
 _ENGINE: dict = {}  # the engine of this process (one per process of the direct side)
@@ -147,7 +152,7 @@ def through_llmrec(cfg, cold: bool) -> dict:
     cpu1 = cpu_seconds()
     ray.shutdown()
     return {"wall_s": wall, "ray_s": ray_s, "warm_s": warm_s, "stats": out.stats, "n": out.metrics["n_samples"],
-            "cpu": (cpu0, cpu1), "threads": threads.result()}
+            "cpu": (cpu0, cpu1), "threads": threads.result(), "sampler_s": threads.own_cpu_s}
 
 
 def report(cfg, d: dict, p: dict) -> None:
@@ -196,7 +201,8 @@ def report(cfg, d: dict, p: dict) -> None:
               f"{EngineThreads.EVERY_S:g} s): CPU-seconds run, and seconds spent ready to run but waiting for a CPU")
         for side, (n_threads, ran, waited) in waits.items():
             print(f"  {side:7s} {n_threads} thread(s): ran {ran:6.1f} CPU-s, waited {waited:5.1f} s "
-                  f"({waited / n_threads:.1f} s per thread)")
+                  f"({waited / n_threads:.1f} s per thread); the sampler itself used "
+                  f"{(d if side == 'direct' else p)['sampler_s']:.2f} CPU-s")
 
 
 def cpu_seconds() -> dict:
@@ -240,6 +246,7 @@ class EngineThreads:
         self._last: dict = {}  # (pid, tid) -> (run ns, wait ns) when last read
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
+        self.own_cpu_s = 0.0  # this sampler's own CPU time (its thread's)
 
     def __enter__(self) -> "EngineThreads":
         self._read(time.monotonic())
@@ -255,6 +262,7 @@ class EngineThreads:
     def _loop(self) -> None:
         while not self._stop.wait(self.EVERY_S):
             self._read(time.monotonic())
+        self.own_cpu_s = time.thread_time()
 
     def _read(self, now: float) -> None:
         import psutil

@@ -2,7 +2,8 @@
 
 Discovery imports every sub-package of ``llmrec.pipelines.benchmarks`` (a folder that
 holds only benchmarks) and registers its ``BENCHMARK``; the registries are frozen after
-discovery. Every benchmark is checked against the protocol when it is registered (or imported
+discovery. A lookup by name imports that benchmark's package alone when the folder has it (a run's map
+actors need one benchmark); listing the benchmarks, or a name the folder does not have, discovers them all. Every benchmark is checked against the protocol when it is registered (or imported
 as ``module:ATTR``): one that does not conform fails naming what is missing. The runner and the CLI
 look benchmarks up here by name and know nothing else of them.
 """
@@ -23,20 +24,34 @@ BENCHMARK_PACKAGE = "llmrec.pipelines.benchmarks"
 def _discover() -> None:
     pkg = importlib.import_module(BENCHMARK_PACKAGE)
     for mod in pkgutil.iter_modules(pkg.__path__):
-        if not mod.ispkg:
-            continue
-        module = importlib.import_module(f"{BENCHMARK_PACKAGE}.{mod.name}")
-        bench = getattr(module, "BENCHMARK", None)
-        if bench is None:
-            raise ConfigError(f"{module.__name__} is in the benchmarks folder but exports no BENCHMARK")
-        BENCHMARKS.register(mod.name, bench)
-        for task in bench.score_tasks:
-            SCORE_TASKS.register(task.name, task)
+        if mod.ispkg:
+            _register(mod.name)
     BENCHMARKS.freeze()
     SCORE_TASKS.freeze()
 
 
-BENCHMARKS: Registry[Benchmark] = Registry("benchmark", _discover, check_benchmark)
+def _register(name: str) -> None:
+    """Import the benchmark package ``name`` of the folder; register its BENCHMARK and score tasks."""
+    module = importlib.import_module(f"{BENCHMARK_PACKAGE}.{name}")
+    bench = getattr(module, "BENCHMARK", None)
+    if bench is None:
+        raise ConfigError(f"{module.__name__} is in the benchmarks folder but exports no BENCHMARK")
+    BENCHMARKS.register(name, bench)
+    for task in bench.score_tasks:
+        SCORE_TASKS.register(task.name, task)
+
+
+def _find(name: str) -> None:
+    """The one benchmark ``name``, when the folder has a package of that name: a run's actors and a verb given
+    one benchmark import its code only (the five together take over a second to import)."""
+    if not name.isidentifier():
+        return
+    pkg = importlib.import_module(BENCHMARK_PACKAGE)
+    if any(mod.ispkg and mod.name == name for mod in pkgutil.iter_modules(pkg.__path__)):
+        _register(name)
+
+
+BENCHMARKS: Registry[Benchmark] = Registry("benchmark", _discover, check_benchmark, _find)
 SCORE_TASKS: Registry[ScoreTask] = Registry(
     "score task", BENCHMARKS.discover,
     expects("score task", lambda o: isinstance(o, ScoreTask), "an llmrec.pipelines.protocol.ScoreTask"))

@@ -69,3 +69,45 @@ def test_concurrent_first_lookups_wait_for_discovery():
     for th in threads:
         th.join()
     assert seen == [["a"]] * 4
+
+
+def test_lookup_by_name_finds_one_item_before_discovering_all():
+    calls = []
+
+    def find(name):
+        if name == "a":
+            r.register("a", A)
+
+    def discover():
+        calls.append(1)
+        r.register("a", A)
+        r.register("b", B)
+
+    r = Registry("widget", discover, find=find)
+    assert r.get("a") is A and calls == [] and not r.frozen  # found alone: nothing else imported
+    assert r.get("b") is B and calls == [1]  # not findable alone: everything discovered
+    assert r.names() == ["a", "b"] and calls == [1]
+    with pytest.raises(ConfigError, match=r"Unknown widget 'c'. Available: a, b"):
+        r.get("c")
+
+
+def test_a_benchmark_looked_up_by_name_imports_its_own_package_only():
+    """A run's map actors and a verb given one benchmark import that benchmark's code, not all five (over a
+    second of imports); listing them still finds every one, and the registries freeze as before."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from llmrec.pipelines.registry import BENCHMARKS, SCORE_TASKS, get_benchmark\n"
+        "b = get_benchmark('prefeval')\n"
+        "others = [m for m in ('beyond_utility', 'gistbench', 'lrworld', 'perrecbench')\n"
+        "          if 'llmrec.pipelines.benchmarks.' + m in sys.modules]\n"
+        "assert others == [], others\n"
+        "assert not BENCHMARKS.frozen\n"
+        "names = BENCHMARKS.names()\n"
+        "assert {'prefeval', 'beyond_utility', 'gistbench', 'lrworld', 'perrecbench'} <= set(names), names\n"
+        "assert BENCHMARKS.frozen and SCORE_TASKS.frozen and get_benchmark('prefeval') is b\n"
+        "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
