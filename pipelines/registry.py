@@ -2,8 +2,9 @@
 
 Discovery imports every sub-package of ``llmrec.pipelines.benchmarks`` (a folder that
 holds only benchmarks) and registers its ``BENCHMARK``; the registries are frozen after
-discovery. A lookup by name imports that benchmark's package alone when the folder has it (a run's map
-actors need one benchmark); listing the benchmarks, or a name the folder does not have, discovers them all. Every benchmark is checked against the protocol when it is registered (or imported
+discovery. A lookup by name imports that benchmark's package alone when the folder has it (a run's
+map actors need one benchmark); listing the benchmarks, or a name the folder does not have, discovers
+them all. Every benchmark is checked against the protocol when it is registered (or imported
 as ``module:ATTR``): one that does not conform fails naming what is missing. The runner and the CLI
 look benchmarks up here by name and know nothing else of them.
 """
