@@ -22,11 +22,15 @@ from llmrec.registry import Registry, expects
 BENCHMARK_PACKAGE = "llmrec.pipelines.benchmarks"
 
 
-def _discover() -> None:
+def _packages() -> list[str]:
+    """The names of the benchmarks folder's sub-packages (each one benchmark)."""
     pkg = importlib.import_module(BENCHMARK_PACKAGE)
-    for mod in pkgutil.iter_modules(pkg.__path__):
-        if mod.ispkg:
-            _register(mod.name)
+    return [mod.name for mod in pkgutil.iter_modules(pkg.__path__) if mod.ispkg]
+
+
+def _discover() -> None:
+    for name in _packages():
+        _register(name)
     BENCHMARKS.freeze()
     SCORE_TASKS.freeze()
 
@@ -45,10 +49,7 @@ def _register(name: str) -> None:
 def _find(name: str) -> None:
     """The one benchmark ``name``, when the folder has a package of that name: a run's actors and a verb given
     one benchmark import its code only (the five together take over a second to import)."""
-    if not name.isidentifier():
-        return
-    pkg = importlib.import_module(BENCHMARK_PACKAGE)
-    if any(mod.ispkg and mod.name == name for mod in pkgutil.iter_modules(pkg.__path__)):
+    if name.isidentifier() and name in _packages():
         _register(name)
 
 
