@@ -74,12 +74,21 @@ def _filter_native_stderr(drop: tuple[str, ...]) -> None:
     sys.stderr = open(real, "w", buffering=1, encoding=sys.stderr.encoding, errors=sys.stderr.errors)
 
 
+# Ray's own bookkeeping that a local instance without a dashboard keeps for nobody: metrics, the event loops'
+# statistics and task events (what the dashboard, `ray list tasks` and `ray timeline` read). On 2 cores, beside two
+# engine actors, they took about 1.5 of the 10 CPU-seconds Ray's processes used in a 2-minute run (docs/measurements.md)
+QUIET_RAY_CONFIG = {"enable_metrics_collection": False, "event_stats": False, "task_events_report_interval_ms": 0}
+
+
 def start_ray(address: str | None = None, num_cpus: int | None = None, worker_niceness: int | None = None,
-              worker_logs: bool = True) -> bool:
+              worker_logs: bool = True, metrics: bool = True) -> bool:
     """Join the Ray cluster at ``address`` ('auto': the running one; none given: ``$RAY_ADDRESS`` where set), or
     start a new local instance (``num_cpus``; ``worker_niceness``: None keeps Ray's own default); nothing when this process
     already runs Ray. ``worker_logs``: False keeps workers' output off the driver's console and Ray's
-    own logging at WARNING (a run's progress bar); True leaves llmrec's logging configuration alone.
+    own logging at WARNING (a run's progress bar), and a local instance then runs no log monitor (the process that
+    forwards workers' output to drivers; their log files are still written); True leaves llmrec's logging
+    configuration alone. ``metrics``: False starts a local instance without Ray's metrics, event-loop statistics
+    and task events (:data:`QUIET_RAY_CONFIG`). A cluster joined keeps its own settings.
     Returns True when this call started or joined Ray (the caller then owns ``ray.shutdown``)."""
     import ray
 
@@ -99,14 +108,37 @@ def start_ray(address: str | None = None, num_cpus: int | None = None, worker_ni
         kwargs["_node_ip_address"] = listen_address()
         if num_cpus:
             kwargs["num_cpus"] = num_cpus
+        system = {} if metrics else dict(QUIET_RAY_CONFIG)
         if worker_niceness is not None:
-            kwargs["_system_config"] = {"worker_niceness": worker_niceness}
+            system["worker_niceness"] = worker_niceness
+        if system:
+            kwargs["_system_config"] = system
         reap_local_sessions()
     ray.init(**kwargs)
     if local:
+        if not worker_logs:
+            _stop_log_monitor()
         record_local_session()
     log.info("Ray ready: %s", ray.cluster_resources())
     return True
+
+
+def _stop_log_monitor() -> None:
+    """Stop the log monitor of the local instance this process just started. It reads every worker's log files
+    ten times a second to forward new lines to drivers that asked for them; with ``log_to_driver=False`` none does
+    (no dashboard runs either). ``ray.init`` has no switch for it (``ray start --include-log-monitor`` has);
+    the node object it started has one to stop it, and a Ray without that keeps it running."""
+    try:
+        from ray._private import worker
+
+        stop = worker._global_node.kill_log_monitor
+    except (ImportError, AttributeError):
+        log.debug("Ray's log monitor keeps running: this Ray has no node handle to stop it")
+        return
+    try:
+        stop(check_alive=False)
+    except Exception as e:  # noqa: BLE001 - a Ray that changed this private handle: the monitor keeps running
+        log.debug("Ray's log monitor keeps running: %s", e)
 
 
 def is_loopback(host: str) -> bool:

@@ -9,8 +9,9 @@ MLflow are off for both. The two alternate in rounds (direct, llmrec; every othe
 reverse: A B B A), so a machine whose speed drifts weighs on both alike; each round prints its
 wall times with the 1-minute load average at each run's start and end (the model is loaded once, untimed,
 before the first round, so neither side's first run reads it from a cold disk cache), and the summary the median
-of the rounds' ratios (goal ≥ 0.95 with the CPU engine; where llama.cpp's threads fill every core, Ray's own
-processes cost more than that before llmrec does anything: ``perf/actor_overhead.py``) and their spread. Each llmrec run starts
+of the rounds' ratios (goal ≥ 0.95 with the CPU engine; where llama.cpp's threads fill every core, every
+CPU-second Ray's own processes use beside them comes out of generation, which is why a local Ray runs without
+metrics, task events and log monitor: ``ray.metrics``) and their spread. Each llmrec run starts
 Ray and stops it after: ``ray.init`` (paid once per driver) and Ray Data's first execution, on a
 one-row dataset (paid once per cluster: it starts Ray Data's detached stats, actor-location and
 autoscaling-coordinator actors, which every later run on the cluster shares) are timed and

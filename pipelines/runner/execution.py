@@ -346,6 +346,11 @@ def stream(p: RunPlan, progress: Progress | None = None, subject: "SharedSubject
     ex, t, written = p.config.execution, p.timings, []
     with _provisioned(p, subject) as setup:
         ds = ray.data.from_items(setup.rows, override_num_blocks=setup.blocks)
+        # One operator (the actor pool) holds the run's resources, so Ray Data's reservation of resources between
+        # operators has nothing to divide; recomputing it on every step of its scheduling loop was about a quarter of
+        # that loop's CPU, on the engines' cores (docs/measurements.md). Set on this dataset's own context (a copy
+        # made by from_items), not the process's.
+        ds.context.op_resource_reservation_enabled = False
         with actor_options_accepted():  # Ray 2.60 has no named form of the restart / placement options yet
             ds = ds.map_batches(
                 StageWorker, fn_constructor_kwargs=setup.worker, batch_size=setup.batch_size,

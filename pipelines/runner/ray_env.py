@@ -13,5 +13,6 @@ log = logging.getLogger(__name__)
 
 
 def ensure_ray(cfg: RayConfig) -> None:
-    """Start or join Ray as a run's ``ray:`` section says (workers' output stays off the progress bar)."""
-    start_ray(cfg.address, cfg.num_cpus, cfg.worker_niceness, worker_logs=False)
+    """Start or join Ray as a run's ``ray:`` section says (workers' output stays off the progress bar; a local
+    instance runs no log monitor, and Ray's metrics only with ``ray.metrics``)."""
+    start_ray(cfg.address, cfg.num_cpus, cfg.worker_niceness, worker_logs=False, metrics=cfg.metrics)

@@ -41,6 +41,14 @@ def test_local_instance_gets_cpus_and_niceness(fake_ray, monkeypatch):
     assert start_ray(None, num_cpus=4) is False and len(fake_ray) == 1  # already up: joined once
 
 
+def test_local_instance_without_metrics_gets_the_quiet_config(fake_ray, monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    start_ray(None, num_cpus=2, worker_niceness=0, worker_logs=False, metrics=False)
+    (kw,) = fake_ray
+    assert kw["_system_config"] == {"enable_metrics_collection": False, "event_stats": False,
+                                    "task_events_report_interval_ms": 0, "worker_niceness": 0}
+
+
 def test_no_address_but_ray_address_set_joins_that_cluster(fake_ray, monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")  # a Ray job's driver
     start_ray(None, num_cpus=2)
@@ -49,7 +57,7 @@ def test_no_address_but_ray_address_set_joins_that_cluster(fake_ray, monkeypatch
 
 
 def test_joining_a_cluster_passes_no_local_options(fake_ray):
-    start_ray("auto", num_cpus=2, worker_niceness=5)
+    start_ray("auto", num_cpus=2, worker_niceness=5, metrics=False)
     (kw,) = fake_ray
     assert kw["address"] == "auto" and kw["configure_logging"] is False
     assert not {"num_cpus", "_system_config", "include_dashboard"} & set(kw)

@@ -37,3 +37,33 @@ def test_local_ray_workers_run_at_the_configured_niceness(args, expected):
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     assert f"NICE {expected}" in out.stdout, out.stderr[-2000:]
+
+
+LOG_MONITOR = """
+import psutil, ray
+from llmrec.ray_start import start_ray
+start_ray(None, num_cpus=1, worker_logs={worker_logs})
+
+@ray.remote(num_cpus=0)
+def one():
+    return 1
+
+monitors = [p for p in psutil.Process().children(recursive=True) if "log_monitor" in " ".join(p.cmdline())]
+print("TASK", ray.get(one.remote()), "LOG_MONITORS", len(monitors))
+ray.shutdown()
+print("SHUTDOWN", sum(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in monitors))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("worker_logs, monitors", [(False, 0), (True, 1)])
+def test_a_local_instance_runs_a_log_monitor_only_where_workers_output_is_shown(worker_logs, monitors):
+    # the log monitor forwards workers' output to drivers; a run shows none (log_to_driver=False)
+    tmp = tempfile.mkdtemp(prefix="rl", dir="/tmp")
+    try:
+        out = subprocess.run([sys.executable, "-c", LOG_MONITOR.format(worker_logs=worker_logs)], capture_output=True,
+                             text=True, timeout=120, cwd=tmp, env={**os.environ, "RAY_TMPDIR": tmp})
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    assert f"TASK 1 LOG_MONITORS {monitors}" in out.stdout, out.stderr[-2000:]
+    assert "SHUTDOWN 0" in out.stdout, out.stderr[-2000:]

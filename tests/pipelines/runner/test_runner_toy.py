@@ -139,6 +139,27 @@ def test_runner_end_to_end_with_failures_and_resume(tmp_path, local_ray):
     assert {r["setting"] for r in rows} <= {"kind=even", "kind=odd"}
 
 
+def test_the_runs_dataset_reserves_nothing_between_operators(tmp_path, local_ray, monkeypatch):
+    """One operator holds the run's resources: Ray Data's per-operator reservation (recomputed on every step of its
+    scheduling loop) is off for the run's dataset, and the process's DataContext, which other Ray Data users share,
+    is untouched."""
+    from ray.data import DataContext
+    from ray.data._internal.execution import resource_manager
+
+    allocators = []
+    init = resource_manager.ResourceManager.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        allocators.append(self._op_resource_allocator)
+
+    monkeypatch.setattr(resource_manager.ResourceManager, "__init__", spy)
+    out = run_evaluation(run_config(tmp_path, n=4))
+    assert out.metrics["n_samples"] == 4
+    assert allocators == [None]
+    assert DataContext.get_current().op_resource_reservation_enabled is True
+
+
 def test_resume_redoes_the_samples_of_a_truncated_shard(tmp_path, local_ray):
     import pyarrow.parquet as pq
 
