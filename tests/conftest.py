@@ -15,7 +15,7 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 REPO = Path(__file__).resolve().parents[1]
 
 # the tiers (markers), the per-test time budget and the time report: tests/tiers.py
-pytest_plugins = ["tests.tiers"]
+pytest_plugins = ["tests.tiers", "pytester"]
 
 
 def shared_data_dir() -> Path | None:

@@ -53,6 +53,7 @@ def site(tmp_path_factory) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 def test_wheel_holds_one_top_level_package(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
@@ -74,6 +75,7 @@ def test_build_prints_no_setuptools_warnings(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 def test_fresh_venv_runs_the_cli_outside_the_checkout(wheel, tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)

@@ -30,7 +30,6 @@ from pathlib import Path
 import pytest
 
 TIERS = ("integration", "model", "cluster", "browser", "vllm_cpu")
-BUDGET_S = float(os.environ.get("LLMREC_TEST_BUDGET_S", "60"))
 
 
 def tier_of(keywords) -> str:
@@ -49,59 +48,60 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
-class _Times:
-    def __init__(self):
+def budget_s() -> float:
+    return float(os.environ.get("LLMREC_TEST_BUDGET_S", "60"))
+
+
+class TierTimes:
+    """One session's test times (the controller's, under xdist: it receives every worker's reports)."""
+
+    def __init__(self, config):
+        self.config = config
         self.seconds: dict[str, float] = defaultdict(float)
         self.tier: dict[str, str] = {}
         self.named: dict[str, bool] = {}
         self.started = time.monotonic()
 
-    def add(self, report) -> None:
+    def pytest_runtest_logreport(self, report):
         self.seconds[report.nodeid] += report.duration
         self.tier[report.nodeid] = tier_of(report.keywords)
         self.named[report.nodeid] = any(t in report.keywords for t in TIERS)
 
+    def over_budget(self) -> list[tuple[str, float]]:
+        limit = budget_s()
+        return sorted(((n, s) for n, s in self.seconds.items() if s > limit and not self.named[n]),
+                      key=lambda x: -x[1])
 
-_times = _Times()
+    def pytest_sessionfinish(self, session, exitstatus):
+        out = os.environ.get("LLMREC_TEST_TIMES")
+        if out and self.seconds:
+            with open(out, "a") as f:
+                for nodeid, s in self.seconds.items():
+                    f.write(json.dumps({"nodeid": nodeid, "tier": self.tier[nodeid], "seconds": round(s, 3)}) + "\n")
+        if self.over_budget() and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
+        if not self.seconds:
+            return
+        tw = terminalreporter
+        per_tier: dict[str, list[float]] = defaultdict(list)
+        for nodeid, s in self.seconds.items():
+            per_tier[self.tier[nodeid]].append(s)
+        wall = time.monotonic() - self.started
+        parts = ", ".join(f"{t} {len(v)} tests {sum(v):.0f} s" for t, v in sorted(per_tier.items()))
+        tw.write_line(f"tiers (test time, summed over workers): {parts}; wall {wall:.0f} s")
+        late = self.over_budget()
+        if late:
+            tw.write_line(f"FAILED test budget: {len(late)} test(s) took over {budget_s():.0f} s without a tier "
+                          f"marker ({', '.join(TIERS)}; see tests/tiers.py):", red=True)
+            for nodeid, s in late:
+                tw.write_line(f"  {s:7.1f} s  {nodeid}", red=True)
 
 
-def pytest_runtest_logreport(report):
-    _times.add(report)
-
-
-def over_budget() -> list[tuple[str, float]]:
-    return sorted(((n, s) for n, s in _times.seconds.items() if s > BUDGET_S and not _times.named[n]),
-                  key=lambda x: -x[1])
-
-
-def pytest_sessionfinish(session, exitstatus):
-    if hasattr(session.config, "workerinput"):  # an xdist worker: the controller judges and writes
-        return
-    out = os.environ.get("LLMREC_TEST_TIMES")
-    if out and _times.seconds:
-        with open(out, "a") as f:
-            for nodeid, s in _times.seconds.items():
-                f.write(json.dumps({"nodeid": nodeid, "tier": _times.tier[nodeid], "seconds": round(s, 3)}) + "\n")
-    if over_budget() and session.exitstatus == 0:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if hasattr(config, "workerinput") or not _times.seconds:
-        return
-    tw = terminalreporter
-    per_tier: dict[str, list[float]] = defaultdict(list)
-    for nodeid, s in _times.seconds.items():
-        per_tier[_times.tier[nodeid]].append(s)
-    wall = time.monotonic() - _times.started
-    parts = ", ".join(f"{t} {len(v)} tests {sum(v):.0f} s" for t, v in sorted(per_tier.items()))
-    tw.write_line(f"tiers (test time, summed over workers): {parts}; wall {wall:.0f} s")
-    late = over_budget()
-    if late:
-        tw.write_line(f"FAILED test budget: {len(late)} test(s) took over {BUDGET_S:.0f} s without a tier marker "
-                      f"({', '.join(TIERS)}; see tests/tiers.py):", red=True)
-        for nodeid, s in late:
-            tw.write_line(f"  {s:7.1f} s  {nodeid}", red=True)
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):  # an xdist worker: the controller counts and judges
+        config.pluginmanager.register(TierTimes(config), "llmrec-tier-times")
 
 
 def summary(files: list[str], top: int = 15) -> str:

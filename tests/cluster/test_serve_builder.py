@@ -7,7 +7,7 @@ import pytest
 
 from tests.cluster.servers import free_port
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 
 def test_built_app_answers_openai_requests(local_ray):

@@ -20,7 +20,7 @@ import requests
 from tests.cluster.servers import auth_env, mlflow_server, moto_s3, ray_head, s3_keys
 from tests.pipelines.conftest import config, data_root  # noqa: F401 - data_root is a fixture
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 LLMREC = str(Path(sys.executable).parent / "llmrec")
 BUCKET = "mlflow"

@@ -20,7 +20,7 @@ import yaml
 from tests.conftest import REPO
 from tests.pipelines.toy.benchmark import NAME
 
-pytestmark = pytest.mark.slow  # each test starts Ray in a new process (20-60 s on a busy 2-core machine)
+pytestmark = [pytest.mark.slow, pytest.mark.integration]  # each test starts Ray in a new process (20-60 s on a busy 2-core machine)
 
 LLMREC = str(Path(sys.executable).with_name("llmrec"))
 # Ray's native log lines ("[2026-11-26 01:09:45,167 E 32382 32382] core_worker.cc:2465: ...") and warnings

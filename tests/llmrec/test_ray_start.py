@@ -141,6 +141,7 @@ def test_the_stderr_filter_drops_only_rays_false_alarm():
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 def test_a_local_start_never_joins_a_local_ray_another_process_started(tmp_path):
     """`ray.init()` without an address joins the local instance recorded in /tmp/ray (another llmrec run's, a
     test's) and then refuses num_cpus: the cause of test_tune_sweep_on_s3_resumes failing beside another Ray.

@@ -33,6 +33,7 @@ def test_bad_arguments_are_refused_before_anything_runs(args, says):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_times_the_work_in_each_place_and_what_ran_beside_it():
     pytest.importorskip("llama_cpp")
     out = _run("--reps", "1", "--prompt-tokens", "32", "--new-tokens", "2", "--rounds", "2", "--threads", "1")

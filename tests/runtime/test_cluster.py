@@ -15,7 +15,7 @@ from llmrec.pipelines.runner.run_config import load_run_config
 from tests.pipelines.conftest import config
 from tests.runtime.helpers import ray_cluster
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 WORKERS = ({"num_cpus": 2, "resources": {"w0": 1}}, {"num_cpus": 2, "resources": {"w1": 1}})
 

@@ -11,7 +11,7 @@ from llmrec.pipelines.runner.execution import app_name
 from llmrec.pipelines.runner.run_config import load_run_config
 from tests.pipelines.conftest import config
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 ENGINE = {"type": "fake", "rules": [{"contains": "Las Vegas", "reply": "<choice>C</choice>"}],
           "default": "<choice>A</choice>", "delay_s": 0.05}

@@ -42,6 +42,7 @@ def test_stage_without_assets_fails_clearly():
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 def test_store_on_s3_keeps_newest_record():
     with s3_server() as bucket:
         st = ResultStore(f"s3://{bucket}/runs/x/results")
@@ -54,6 +55,7 @@ def test_store_on_s3_keeps_newest_record():
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 def test_run_on_s3_completes_and_resumes(tmp_path, data_root, local_ray):
     from llmrec.pipelines.runner.api import run_evaluation
 
@@ -78,6 +80,7 @@ def test_run_on_s3_completes_and_resumes(tmp_path, data_root, local_ray):
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 def test_data_directory_moved_away_after_planning(tmp_path, data_root, local_ray):
     """Workers never read the data directory nor a template file named in the config: both are
     gone before any sample runs (judge prompts, inter-turn conversations and template texts come

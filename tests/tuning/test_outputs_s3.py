@@ -27,6 +27,7 @@ FILES = ("resolved.yaml", "protocol.json", "metrics.json", "checkpoint/best.pt",
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 def test_train_on_s3_completes_and_resumes(tmp_path, monkeypatch, caplog):
     from llmrec.cli import app
     from llmrec.errors import ConfigError
@@ -71,6 +72,7 @@ def test_train_on_s3_completes_and_resumes(tmp_path, monkeypatch, caplog):
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 def test_tune_sweep_on_s3_resumes(tmp_path, tiny_csv):
     """output.dir a URI: llmrec's sweep files and (by default) Tune's own state go to the bucket;
     --resume finds both there."""

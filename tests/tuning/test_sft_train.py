@@ -62,6 +62,7 @@ def _registered_step(run: Path) -> int | None:
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_killed_run_resumes_from_checkpoint(tmp_path):
     cfg = _config(tmp_path, steps=15)
     run = tmp_path / "runs" / "resume"
@@ -95,6 +96,7 @@ def test_killed_run_resumes_from_checkpoint(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_sweep_parent_and_child_runs(tmp_path):
     """`tune:` runs each trial as its own Ray Train job under Ray Tune, MLflow parent + one child per trial."""
     from llmrec.config import load_config

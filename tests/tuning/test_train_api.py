@@ -14,6 +14,7 @@ from llmrec.tuning.api import train_from_config
 
 
 @pytest.mark.slow  # MLflow's sqlite schema migration alone takes ~15 s here
+@pytest.mark.integration
 def test_train_writes_outputs_and_one_mlflow_run(tmp_path, tiny_csv):
     path = write_config(tmp_path, base_config(tmp_path))
     out = train_from_config(path, ["train.epochs=2"])

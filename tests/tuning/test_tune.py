@@ -15,6 +15,7 @@ from llmrec.tuning.api import tune_from_config
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 def test_two_trials_log_parent_and_children_then_resume(tmp_path, tiny_csv, local_ray):
     cfg = base_config(
         tmp_path,
@@ -85,6 +86,7 @@ def _write_csv(path, n_users: int, per_user: int, n_items: int) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 def test_sweep_killed_mid_run_resumes_without_losing_or_repeating_trials(tmp_path):
     """kill -9 the whole `llmrec tune` process group while trial 1 trains and trial 2 waits;
     `llmrec tune --resume` finishes both, continuing trial 1 from its checkpoint, under the same
@@ -162,6 +164,7 @@ def test_sweep_killed_mid_run_resumes_without_losing_or_repeating_trials(tmp_pat
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 def test_tune_state_goes_to_storage_path(tmp_path, tiny_csv, local_ray):
     """tune.storage_path (a folder or URI) holds Tune's state; resume finds the sweep there."""
     cfg = base_config(tmp_path, tune={"num_samples": 1, "resources_per_trial": {"cpu": 1},

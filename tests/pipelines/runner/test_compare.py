@@ -253,6 +253,7 @@ def test_runs_with_no_shared_answered_sample_say_so(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 def test_two_real_prefeval_runs_compare_from_their_store_and_from_samples_parquet(tmp_path, local_ray, data_root):
     """`llmrec run`'s own run directories (PrefEval MCQ, fake engine answering A or B): paired on the same
     samples; a copy without results/ compares the same from samples.parquet."""

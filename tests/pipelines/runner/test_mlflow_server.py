@@ -14,7 +14,7 @@ from llmrec.pipelines.runner.api import run_evaluation
 from llmrec.pipelines.runner.run_config import load_run_config
 from tests.pipelines.conftest import config
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 
 def free_port() -> int:

@@ -125,6 +125,7 @@ def test_a_run_packs_its_rows_to_the_budget_on_any_engine(tmp_path, local_ray, m
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_a_free_replica_pulls_the_next_slice(tmp_path, local_ray):
     """Two replicas, six single-sample groups; the over-long one has by far the largest KV need but fails at once
     (over the context), the others take 3 x 0.4 s each. The slices are queued largest first: [long], then
@@ -172,6 +173,7 @@ def test_the_runner_names_no_engine_and_no_engine_field():
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_the_models_tokenizer_counts_the_real_prompt_tokens():
     """Embedded Gemma 3 (its HF conversion, ~15 s once): the dry run's token counts equal llama.cpp's own
     count of the same prompt (the GGUF's tokenizer); 4 chars/token is off (here: ~18 % under)."""

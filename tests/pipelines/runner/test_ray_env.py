@@ -27,6 +27,7 @@ ray.shutdown()
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 @pytest.mark.parametrize("args, expected", [([], 0), (["5"], 5)])
 def test_local_ray_workers_run_at_the_configured_niceness(args, expected):
     # Ray's own default is 15: an engine actor at 15 is preempted by anything else on the node
@@ -56,6 +57,7 @@ print("SHUTDOWN", sum(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for 
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 @pytest.mark.parametrize("worker_logs, monitors", [(False, 0), (True, 1)])
 def test_a_local_instance_runs_a_log_monitor_only_where_workers_output_is_shown(worker_logs, monitors):
     # the log monitor forwards workers' output to drivers; a run shows none (log_to_driver=False)

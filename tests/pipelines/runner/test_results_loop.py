@@ -21,6 +21,7 @@ def _cli(args):
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 def test_suite_then_compare_then_report_then_leaderboard(tmp_path, local_ray):
     from llmrec import tracking
     from llmrec.pipelines.runner.suite import run_suite

@@ -15,7 +15,7 @@ from tests.pipelines.results_fixtures import suite_dir
 from tests.pipelines.runner.test_compare import fake_run
 from tests.runtime.helpers import s3_server
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 
 def _upload(local: Path, bucket: str, prefix: str) -> str:

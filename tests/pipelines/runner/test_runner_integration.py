@@ -19,7 +19,7 @@ from llmrec.pipelines.common.store import ResultStore
 from tests.conftest import REPO
 from tests.pipelines.conftest import config
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.model]
 
 
 def predictions(run_dir: Path) -> dict[str, tuple]:

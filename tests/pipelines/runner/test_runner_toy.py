@@ -227,6 +227,7 @@ def _pids(run_dir, key: str) -> list[tuple[str, str]]:
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 def test_judge_runs_in_its_own_actor_process(tmp_path, local_ray):
     """Actors mode: the judge gets its own engine actor (execution.judge_replicas, default 1), started
     and removed by the run; judge_replicas 0 puts it back into the subject actor."""

@@ -97,6 +97,7 @@ def test_capture_can_be_switched_off(tmp_path, local_ray):
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 def test_run_on_s3_stores_transcripts(tmp_path, local_ray):
     from tests.runtime.helpers import s3_keys, s3_server
 

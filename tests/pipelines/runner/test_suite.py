@@ -171,6 +171,7 @@ def test_cli_suite_prints_the_table(tmp_path, local_ray):
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 def test_serve_mode_deploys_one_app_per_subject(tmp_path, local_ray):
     """mode: serve: the subject's Serve app is deployed once for its three entries (one replica = one engine start)
     and deleted after the subject's last entry."""

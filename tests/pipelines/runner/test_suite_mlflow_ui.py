@@ -22,7 +22,7 @@ from llmrec.pipelines.runner.suite_config import load_suite_config
 from tests.pipelines.runner.test_mlflow_server import free_port, mlflow_server  # noqa: F401 - the fixture
 from tests.pipelines.runner.test_suite import suite_file
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 CHROMIUM = ("chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
             "--window-size=1600,1000", "--virtual-time-budget=20000")

@@ -13,7 +13,7 @@ from llmrec.pipelines.runner.api import run_evaluation
 from llmrec.pipelines.runner.run_config import load_run_config
 from tests.pipelines.conftest import config
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 
 def test_the_terminal_view_prints_the_conversation_from_the_data_file(tmp_path, data_root, local_ray):

@@ -199,6 +199,7 @@ def test_the_terminal_view_prints_the_conversation_and_the_output(run):
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 def test_pages_of_a_10k_sample_run_stay_under_300_ms_at_p95(tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
     from perf.viewer import measure, p95

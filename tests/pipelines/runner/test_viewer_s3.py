@@ -14,7 +14,7 @@ from tests.pipelines.runner.test_results_on_s3 import _upload
 from tests.pipelines.runner.viewer_fixtures import prefeval_run, suite_of
 from tests.runtime.helpers import s3_server
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 
 def test_a_suite_on_s3_lists_and_opens_its_samples(tmp_path):

@@ -14,7 +14,7 @@ from llmrec.pipelines.benchmarks.beyond_utility import BENCHMARK, plots
 from llmrec.pipelines.benchmarks.beyond_utility.config import BeyondUtilityConfig, UserSampling
 from tests.conftest import require_data
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 
 def test_history_cut_trains_and_ranks_on_the_last_n_items(tmp_path):

@@ -13,7 +13,7 @@ import yaml
 
 from tests.conftest import REPO, require_data
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.model]
 pytest.importorskip("llama_cpp", reason="llama-cpp-python (extra 'cpu') is not installed")
 
 

@@ -53,6 +53,7 @@ def test_own_category_is_stable_and_negative():
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_embedding_mapper_nearest_category():
     cats = taxonomy.load_categories(require_data("gistbench/gistbench/assets/categories.csv"))
     mapping = taxonomy.EmbeddingMapper(cats).map(["Mountain hiking trails", "NBA basketball highlights"])

@@ -14,7 +14,7 @@ from llmrec.pipelines.runner.scoring import score_file
 from llmrec.pipelines.common.store import ResultStore
 from tests.conftest import require_data
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
+pytestmark = [pytest.mark.slow, pytest.mark.model, pytest.mark.timeout(3600)]
 
 
 LLAMA = {"type": "llamacpp", "n_ctx": 4096, "n_threads": 2}

@@ -127,6 +127,7 @@ def test_movielens_users_from_the_interaction_layer():
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_embedding_mapper_through_aggregation(tmp_path):
     cfg = cfg_of(judge={"enabled": False}, user_ids=["1"],
                  taxonomy={"mapper": "embedding", "cache_path": str(tmp_path / "t.sqlite")})

@@ -46,7 +46,7 @@ def test_taxonomy_levels_are_separate_measures():
 
 @pytest.mark.parametrize("preset,measures", [
     pytest.param("ml-100k", {"association_rules/ml-100k/item", "entity_attribute/ml-100k/genres",
-                             "entity_attribute/ml-100k/decade"}, marks=pytest.mark.slow),  # apriori on ML-100K: ~1 min
+                             "entity_attribute/ml-100k/decade"}, marks=[pytest.mark.slow, pytest.mark.integration]),  # apriori on ML-100K: ~1 min
     ("amazon-beauty", {"entity_relation/amazon-beauty/brand", "text_knowledge/amazon-beauty/description"}),
 ])
 def test_build_verb_on_shared_data(preset, measures, tmp_path):

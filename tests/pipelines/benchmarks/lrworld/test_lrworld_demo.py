@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import require_data
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.model]
 REPO = Path(__file__).resolve().parents[4]
 
 

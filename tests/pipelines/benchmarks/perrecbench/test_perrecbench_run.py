@@ -12,7 +12,7 @@ from llmrec.pipelines.runner.api import run_evaluation
 from llmrec.pipelines.runner.run_config import load_run_config
 from tests.conftest import require_data
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.model]
 
 # free text, as the reference (sampling.constrained: false, the default): every mode's answer is parsed from it
 ENGINE_FAKE = {"type": "fake", "default": '{"predicted_rating": 4}',

@@ -10,7 +10,7 @@ from llmrec.pipelines.runner.run_config import load_run_config
 from llmrec.pipelines.common.store import ResultStore
 from tests.pipelines.conftest import config
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.model]
 pytest.importorskip("llama_cpp", reason="llama-cpp-python (extra 'cpu') is not installed")
 
 # not the reference defaults (free-form answers in 5 tokens, the preference reply capped at 5): the 270M base

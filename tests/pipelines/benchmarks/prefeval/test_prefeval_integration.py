@@ -76,6 +76,7 @@ def test_mcq_all_methods_fake_engine(tmp_path, data_root, local_ray):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_embedded_model_as_subject_and_judge(tmp_path, data_root, local_ray):
     pytest.importorskip("llama_cpp")
     llama = {"type": "llamacpp", "n_ctx": 4096, "n_threads": 2}

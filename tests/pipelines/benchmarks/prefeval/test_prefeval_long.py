@@ -90,6 +90,7 @@ def test_truncation_gives_up_when_nothing_left(data):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_298_turns_over_context_for_the_embedded_engine(data):
     pytest.importorskip("llama_cpp")
     cfg = PrefEvalConfig(topics=["travel_hotel"], per_topic=1, forms=["choice"], turns=[298])
