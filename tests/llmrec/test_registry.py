@@ -91,6 +91,7 @@ def test_lookup_by_name_finds_one_item_before_discovering_all():
         r.get("c")
 
 
+@pytest.mark.integration  # a clean interpreter: which packages one lookup imports
 def test_a_benchmark_looked_up_by_name_imports_its_own_package_only():
     """A run's map actors and a verb given one benchmark import that benchmark's code, not all five (over a
     second of imports); listing them still finds every one, and the registries freeze as before."""

@@ -70,6 +70,7 @@ def test_a_key_typo_fails_at_registration_naming_the_key_and_the_choices():
     assert Keyed().cluster({"sample_id": "s", "kind": "odd"}) == "odd"
 
 
+@pytest.mark.integration  # a clean interpreter with a broken plugin
 def test_llmrec_list_fails_naming_what_is_missing():
     """Discovery over a benchmarks folder holding the bad benchmark: the CLI stops with one line."""
     code = ("import sys; import llmrec.pipelines.registry as r; r.BENCHMARK_PACKAGE = 'tests.pipelines.toy.nonconforming'; "

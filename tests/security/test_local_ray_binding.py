@@ -10,6 +10,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO
 
 PROBE = r"""
@@ -57,6 +59,7 @@ def _listening(extra_env: dict | None = None) -> dict:
     return json.loads(line[len("LISTEN "):])
 
 
+@pytest.mark.integration  # a local Ray in its own process, its sockets read from outside
 def test_every_listening_socket_of_a_local_ray_is_on_the_loopback():
     seen = _listening()
     names = {name for name, _, _ in seen["sockets"]}

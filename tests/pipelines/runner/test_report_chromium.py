@@ -15,7 +15,8 @@ from llmrec.pipelines.runner.html_report import write_report
 from tests.pipelines.results_fixtures import suite_dir
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed (apt-get install chromium)")
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed (apt-get install chromium)")]
 CONSOLE = re.compile(r":CONSOLE[:(]\d*\)?\]? (.*)")  # Chromium's log line for every console message / uncaught error
 
 

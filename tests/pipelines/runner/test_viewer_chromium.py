@@ -20,9 +20,9 @@ from tests.pipelines.runner.viewer_fixtures import prefeval_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(CHROMIUM is None or DRIVER is None,
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(CHROMIUM is None or DRIVER is None,
                                 reason="headless Chromium or chromedriver not installed (`make browser`, or "
-                                       "apt-get install chromium chromium-driver)")
+                                       "apt-get install chromium chromium-driver)")]
 
 
 def start_view(*args: str) -> tuple[subprocess.Popen, str]:

@@ -124,6 +124,7 @@ def test_reranking_pool_keeps_base_set_and_canddif_on_pools_with_target(tmp_path
     assert m["target_in_pool"] == pytest.approx(2 / 3) and "canddif_hr" in m  # one pair of orders: plain keys
 
 
+@pytest.mark.integration  # the CLI verb in its own process
 def test_candidates_verb_writes_the_same_users_and_candidates(tmp_path, run):
     import subprocess
     import sys
@@ -143,6 +144,7 @@ def test_candidates_verb_writes_the_same_users_and_candidates(tmp_path, run):
     assert (tmp_path / "out" / "items.jsonl").is_file()
 
 
+@pytest.mark.integration  # a fresh process: nothing cached in this one
 def test_aggregate_in_a_fresh_process_needs_only_the_assets(run, tmp_path):
     """No module state: a process that never built samples aggregates the stored rows to the same
     metrics from the benchmark's assets alone (before, the catalog lived in a module dict filled by

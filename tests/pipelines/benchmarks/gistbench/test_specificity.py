@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from llmrec.pipelines.benchmarks.gistbench.config import SpecificityConfig
 from llmrec.pipelines.benchmarks.gistbench.specificity import build_pool, build_test_set, overlap_candidates
 from tests.conftest import REPO as _REPO
@@ -36,6 +38,7 @@ def _run(hashseed: str) -> dict:
     return json.loads(out.stdout)
 
 
+@pytest.mark.integration  # interpreters with other hash seeds
 def test_distractor_sets_identical_across_processes():
     first, second = _run("1"), _run("4242")
     assert first == second

@@ -166,6 +166,7 @@ def test_plot_verb_writes_figures(tmp_path):
                                                                       "lrworld_position_bias.md").read_text()
 
 
+@pytest.mark.integration  # a clean interpreter: what the benchmark layer imports
 def test_benchmark_layer_imports_no_ray_engine_or_trainer():
     import subprocess
     import sys

@@ -33,6 +33,7 @@ def test_parse_choice(text, expected):
     assert parse_choice(text) == expected
 
 
+@pytest.mark.integration  # another interpreter (hash seed)
 def test_shuffle_keeps_gold_and_is_stable_across_processes():
     opts = ["right", "w1", "w2", "w3"]
     shuffled, gold = shuffle_options(opts, 41, "travel_hotel", 7)
