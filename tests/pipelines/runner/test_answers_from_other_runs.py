@@ -118,3 +118,12 @@ def test_a_smaller_context_with_a_warm_cache_fails_as_without_it(tmp_path, local
     assert warm["over_context"] == cold["over_context"] == "6"
     copy = run("--set", "output.run_name=copy")
     assert copy["answers_from_other_runs"] == "12"
+
+
+def test_the_sample_viewer_names_the_run_that_computed_a_cached_answer():
+    from llmrec.pipelines.runner.viewer import call_view
+    from llmrec.transcripts import Call
+
+    hit = call_view(Call("ask", 0, "subject", {"text": "yes", "from_cache": True, "computed_for": "/runs/a"}, None))
+    own = call_view(Call("ask", 0, "subject", {"text": "yes", "from_cache": True}, None))
+    assert (hit["from_cache"], hit["computed_for"]) == (True, "/runs/a") and own["computed_for"] is None
