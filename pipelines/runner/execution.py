@@ -133,8 +133,12 @@ def run_dir_for(cfg: RunConfig) -> storage.Storage:
 
 
 def run_id(run_dir: storage.Storage) -> str:
-    """What the request cache records as the writer of the entries a run's calls store: its directory."""
-    return storage.Storage.of(run_dir).uri
+    """What the request cache records as the writer of the entries a run's calls store: its directory (a URI without
+    credentials)."""
+    from llmrec.redact import redact_url
+
+    uri = storage.Storage.of(run_dir).uri
+    return redact_url(uri) if storage.is_uri(uri) else uri
 
 
 def data_root(cfg: RunConfig, bench: Benchmark, data_dir: Path | None = None) -> Path:
