@@ -192,7 +192,8 @@ def _summary_value(key: str, metrics: dict) -> str:
 
 def summary_rows(metrics: dict, stats: dict, headline: tuple[str, ...]) -> list[tuple[str, str]]:
     """The compact result: headline metrics (95% CI where computed), sample counts and failures, and the run's cost
-    per 1,000 samples (``cost/1k``) where it has a cost ledger.
+    per 1,000 samples (``cost/1k``) and how many of its engine calls the request cache answered with calls made for
+    other runs (``answers_from_other_runs``: ``3 of 24``) where it has a cost ledger.
     Without headline metrics: every metric but the CI bounds. Timings and the rest: ``--verbose``."""
     from llmrec import costs
 
@@ -201,14 +202,19 @@ def summary_rows(metrics: dict, stats: dict, headline: tuple[str, ...]) -> list[
     counts = [k for k in sorted(metrics) if tracking.is_count(k) and k not in heads]
     rows = [(k, _summary_value(k, metrics)) for k in heads + counts]
     rows += [(costs.COLUMN, costs.per_1k_text(metrics))] if costs.TOKENS_PER_1K in metrics else []
+    other = costs.other_runs_text(metrics)  # answers this run did not compute: the request cache gave another run's
+    rows += [(costs.FROM_OTHER_RUNS_ROW, other)] if other is not None else []
     return rows + [(k, str(int(stats[k]))) for k in RUN_COUNTS if k in stats]
 
 
 def _print_summary(metrics: dict, stats: dict, headline: tuple[str, ...]) -> None:
     from rich.text import Text
 
+    from llmrec import costs
+
     rows = summary_rows(metrics, stats, headline)
     shown = {k for k, _ in rows} | {f"{k}_ci_{end}" for k, _ in rows for end in ("low", "high")}
+    shown |= {costs.FROM_OTHER_RUNS} if costs.FROM_OTHER_RUNS_ROW in shown else set()
     hidden = len((set(metrics) | set(stats)) - shown)
     table = Table(title="results", show_lines=False, caption_justify="left",
                   caption=f"value [95% CI]; {hidden} more metrics, timings and token counts: "

@@ -14,6 +14,8 @@ PREFIX = "cost/"
 USD_PER_1K = f"{PREFIX}usd_per_1k_samples"
 TOKENS_PER_1K = f"{PREFIX}tokens_per_1k_samples"
 COLUMN = "cost/1k"  # the tables' column header: cost per 1,000 samples
+FROM_OTHER_RUNS = f"{PREFIX}requests_from_other_runs"  # answers the request cache gave that another run computed
+FROM_OTHER_RUNS_ROW = "answers_from_other_runs"  # the run summary's row
 MISSING = "—"
 
 
@@ -50,3 +52,13 @@ def per_1k_text(metrics: Mapping) -> str:
         return usd_text(usd)
     tokens = _finite(metrics.get(TOKENS_PER_1K))
     return tokens_text(tokens) if tokens is not None else MISSING
+
+
+def other_runs_text(metrics: Mapping) -> str | None:
+    """``3 of 24``: of a run's answered engine calls, those the request cache answered with another run's call; None
+    without a ledger."""
+    other = _finite(metrics.get(FROM_OTHER_RUNS))
+    if other is None:
+        return None
+    calls = (_finite(metrics.get(f"{PREFIX}requests")) or 0) + (_finite(metrics.get(f"{PREFIX}requests_from_cache")) or 0)
+    return f"{other:.0f} of {calls:.0f}"

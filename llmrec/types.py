@@ -75,6 +75,10 @@ class Result(BaseModel):
     # an engine's error names where it failed: URLs in it lose their credentials (it is logged and stored)
     error: Annotated[str | None, AfterValidator(lambda e: redact_text(e) if e else e)] = None
     from_cache: bool = False
+    computed_for: str | None = Field(
+        None, description="from_cache only: the run (its directory) whose engine call produced this answer, when that "
+                          "is another run than the one asking; '(not recorded)' for a cache entry written before the "
+                          "cache recorded its runs. None: the asking run's own call")
     request_id: str | None = None
     retry_after_s: float | None = Field(
         None, exclude=True, description="error only: how long the server asked the caller to wait before it retries "

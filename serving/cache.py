@@ -7,6 +7,13 @@ reference still names its messages, see ``llmrec.transcripts``). The cache speak
 actor on the driver's node owns the sqlite file and every engine actor, on any node, uses it
 through ``cache_service.RemoteRequestCache``. A local ``RequestCache`` (WAL mode) serves
 single-process use.
+
+A cached answer is reused only where the engine asking could have produced it: the key's engine identity holds
+every engine setting that can change an answer or whether a request fails (``serving.engine.config_identity``), and
+a hit whose prompt would not fit the asking engine's context (the hit's prompt tokens + ``max_tokens`` over
+``context_limit``) is not taken: the request goes to the engine, which answers ``over_context`` as it would
+without the cache. Each entry records the run that wrote it (``run``, the run directory); a hit written for
+another run is marked on its result (``computed_for``), so a run can say how many answers it did not compute.
 """
 
 from __future__ import annotations
@@ -31,40 +38,51 @@ def cacheable(request: Request) -> bool:
     return request.sampling.temperature == 0 or request.sampling.seed is not None
 
 
+UNRECORDED = "(not recorded)"  # the writer of an entry stored before the cache recorded its runs
+_INSERT = "INSERT OR REPLACE INTO responses (key, result, run) VALUES (?, ?, ?)"
+
+
 class RequestCache:
+    """The sqlite file: ``responses(key, result, run)``; ``run``: the run that wrote the entry (NULL: not said, e.g.
+    an entry of a file made before the column existed, which opening such a file adds)."""
+
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False)
         self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, result TEXT NOT NULL)")
+        self._conn.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, result TEXT NOT NULL, run TEXT)")
+        if "run" not in {row[1] for row in self._conn.execute("PRAGMA table_info(responses)")}:
+            try:
+                self._conn.execute("ALTER TABLE responses ADD COLUMN run TEXT")
+            except sqlite3.OperationalError as e:  # another process added it first
+                if "duplicate column" not in str(e):
+                    raise
         self._conn.commit()
 
     def get(self, key: str) -> Result | None:
-        with self._lock:
-            row = self._conn.execute("SELECT result FROM responses WHERE key=?", (key,)).fetchone()
-        return Result.model_validate_json(row[0]) if row else None
+        return self.get_many([key]).get(key)
 
-    def put(self, key: str, result: Result) -> None:
-        with self._lock:
-            self._conn.execute("INSERT OR REPLACE INTO responses VALUES (?, ?)", (key, _stored(result)))
-            self._conn.commit()
+    def put(self, key: str, result: Result, run: str | None = None) -> None:
+        self.put_many({key: result}, run)
 
     def get_many(self, keys: list[str]) -> dict[str, Result]:
+        """The stored answers, each with ``computed_for`` = the run that wrote it (``UNRECORDED``: not said)."""
         out: dict[str, Result] = {}
         with self._lock:
             for i in range(0, len(keys), 500):  # stay under sqlite's bound-parameter limit
                 chunk = keys[i: i + 500]
                 marks = ",".join("?" * len(chunk))
-                for k, v in self._conn.execute(f"SELECT key, result FROM responses WHERE key IN ({marks})", chunk):
-                    out[k] = Result.model_validate_json(v)
+                for k, v, run in self._conn.execute(
+                        f"SELECT key, result, run FROM responses WHERE key IN ({marks})", chunk):
+                    out[k] = Result.model_validate_json(v).model_copy(update={"computed_for": run or UNRECORDED})
         return out
 
-    def put_many(self, items: dict[str, Result]) -> None:
+    def put_many(self, items: dict[str, Result], run: str | None = None) -> None:
+        """Store answers, recording ``run`` (the run they were computed for) as their writer."""
         with self._lock:
-            self._conn.executemany("INSERT OR REPLACE INTO responses VALUES (?, ?)",
-                                   [(k, _stored(r)) for k, r in items.items()])
+            self._conn.executemany(_INSERT, [(k, _stored(r), run) for k, r in items.items()])
             self._conn.commit()
 
     def __len__(self) -> int:
@@ -76,18 +94,26 @@ class RequestCache:
             self._conn.close()
 
 
+NOT_STORED = {"prompt_text", "computed_for"}  # a result's fields the cache does not keep (its writer is a column)
+
+
 def _stored(result: Result) -> str:
-    return result.model_dump_json(exclude={"prompt_text"})
+    return result.model_dump_json(exclude=NOT_STORED)
+
+
+_UNKNOWN = object()
 
 
 class CachedEngine:
-    """Wraps any engine; counts hits and misses."""
+    """Wraps any engine; counts hits and misses. ``run``: the run asking (its directory), recorded as the writer of
+    the entries it stores; a hit written by another run carries that run in ``computed_for``."""
 
-    def __init__(self, engine, cache: RequestCache):
-        self.engine, self.cache = engine, cache
+    def __init__(self, engine, cache: RequestCache, run: str | None = None):
+        self.engine, self.cache, self.run = engine, cache, run
         self.config = engine.config
         self.hits = self.misses = 0
         self._identity = None
+        self._limit = _UNKNOWN
 
     def start(self) -> None:
         self.engine.start()
@@ -103,6 +129,24 @@ class CachedEngine:
     def run_facts(self) -> dict:
         return run_facts(self.engine)
 
+    @property
+    def context_limit(self) -> int | None:
+        """The wrapped engine's context (prompt + completion tokens), None where it reports none (a remote server)."""
+        if self._limit is _UNKNOWN:
+            start = getattr(self.engine, "start", None)
+            if callable(start):
+                start()  # idempotent; an engine may learn its limit when it starts (a served model's length)
+            try:
+                self._limit = getattr(self.engine, "context_limit", None)
+            except AttributeError:  # a property that found no limit
+                self._limit = None
+        return self._limit
+
+    def _fits(self, hit: Result, req: Request) -> bool:
+        """Whether the hit's prompt fits this engine's context with the request's ``max_tokens`` (unknown: yes)."""
+        limit = self.context_limit
+        return limit is None or hit.prompt_tokens + req.sampling.max_tokens <= limit
+
     def generate(self, requests: list[Request]) -> list[Result]:
         keys = {i: cache_key(self.identity(), r) for i, r in enumerate(requests) if cacheable(r)}
         found = self.cache.get_many(sorted(set(keys.values())))  # one round trip per batch
@@ -110,10 +154,10 @@ class CachedEngine:
         todo = []
         for i, req in enumerate(requests):
             hit = found.get(keys[i]) if i in keys else None
-            if hit is not None:
+            if hit is not None and self._fits(hit, req):
                 self.hits += 1
-                out[i] = _from_cache(hit, req)
-            else:
+                out[i] = self._from_cache(hit, req)
+            else:  # a miss, or an answer this engine could not have given: the engine decides (over_context)
                 todo.append(i)
         # identical cacheable requests in one batch are computed once
         first: dict[str, int] = {}
@@ -130,12 +174,18 @@ class CachedEngine:
             fresh = self.engine.generate([requests[i] for i in unique])
             for i, res in zip(unique, fresh):
                 out[i] = res
-            self.cache.put_many({keys[i]: out[i] for i in unique if i in keys and out[i].ok})
+            self.cache.put_many({keys[i]: out[i] for i in unique if i in keys and out[i].ok}, self.run)
         for i in todo:
-            if out[i] is None:
+            if out[i] is None:  # the same request as an earlier one of this batch: this run's own call
                 self.hits += 1
-                out[i] = _from_cache(out[first[keys[i]]], requests[i])
+                out[i] = _from_cache(out[first[keys[i]]], requests[i], None)
         return out  # type: ignore[return-value]
+
+    def _from_cache(self, hit: Result, req: Request) -> Result:
+        writer = hit.computed_for
+        if self.run is None:  # a caller outside a run: only a writer the entry names is another run
+            return _from_cache(hit, req, None if writer == UNRECORDED else writer)
+        return _from_cache(hit, req, None if writer == self.run else writer)
 
     def check_health(self) -> bool:
         return self.engine.check_health()
@@ -144,6 +194,6 @@ class CachedEngine:
         self.engine.close()
 
 
-def _from_cache(hit: Result, req: Request) -> Result:
+def _from_cache(hit: Result, req: Request, computed_for: str | None) -> Result:
     return hit.model_copy(update={"from_cache": True, "request_id": req.request_id,
-                                  "cached_prompt_tokens": hit.prompt_tokens})
+                                  "cached_prompt_tokens": hit.prompt_tokens, "computed_for": computed_for})

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from dataclasses import dataclass
-from typing import Callable, Protocol, runtime_checkable
+from typing import Callable, ClassVar, Protocol, runtime_checkable
 
 from pydantic import Field
 
@@ -33,7 +33,14 @@ class EngineConfig(StrictModel):
 
     What the runner reads of any engine's config, declared here with defaults that a subclass overrides:
     ``label`` (what run names and tables call the model), ``gpus_per_replica`` and ``gpu_share`` (placement,
-    ``pipelines/runner/placement.py``)."""
+    ``pipelines/runner/placement.py``).
+
+    ``not_in_identity``: the fields left out of the engine's identity (the request cache key, ``config_identity``),
+    each with the reason it cannot change an answer or whether a request fails (a thread count, a port, a
+    timeout), or the form in which the engine's ``identity()`` gives it instead (a model file by its content
+    hash). Every other field is in the identity, so a new field is part of the key unless it is listed here."""
+
+    not_in_identity: ClassVar[dict[str, str]] = {}
 
     type: str = Field(description="engine name (see `llmrec list`)")
     context_length: int | None = Field(
@@ -54,6 +61,16 @@ class EngineConfig(StrictModel):
     def gpu_share(self) -> float | None:
         """Share of each GPU's memory one replica takes (None: not known; the GPU-sharing check skips it)."""
         return None
+
+
+def config_identity(cfg: EngineConfig, **extra) -> dict:
+    """An engine's identity (what its answers depend on; the request cache key): every field of its config but
+    those its class lists in ``not_in_identity``, as JSON values, plus ``extra`` (what the engine adds: a model
+    file's hash, an adapter's mtime, a field in another form)."""
+    unknown = sorted(set(cfg.not_in_identity) - set(type(cfg).model_fields))
+    if unknown:
+        raise ConfigError(f"{type(cfg).__name__}.not_in_identity names no field of the config: {', '.join(unknown)}")
+    return {**cfg.model_dump(mode="json", exclude=set(cfg.not_in_identity)), **extra}
 
 
 @runtime_checkable

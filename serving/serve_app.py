@@ -93,6 +93,9 @@ class EngineDeployment:
     def identity(self) -> dict:
         return self._engine.identity()
 
+    def context_limit(self) -> int | None:
+        return getattr(self._engine, "context_limit", None)
+
     def check_health(self) -> None:
         if not self._engine.check_health():
             raise RuntimeError("engine reports unhealthy")
@@ -265,6 +268,7 @@ class ServeEngine:
         self.app_name, self.timeout_s = app_name, timeout_s
         self._handle: DeploymentHandle | None = None
         self._identity: dict | None = None
+        self._limit: int | None = None
 
     def start(self) -> None:
         if self._handle is None:
@@ -295,6 +299,14 @@ class ServeEngine:
             self.start()
             self._identity = self._result(self._handle.identity.remote())
         return self._identity
+
+    @property
+    def context_limit(self) -> int | None:
+        """The deployed engine's context (prompt + completion tokens); None: it reports none."""
+        if self._limit is None:
+            self.start()
+            self._limit = self._result(self._handle.context_limit.remote())
+        return self._limit
 
     def check_health(self) -> bool:
         try:

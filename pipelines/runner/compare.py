@@ -8,7 +8,9 @@ both, or without an outcome in one run, e.g. an unparsable answer a metric leave
 after the first is compared with the first (the baseline). For each metric and setting, and for the
 settings pooled (``all``) when a metric has several: B − A with a cluster bootstrap CI and a p-value
 (``llmrec.pipelines.common.paired``), Holm-adjusted over every row of that metric (its settings ×
-the comparisons). A suite directory stands for its entries: they are compared per benchmark entry.
+the comparisons). A suite directory stands for its entries: they are compared per benchmark entry. Per run, the
+caption and comparison.json say how many of its answers the request cache gave from calls made for another run
+(``cost.answer_sources``): a run that computed none of its answers says so.
 
 Where it writes: a suite's comparisons go to ``<suite>/comparisons/<A>--vs--<B>/`` (``SuiteDir.COMPARISONS``, where
 ``llmrec report`` and the viewer find them); run folders compared as such to ``<parent of the first>/comparisons/
@@ -21,6 +23,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Optional
 
@@ -55,6 +58,13 @@ class Run:
     @property
     def group(self) -> str:
         return self.entry or self.bench.name
+
+    @cached_property
+    def sources(self) -> dict[str, int]:
+        """Where its answers came from: engine calls, request-cache hits, hits computed for another run."""
+        from llmrec.pipelines.runner.cost import answer_sources
+
+        return answer_sources(self.rows)
 
     @property
     def protocol(self) -> dict:
@@ -261,7 +271,9 @@ def write_files(comp: Comparison, out: Path) -> dict[str, Path]:
         raise ConfigError(f"--out {out}: cannot create it ({e.strerror or e})") from e
     doc = {"runs": [{"label": r.label, "run_dir": str(r.path), "group": r.group, "benchmark": r.bench.name,
                      "engine": r.cfg.engine.type,
-                     "model": r.cfg.engine.label} for r in comp.runs],
+                     "model": r.cfg.engine.label, "answers": r.sources["answers"],
+                     "answers_from_cache": r.sources["from_cache"],
+                     "answers_from_other_runs": r.sources["from_other_runs"]} for r in comp.runs],
            "protocol_diff": {"allowed": comp.allowed_protocol_diff, "differences": comp.protocol_diff},
            "dropped": comp.dropped, "not_compared": comp.not_compared, "holm": "per metric, over its settings and comparisons",
            **comp.settings, "rows": comp.rows}
@@ -397,6 +409,7 @@ def _caption(comp: Comparison, keys: dict | None = None) -> str:
         lines.append(f"dropped ({d['b']} vs {d['a']}): " + (", ".join(parts) if parts else "none"))
     if comp.not_compared:
         lines.append(f"not compared (alone in their suite entry): {', '.join(comp.not_compared)}")
+    lines.append(other_runs_line(comp.runs))
     if comp.protocol_diff:
         keys = sorted({d["key"] for d in comp.protocol_diff})
         lines.append(f"PROTOCOLS DIFFER (compared with --allow-protocol-diff): {', '.join(keys)}")
@@ -405,6 +418,17 @@ def _caption(comp: Comparison, keys: dict | None = None) -> str:
     lines.append("n (cl.): paired units (clusters); test: exact McNemar for binary outcomes with one pair per cluster, "
                  "else a paired permutation test swapping A/B within clusters; p_holm: Holm per metric")
     return "\n".join(lines)
+
+
+def other_runs_line(runs: list[Run]) -> str:
+    """How many of each run's answers the request cache gave from calls made for another run (not computed by it)."""
+    parts = []
+    for r in runs:
+        n = r.sources
+        parts.append(f"{r.label} {n['from_other_runs']} of {n['answers']}"
+                     + (" (ALL: this run computed none of them)" if n["answers"] and n["from_other_runs"] == n["answers"]
+                        else ""))
+    return "answers from other runs' calls (request cache): " + "; ".join(parts)
 
 
 def register(app: typer.Typer) -> None:

@@ -6,6 +6,8 @@ record cannot say, the CPUs and GPUs each invocation held while its engines were
 the run directory (``RunDir.COST_LEDGER``) and summed. Keys (``cost/`` then an optional role, see docs/cost.md):
 
 - ``requests``, ``requests_from_cache``: engine calls an engine served / the request cache answered;
+  ``requests_from_other_runs``: of those the cache answered, the ones whose answer was computed for another run
+  (``Result.computed_for``: the entry's writer is another run directory, or is not recorded);
 - ``prompt_tokens``, ``cached_tokens``, ``completion_tokens``: of the calls an engine served (a call answered by
   the request cache costs nothing and adds no token; an over-context call was not processed and adds none);
   ``cached_tokens`` are the prompt tokens the engine took from its prefix/KV cache (a hosted API's cached input);
@@ -70,6 +72,7 @@ class Usage:
 
     requests: int = 0
     requests_from_cache: int = 0
+    requests_from_other_runs: int = 0
     prompt_tokens: int = 0
     cached_tokens: int = 0
     completion_tokens: int = 0
@@ -107,6 +110,7 @@ def record_usage(records: Iterable[dict], roles: dict[str, str]) -> dict[str, Us
             u = out.setdefault(role, Usage())
             if o.get("from_cache"):
                 u.requests_from_cache += 1
+                u.requests_from_other_runs += bool(o.get("computed_for"))
                 continue
             u.requests += 1
             u.engine_seconds += float(o.get("latency_s") or 0.0)
@@ -115,6 +119,18 @@ def record_usage(records: Iterable[dict], roles: dict[str, str]) -> dict[str, Us
             u.prompt_tokens += int(o.get("prompt_tokens") or 0)
             u.cached_tokens += int(o.get("cached_prompt_tokens") or 0)
             u.completion_tokens += int(o.get("completion_tokens") or 0)
+    return out
+
+
+def answer_sources(records: Iterable[dict]) -> dict[str, int]:
+    """Where the engine calls of ``records`` got their answers: ``answers`` (every call), ``from_cache`` (the request
+    cache answered) and ``from_other_runs`` (of those, answers computed for another run: not this run's work)."""
+    out = dict.fromkeys(("answers", "from_cache", "from_other_runs"), 0)
+    for r in records:
+        for _, o in _calls(r):
+            out["answers"] += 1
+            out["from_cache"] += bool(o.get("from_cache"))
+            out["from_other_runs"] += bool(o.get("from_cache") and o.get("computed_for"))
     return out
 
 

@@ -50,15 +50,16 @@ Progress = Callable[[int, int], None]  # (done, total)
 
 class StageWorker:
     """Ray Data actor: holds the engines (or their clients) for its lifetime and runs all stages per batch.
-    ``engines``: role → opener (``provision.Provision.client``); ``bench_cfg``: the validated config."""
+    ``engines``: role → opener (``provision.Provision.client``); ``bench_cfg``: the validated config; ``cache``: the
+    request cache service; ``run``: the run directory, recorded with the cache entries its calls write."""
 
     def __init__(self, bench_cfg: BenchmarkConfig, engines: dict, cache, retries: int, backoff_s: float,
-                 assets: tuple = (), transcripts: bool = True, judging: dict | None = None):
+                 assets: tuple = (), transcripts: bool = True, judging: dict | None = None, run: str | None = None):
         import ray
 
         self.bench = get_benchmark(bench_cfg.name)
         self.cfg = bench_cfg
-        self._openers, self._cache = engines, cache
+        self._openers, self._cache, self._run = engines, cache, run
         self._retries, self._backoff = retries, backoff_s
         self._engines: dict = {}
         self._load_s = 0.0  # engine start-up time not yet reported to the driver
@@ -73,7 +74,7 @@ class StageWorker:
             if opener is None:
                 raise ConfigError(f"benchmark stage needs a '{role}' engine; add a '{role}:' section to the config")
             t0 = time.perf_counter()
-            self._engines[role] = cached(opener(), self._cache)
+            self._engines[role] = cached(opener(), self._cache, self._run)
             self._load_s += time.perf_counter() - t0
         return self._engines[role]
 
@@ -99,14 +100,15 @@ class StageWorker:
         return out
 
 
-def cached(engine, cache):
-    """``engine`` wrapped by the run's request cache (``cache``: the cache service actor handle, or None)."""
+def cached(engine, cache, run: str | None = None):
+    """``engine`` wrapped by the run's request cache (``cache``: the cache service actor handle, or None; ``run``:
+    the run directory, the writer of the entries)."""
     if cache is None:
         return engine
     from llmrec.serving.cache import CachedEngine
     from llmrec.serving.cache_service import RemoteRequestCache
 
-    return CachedEngine(engine, RemoteRequestCache(cache))
+    return CachedEngine(engine, RemoteRequestCache(cache), run)
 
 
 @dataclass
@@ -128,6 +130,15 @@ def run_dir_for(cfg: RunConfig) -> storage.Storage:
     bench = re.sub(r"[^\w.-]+", "_", cfg.benchmark.name)  # a "module:ATTR" plugin name is not a folder name
     name = cfg.output.run_name or f"{bench}-{fingerprint(cfg.semantic())}"
     return storage.Storage(cfg.output.dir) / name
+
+
+def run_id(run_dir: storage.Storage) -> str:
+    """What the request cache records as the writer of the entries a run's calls store: its directory (a URI without
+    credentials)."""
+    from llmrec.redact import redact_url
+
+    uri = storage.Storage.of(run_dir).uri
+    return redact_url(uri) if storage.is_uri(uri) else uri
 
 
 def data_root(cfg: RunConfig, bench: Benchmark, data_dir: Path | None = None) -> Path:
@@ -292,7 +303,7 @@ def _provisioned(p: RunPlan, subject: "SharedSubject | None"):
         worker = dict(bench_cfg=cfg.benchmark, engines=engines.clients(), cache=cache, retries=ex.retries,
                       backoff_s=ex.serve_backoff_s if ex.mode == "serve" else ex.backoff_s,
                       assets=(ray.put(p.assets),) if p.assets is not None else (),  # once, shared by every actor
-                      transcripts=cfg.output.transcripts, judging=judging_spec(cfg, p.bench))
+                      transcripts=cfg.output.transcripts, judging=judging_spec(cfg, p.bench), run=run_id(p.run_dir))
         setup = _Setup(worker, actor_resources(cfg.engine, ex, engines.thin), *_rows(p))
         t.update(time_ray_start_s=t_ray - t0, time_setup_s=time.perf_counter() - t_ray, time_engine_start_s=0.0,
                  time_worker_s=0.0, time_store_write_s=0.0)

@@ -331,7 +331,7 @@ def call_view(c: Call) -> dict:
             "tail": msgs[-TAIL_MESSAGES:] if fold else [],
             "middle_chars": sum(m["chars"] for m in msgs[HEAD_MESSAGES:-TAIL_MESSAGES]) if fold else 0,
             "output": _text(out) if isinstance(out, str) else None, "finish_reason": r.get("finish_reason"),
-            "error": r.get("error"), "from_cache": r.get("from_cache"),
+            "error": r.get("error"), "from_cache": r.get("from_cache"), "computed_for": r.get("computed_for"),
             "tokens": {k: r.get(k) for k in ("prompt_tokens", "cached_prompt_tokens", "completion_tokens")},
             "latency_s": r.get("latency_s"), "prompt": _text(c.prompt) if c.prompt else None,
             "missing": c.missing,
@@ -457,6 +457,7 @@ def print_sample(viewer: Viewer, sample_id: str, console, run: str | None = None
         console.print(Text(f"finish: {c['finish_reason'] or '—'}   tokens: prompt {_n(t['prompt_tokens'])}, cached "
                            f"{_n(t['cached_prompt_tokens'])}, completion {_n(t['completion_tokens'])}   latency: "
                            f"{_secs(c['latency_s'])}" + ("   (from the request cache)" if c["from_cache"] else "")
+                           + (f"   computed for another run: {c['computed_for']}" if c.get("computed_for") else "")
                            + (f"   error: {c['error']}" if c["error"] else "")))
     ex = s["explanation"]
     console.print(Rule(Text("verdict")))

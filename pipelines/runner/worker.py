@@ -45,7 +45,7 @@ def _record(sample: Sample, stage: str, result: Result, request: Request | None 
     """Store one engine call's result with the sample; with ``texts``, also the reference of the ``request`` it
     answered (the engine's rendered prompt moves from the result into the reference: its text is stored once)."""
     outs = sample.setdefault("outputs", {})
-    skip = {"request_id", "prompt_text"} | ({"context_limit"} if result.context_limit is None else set())
+    skip = {"request_id", "prompt_text"} | {k for k in ("context_limit", "computed_for") if getattr(result, k) is None}
     entry = result.model_dump(exclude=skip)
     if texts is not None and request is not None:
         entry["request"] = request_ref(request, texts, role, result.prompt_text)

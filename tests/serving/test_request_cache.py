@@ -31,3 +31,44 @@ def test_cached_engine_hits_and_dedupes(tmp_path):
     again = CachedEngine(FakeEngine(FakeEngineConfig(default="ok")), RequestCache(tmp_path / "c.sqlite"))
     res = again.generate([req("a"), req("b")])
     assert again.engine.calls == 0 and all(r.from_cache for r in res)
+
+
+def test_entries_record_the_run_that_computed_them(tmp_path):
+    """A hit computed for another run says which (``computed_for``); this run's own entries, and duplicates within
+    one batch, say nothing; the writer is not part of the stored answer."""
+    path = tmp_path / "c.sqlite"
+    first = CachedEngine(FakeEngine(FakeEngineConfig(default="ok")), RequestCache(path), "runs/a")
+    out = first.generate([req("a"), req("a")])
+    assert [r.computed_for for r in out] == [None, None] and out[1].from_cache
+    mine = CachedEngine(FakeEngine(FakeEngineConfig(default="ok")), RequestCache(path), "runs/a")
+    assert [r.computed_for for r in mine.generate([req("a")])] == [None]  # a resumed run's own call
+    other = CachedEngine(FakeEngine(FakeEngineConfig(default="ok")), RequestCache(path), "runs/b")
+    res = other.generate([req("a"), req("b")])
+    assert [(r.from_cache, r.computed_for) for r in res] == [(True, "runs/a"), (False, None)]
+    cache = RequestCache(path)
+    assert sorted(r for (r,) in cache._conn.execute("SELECT run FROM responses")) == ["runs/a", "runs/b"]
+    assert "computed_for" not in cache._conn.execute("SELECT result FROM responses").fetchone()[0]
+
+
+def test_a_cache_file_without_the_run_column_is_migrated(tmp_path):
+    """A file written before the cache recorded its runs: opened, its entries still answer, marked as computed for an
+    unrecorded run (so never counted as the asking run's own work); new entries record their run."""
+    import sqlite3
+
+    from llmrec.serving.cache import UNRECORDED
+    from llmrec.types import Result
+
+    path = tmp_path / "old.sqlite"
+    eng = FakeEngine(FakeEngineConfig(default="ok"))
+    old = sqlite3.connect(path)
+    old.execute("CREATE TABLE responses (key TEXT PRIMARY KEY, result TEXT NOT NULL)")
+    old.execute("INSERT INTO responses VALUES (?, ?)", (cache_key(eng.identity(), req("a")),
+                                                        Result(text="old", prompt_tokens=3).model_dump_json()))
+    old.commit()
+    old.close()
+    cached = CachedEngine(eng, RequestCache(path), "runs/new")
+    hit, fresh = cached.generate([req("a"), req("b")])
+    assert (hit.text, hit.from_cache, hit.computed_for) == ("old", True, UNRECORDED)
+    assert (fresh.text, fresh.computed_for) == ("ok", None) and eng.calls == 1
+    again = RequestCache(path)  # opening a migrated file again changes nothing
+    assert sorted(r or "-" for (r,) in again._conn.execute("SELECT run FROM responses")) == ["-", "runs/new"]

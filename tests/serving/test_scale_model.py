@@ -30,7 +30,7 @@ def test_a_scale_run_says_so_in_its_identity():
     scale = build_engine({"type": "vllm", "model": "scale-llama", "scale_run": True})
     real = build_engine({"type": "vllm", "model": "m"})
     assert scale.identity()["scale_run"] is True and scale.identity()["model"] == "scale-llama"
-    assert "scale_run" not in real.identity()  # real runs keep their identity (and request-cache keys)
+    assert real.identity()["scale_run"] is False
     assert "scale_run" not in json.dumps(scale.config.model_dump()["engine_kwargs"])
 
 

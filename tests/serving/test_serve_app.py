@@ -122,6 +122,7 @@ def test_serve_engine_matches_the_direct_engine(app):
     want = [r.model_dump(exclude={"latency_s"}) for r in direct.generate(reqs)]
     assert got == want
     assert remote.identity() == direct.identity() and remote.config == direct.config
+    assert remote.context_limit == direct.context_limit == 40  # the request cache checks a hit against it
     assert remote.count_tokens(reqs[0]) == direct.count_tokens(reqs[0])
     assert remote.check_health()
     out = remote.generate([Request(messages=[Message(role="user", content="word " * 60)]),

@@ -108,10 +108,11 @@ def test_prompts_llmrec_renders_go_with_their_results():
 
 def test_identity_is_json_and_tracks_outputs():
     a = build_engine({"type": "vllm", "model": "m"}).identity()
-    b = build_engine({"type": "vllm", "model": "m", "tensor_parallel_size": 4}).identity()
+    b = build_engine({"type": "vllm", "model": "m", "max_num_seqs": 4}).identity()  # scheduling only
     c = build_engine({"type": "vllm", "model": "m", "dtype": "float16"}).identity()
+    d = build_engine({"type": "vllm", "model": "m", "tensor_parallel_size": 4}).identity()  # other arithmetic
     json.dumps(a)
-    assert a == b and a != c
+    assert a == b and a != c and a != d
 
 
 @pytest.mark.skipif(HAS_VLLM, reason="vllm is installed; the import guard is not reachable")

@@ -10,18 +10,39 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from llmrec.serving.engine import EngineConfig, path_tail
+from llmrec.serving.engine import EngineConfig, config_identity, path_tail
 from llmrec.serving.engines.vllm.scale_model import NOT_QUALITY, SCALE_MODEL
 
 EMBEDDED = "embedded"
 BLOCK_SIZE = 16  # vLLM's KV block size when engine.block_size is not set
 
 
+# vLLM's answers are not batch-invariant: which requests share a step, what its prefix cache holds and how prefills are
+# chunked change them at the last bit whatever the settings. A setting that changes only those (scheduling, memory,
+# routing) gives answers the same engine could give under another load, so it is left out of the identity; one that
+# changes the arithmetic itself (dtype, KV dtype, tensor/pipeline parallelism, block size, CUDA graphs) stays in.
+_SCHEDULING = "changes only how requests are scheduled and batched, which vLLM's answers depend on under any settings"
+
+
 class VLLMEngineConfig(EngineConfig):
+    not_in_identity: ClassVar[dict[str, str]] = {
+        "max_num_seqs": _SCHEDULING,
+        "enable_prefix_caching": _SCHEDULING,
+        "shared_prefix_first": _SCHEDULING,
+        "enable_chunked_prefill": _SCHEDULING,
+        "gpu_memory_utilization": "memory for weights and KV cache: how many sequences fit at once (" + _SCHEDULING + ")",
+        "prefix_affinity": "which replica serves a request; the replicas are the same engine",
+        "base_url": "where the runner's own deployment of this config answers (set when it deploys)",
+        "request_timeout_s": "how long one attempt may take; an attempt cut short fails and is never cached",
+        "gpu_memory_gib": "planning only",
+        "model_config_path": "planning only",
+        "counters_dir": "where measurements are written",
+    }
+
     type: Literal["vllm"] = "vllm"
     model: str = Field(description="Hugging Face id or local directory of the model; 'embedded' = the embedded "
                                    "Gemma 3 270M, converted once from its GGUF to HF format (CPU tier); "
@@ -102,10 +123,9 @@ class VLLMEngineConfig(EngineConfig):
 
 
 def identity(c: VLLMEngineConfig) -> dict:
-    """What makes two runs' answers comparable (both run modes); a scale run says so."""
-    out = {"type": "vllm", "model": c.model, "dtype": c.dtype, "kv_cache_dtype": c.kv_cache_dtype, "seed": c.seed,
-           "prompt_format": c.prompt_format, "merge_system": c.merge_system, "engine_kwargs": c.engine_kwargs}
-    return {**out, "scale_run": True} if c.scale_run else out
+    """What the answers depend on (both run modes): every config field but ``not_in_identity``'s (``max_model_len``,
+    ``context_length``, dtypes, parallelism, ``engine_kwargs``, ``scale_run`` ...)."""
+    return config_identity(c)
 
 
 def engine_args(c: VLLMEngineConfig, model: str | None = None) -> dict[str, Any]:
