@@ -171,7 +171,9 @@ def test_rejudge_with_a_broken_judge_shows_the_rate_and_exits_non_zero(tmp_path,
     res = CliRunner().invoke(app, ["rejudge", str(source), "--judge", str(judge_file)])
     assert res.exit_code == 1
     assert "judge failed 2/2 (100%) ! > 0.1" in res.output
-    assert isinstance(res.exception, SystemExit) or "could not be read" in str(res.exception)
+    from llmrec.errors import RunFailed  # the root group turns it into `error: …` and exit 1
+
+    assert isinstance(res.exception, RunFailed) and "judge's answers could not be read" in str(res.exception)
 
 
 # ---- agreement: unreadable is its own outcome; kappa refused for a judge that mostly failed ---------------------
@@ -268,3 +270,46 @@ def test_gistbench_counts_given_up_judge_questions():
     assert labels[("evidence", "hiking|o3")] == UNREADABLE  # given up: not "nothing kept"
     assert labels[("specificity", "jazz|o1")] == UNREADABLE and labels[("specificity", "jazz|o9")] == UNREADABLE
     assert judge_failures({"status": "failed"}) == (0, 0)
+
+
+# ---- end to end: the verbs on a local Ray --------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_run_rejudge_and_judges_with_a_broken_judge_end_to_end(tmp_path, data_root, local_ray):
+    import re
+
+    import typer
+
+    from llmrec import cli, tracking
+    from llmrec.pipelines.runner.judges_cli import register
+
+    path = config(tmp_path, engine=SUBJECT, task="gen", topics=["travel_hotel"], per_topic=2, forms=["explicit"],
+                  turns=[0], methods=["zero-shot"])
+    raw = yaml.safe_load(path.read_text())
+    raw["judge"] = GARBAGE
+    path.write_text(yaml.safe_dump(raw))
+    res = CliRunner().invoke(cli.app, ["run", str(path)])
+    assert res.exit_code == 1, res.output
+    assert "judge failed 2/2 (100%) ! > 0.1" in res.output
+    run_id = re.search(r"MLflow run (\w+)", res.output).group(1)  # the rate is an MLflow metric of the run
+    assert tracking.client(raw["tracking"]["uri"]).get_run(run_id).data.metrics["judge_failure_rate"] == 1.0
+    run_dir = next(p for p in (tmp_path / "runs").iterdir() if (p / "resolved.yaml").is_file())
+    # the same answers judged again by a judge that answers readably: exit 0, rate 0
+    good = tmp_path / "good.yaml"
+    good.write_text(yaml.safe_dump(GOOD))
+    app = typer.Typer()
+    register(app)
+    res = CliRunner().invoke(app, ["rejudge", str(run_dir), "--judge", str(good), "--out", str(tmp_path / "good"),
+                                   "--set", "tracking.enabled=false"])
+    assert res.exit_code == 0, res.output
+    assert "judge failed 0/2 (0%)" in res.output
+    # and by the broken judge again: exit 1
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(yaml.safe_dump({**GARBAGE, "model": "broken2"}))
+    res = CliRunner().invoke(app, ["rejudge", str(run_dir), "--judge", str(broken), "--out", str(tmp_path / "bad"),
+                                   "--set", "tracking.enabled=false"])
+    assert res.exit_code == 1 and "judge failed 2/2 (100%) !" in res.output
+    res = CliRunner().invoke(app, ["judges", str(tmp_path / "good"), str(tmp_path / "bad"), "--no-tracking",
+                                   "--resamples", "200", "--out", str(tmp_path / "agreement")])
+    assert res.exit_code == 0, res.output
+    assert "refused: judge B failed 100% of its calls" in " ".join(res.output.split())
