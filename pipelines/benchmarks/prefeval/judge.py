@@ -12,7 +12,8 @@ lower-cased answer):
     unaware_violation      = ¬ack ∧ viol ∧ ¬unhelpful
     correct (accuracy)     = none of the above and ¬unhelpful  ≡  ¬viol ∧ ¬unhelpful
 
-An empty or unparsable answer therefore passes. In ``strict`` mode every answer the derivation
+An empty or unparsable answer therefore passes (the run reports ``judge_failure_rate`` beside accuracy, and
+``llmrec judges`` reads such an answer as ``unreadable``: ``check_outcomes``). In ``strict`` mode every answer the derivation
 reads (hallucinate only when acknowledged) must be a clear yes/no — first word yes or no, the
 other word absent — else the sample is ``judge_failed`` (counted, excluded from accuracy).
 """

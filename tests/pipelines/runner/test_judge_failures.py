@@ -79,6 +79,49 @@ def test_leaderboard_cell_carries_the_judge_failure_rate():
     assert "judge" not in cell("accuracy", 0.5, 0.4, 0.6, 40)
 
 
+def test_leaderboard_and_report_show_the_rate_beside_a_judged_metric(tmp_path):
+    from llmrec.pipelines.runner.leaderboard import Entry, leaderboard, wide
+
+    metrics = {"accuracy": 1.0, "accuracy_ci_low": 1.0, "accuracy_ci_high": 1.0, "missed_rate": 0.0,
+               "judge_failure_rate": 1.0, "judge_failed": 4.0, "n_judged": 4.0, "n_answered": 40.0}
+    broken = Entry("gemma", "prefeval", "prefeval", "llm", tmp_path / "a", ("accuracy", "missed_rate"), metrics,
+                   {"execution": {"max_judge_failed_share": 0.1}}, judged=("accuracy",))
+    lenient = Entry("qwen", "prefeval", "prefeval", "llm", tmp_path / "b", ("accuracy",),
+                    {**metrics, "judge_failure_rate": 0.2, "judge_failed": 8.0},
+                    {"execution": {"max_judge_failed_share": 0.25}}, judged=("accuracy",))
+    df = leaderboard([broken, lenient])
+    acc = df[df["metric"] == "accuracy"].set_index("subject")
+    assert acc.loc["gemma", "judge_failure_rate"] == 1.0 and acc.loc["gemma", "judge_over"]
+    assert acc.loc["qwen", "judge_failure_rate"] == 0.2 and not acc.loc["qwen", "judge_over"]  # its own threshold
+    assert math.isnan(df[df["metric"] == "missed_rate"]["judge_failure_rate"].iloc[0])  # not judged
+    cells = wide(df).set_index("subject")["prefeval: accuracy"]
+    assert cells["gemma"].endswith("judge failed 100%!") and cells["qwen"].endswith("judge failed 20%")
+
+
+def test_compare_table_and_report_carry_each_runs_judge_failure_rate(tmp_path):
+    import json
+
+    from rich.console import Console
+
+    from llmrec.pipelines.runner.compare import Comparison, judge_cell, table
+    from llmrec.pipelines.runner.html_report import _comparison
+
+    row = {"group": "prefeval", "a": "good", "b": "broken", "metric": "accuracy", "setting": "all",
+           "statistic": "mean", "value_a": 0.5, "value_b": 1.0, "diff": 0.5, "ci_low": 0.1, "ci_high": 0.9, "p": 0.04,
+           "p_holm": 0.04, "n_pairs": 40, "n_clusters": 20, "test": "mcnemar-exact",
+           "judge_failure_rate_a": 0.0, "judge_over_a": False, "judge_failure_rate_b": 1.0, "judge_over_b": True}
+    assert judge_cell(row) == "0% / 100%!" and judge_cell({"metric": "failed"}) == ""
+    cfg = PrefEvalConfig(name="prefeval", task="gen")
+    comp = Comparison([_run("good", cfg, [], tmp_path), _run("broken", cfg, [], tmp_path)], rows=[row])
+    console = Console(record=True, width=250)
+    console.print(table(comp))
+    text = console.export_text()
+    assert "judge failed A / B" in text and "0% / 100%!" in text and "a judged difference with a high rate" in text
+    (tmp_path / "comparison.json").write_text(json.dumps({"runs": [], "rows": [row]}))
+    shown = _comparison(tmp_path / "comparison.json")
+    assert shown["columns"][-1] == "judge failed A / B" and shown["rows"][0][-1] == "0% / 100%!"
+
+
 # ---- PrefEval generation with a judge that fails every call -----------------------------------------------------
 
 def test_generation_with_a_broken_judge_reports_its_failure_rate(data_root):
