@@ -356,3 +356,27 @@ def test_run_rejudge_and_judges_with_a_broken_judge_end_to_end(tmp_path, data_ro
                                    "--resamples", "200", "--out", str(tmp_path / "agreement")])
     assert res.exit_code == 0, res.output
     assert "refused: judge B failed 100% of its calls" in " ".join(res.output.split())
+
+
+def test_gistbench_run_with_a_judge_that_never_answers_readably(tmp_path):
+    from llmrec.cli import summary_rows
+    from llmrec.pipelines.benchmarks.gistbench.config import GistbenchConfig
+    from llmrec.pipelines.registry import get_benchmark
+    from tests.conftest import require_data
+    from tests.pipelines.benchmarks.gistbench.conftest import ScriptedEngine, kind
+    from tests.pipelines.benchmarks.gistbench.test_mock_pipeline import MOCK, judge_respond, run_model
+
+    bench = get_benchmark("gistbench")
+    cfg = GistbenchConfig(name="gistbench", dataset="synthetic", path=MOCK,
+                          taxonomy={"cache_path": str(tmp_path / "tax.sqlite")})
+    data_dir = require_data(MOCK).parents[3]
+    readable = bench.aggregate(cfg, run_model("A", cfg, data_dir, ScriptedEngine(judge_respond)), None)
+    assert readable["judge_failure_rate"] == 0.0 and readable["n_judged"] > 0
+    garbled = ScriptedEngine(lambda req: "I cannot tell." if kind(req) != "taxonomy" else judge_respond(req))
+    rows = run_model("A", cfg, data_dir, garbled)
+    metrics = bench.aggregate(cfg, rows, None)
+    assert metrics["judge_failure_rate"] == 1.0 and metrics["judge_failed"] == metrics["n_judged"] > 0
+    shown = dict(summary_rows(metrics, {}, bench.headline_metrics, bench.judged_metrics, 0.1))
+    assert set(bench.judged_metrics) <= set(shown)
+    assert all("judge failed" in shown[k] and "! > 0.1" in shown[k] for k in bench.judged_metrics)
+    assert jf.too_many(metrics, 0.1)
