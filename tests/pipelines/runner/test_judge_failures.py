@@ -380,3 +380,21 @@ def test_gistbench_run_with_a_judge_that_never_answers_readably(tmp_path):
     assert set(bench.judged_metrics) <= set(shown)
     assert all("judge failed" in shown[k] and "! > 0.1" in shown[k] for k in bench.judged_metrics)
     assert jf.too_many(metrics, 0.1)
+
+
+def test_a_suite_entry_whose_judge_failed_is_an_error_of_the_suite(tmp_path):
+    from types import SimpleNamespace
+
+    from llmrec.pipelines.runner.suite import _record
+
+    logged = {}
+    metrics = {"accuracy": 1.0, "judge_failure_rate": 1.0, "judge_failed": 2.0, "n_judged": 2.0}
+    rows = [{"sample_id": "1", "status": "ok"}, {"sample_id": "2", "status": "ok"}]
+    cfg = SimpleNamespace(execution=SimpleNamespace(max_failed_share=0.1, max_judge_failed_share=0.1))
+    out = SimpleNamespace(metrics={}, errors={})
+    index = SimpleNamespace(add=lambda *a: None)
+    parent = SimpleNamespace(log_entry=lambda entry, m, heads: logged.update({entry: heads}))
+    entry = SimpleNamespace(name="gen", benchmark={"name": "prefeval"})
+    _record(cfg, "gemma", entry, _outcome(tmp_path, metrics, rows), index, parent, out)
+    assert "judge failed 2/2 (100%)" in out.errors[("gemma", "gen")]
+    assert "judge_failure_rate" in logged["gen"]  # beside the headline on the subject's MLflow run
