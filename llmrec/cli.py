@@ -18,6 +18,7 @@ from llmrec.errors import ConfigError, LlmrecError, RunFailed
 from llmrec.exits import EXIT_CODES_HELP, ErrorsToExitCodes, exit_on_error
 from llmrec.cli_options import (SET_HELP, STORE_HELP, data_dir_option, tracking_uri_option,
                                  with_tracking_uri)
+from llmrec.pipelines.runner import judge_failures
 from llmrec.ray_start import filter_false_alarms, quiet_false_alarms
 from llmrec.rundir import RunDir, SuiteDir, dumps_json
 from llmrec.tracking import tracking_uri
@@ -94,17 +95,25 @@ def run(
             bar.update(task, completed=done, total=total)
 
         outcome = run_evaluation(cfg, data_dir, progress)
+    judged = outcome.judged
+    max_judge = cfg.execution.max_judge_failed_share
     if verbose:
         _print_metrics({**outcome.metrics, **outcome.cost}, outcome.stats)
     else:
-        _print_summary({**outcome.metrics, **outcome.cost}, outcome.stats, outcome.headline)
+        _print_summary({**outcome.metrics, **outcome.cost}, outcome.stats, outcome.headline, judged, max_judge)
     console.print(f"results: {outcome.run_dir}", markup=False)
     console.print(f"samples: llmrec view {outcome.run_dir}", markup=False)  # what the model saw and answered
     if outcome.mlflow_run_id:
         console.print(f"MLflow run {outcome.mlflow_run_id} — open the UI with: [bold]llmrec ui[/]"
                       f"  (or: mlflow ui --backend-store-uri {tracking_uri(cfg.tracking.uri)})")
+    problems = []
     if outcome.failures.exceeds(cfg.execution.max_failed_share):
-        raise RunFailed(outcome.failures.describe(cfg.execution.max_failed_share))
+        problems.append(outcome.failures.describe(cfg.execution.max_failed_share))
+    over = judge_failures.too_many(outcome.metrics, max_judge) if judged else []
+    if over:
+        problems.append(judge_failures.describe(over, max_judge, judged))
+    if problems:
+        raise RunFailed("\n".join(problems))
 
 
 @app.command()
@@ -190,34 +199,45 @@ def _summary_value(key: str, metrics: dict) -> str:
     return f"{text}  [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else text
 
 
-def summary_rows(metrics: dict, stats: dict, headline: tuple[str, ...]) -> list[tuple[str, str]]:
-    """The compact result: headline metrics (95% CI where computed), sample counts and failures, and the run's cost
-    per 1,000 samples (``cost/1k``) and how many of its engine calls the request cache answered with calls made for
-    other runs (``answers_from_other_runs``: ``3 of 24``) where it has a cost ledger.
+def summary_rows(metrics: dict, stats: dict, headline: tuple[str, ...], judged: tuple[str, ...] = (),
+                 max_judge_failed_share: float = judge_failures.DEFAULT_MAX_SHARE) -> list[tuple[str, str]]:
+    """The compact result: headline metrics (95% CI where computed; beside a ``judged`` one its judge failure rate,
+    marked ``!`` above ``max_judge_failed_share``), sample counts and failures, the run's cost per 1,000 samples
+    (``cost/1k``) and how many of its engine calls the request cache answered with calls made for other runs
+    (``answers_from_other_runs``: ``3 of 24``) where it has a cost ledger.
     Without headline metrics: every metric but the CI bounds. Timings and the rest: ``--verbose``."""
     from llmrec import costs
 
     heads = [k for k in headline if k in metrics] or [k for k in sorted(metrics)
                                                       if "_ci_" not in k and not k.startswith(costs.PREFIX)]
     counts = [k for k in sorted(metrics) if tracking.is_count(k) and k not in heads]
-    rows = [(k, _summary_value(k, metrics)) for k in heads + counts]
+    rows = []
+    for k in heads + counts:
+        jf = judge_failures.for_metric(metrics, k, judged)
+        text = _summary_value(k, metrics)
+        rows.append((k, text if jf is None else f"{text}  {jf.beside(max_judge_failed_share)}"))
     rows += [(costs.COLUMN, costs.per_1k_text(metrics))] if costs.TOKENS_PER_1K in metrics else []
     other = costs.other_runs_text(metrics)  # answers this run did not compute: the request cache gave another run's
     rows += [(costs.FROM_OTHER_RUNS_ROW, other)] if other is not None else []
     return rows + [(k, str(int(stats[k]))) for k in RUN_COUNTS if k in stats]
 
 
-def _print_summary(metrics: dict, stats: dict, headline: tuple[str, ...]) -> None:
+def _print_summary(metrics: dict, stats: dict, headline: tuple[str, ...], judged: tuple[str, ...] = (),
+                   max_judge_failed_share: float = judge_failures.DEFAULT_MAX_SHARE) -> None:
     from rich.text import Text
 
     from llmrec import costs
 
-    rows = summary_rows(metrics, stats, headline)
+    rows = summary_rows(metrics, stats, headline, judged, max_judge_failed_share)
     shown = {k for k, _ in rows} | {f"{k}_ci_{end}" for k, _ in rows for end in ("low", "high")}
     shown |= {costs.FROM_OTHER_RUNS} if costs.FROM_OTHER_RUNS_ROW in shown else set()
+    shown |= {f.scope + judge_failures.RATE for f in judge_failures.all_failures(metrics)} if judged else set()
     hidden = len((set(metrics) | set(stats)) - shown)
+    judge_note = (f"; judge failed k/n: judge answers that could not be read ({judge_failures.MARK}: more than "
+                  f"{judge_failures.CONFIG_KEY}={max_judge_failed_share:g})"
+                  if any(judge_failures.for_metric(metrics, k, judged) for k, _ in rows) else "")
     table = Table(title="results", show_lines=False, caption_justify="left",
-                  caption=f"value [95% CI]; {hidden} more metrics, timings and token counts: "
+                  caption=f"value [95% CI]{judge_note}; {hidden} more metrics, timings and token counts: "
                           f"--verbose, {RunDir.METRICS}, MLflow")
     table.add_column("metric")
     table.add_column("value", justify="right")

@@ -17,7 +17,9 @@ from llmrec.errors import EXIT_BUDGET, EXIT_FAILED, EXIT_USAGE, LlmrecError, wra
 
 EXIT_CODES_HELP = (
     f"Exit codes: 0 success; {EXIT_FAILED} the work ran and did not succeed (a run with more failed samples than "
-    "execution.max_failed_share, whose results are stored and whose re-run retries them; a Ray job that ended "
+    "execution.max_failed_share, whose results are stored and whose re-run retries them; a run or rejudge whose "
+    "judge's answers could not be read for more than execution.max_judge_failed_share of the judged units; a Ray "
+    "job that ended "
     "FAILED or STOPPED; an unexpected internal error, printed with its traceback); "
     f"{EXIT_USAGE} nothing was done: a usage, config or data error, printed as one 'error: ...' line; "
     f"{EXIT_BUDGET} a run reached its execution.budget (finished samples stored; a re-run with a larger budget "

@@ -163,7 +163,7 @@ def metric_key(name: str) -> str:
     return _BAD_KEY_CHARS.sub("_", str(name).replace("@", "_at_"))
 
 
-COUNT_METRICS = ("failed", "failed_rows", "over_context", "truncated")  # besides n_*: metrics that count samples
+COUNT_METRICS = ("failed", "failed_rows", "over_context", "truncated", "judge_failed")  # besides n_*: metrics that count samples
 
 
 def is_count(metric: str) -> bool:

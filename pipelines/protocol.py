@@ -185,11 +185,17 @@ class JudgeDecision:
     """One decision a judge made about one stored sample (``Benchmark.judge_decisions``): ``decision`` names the
     question (PrefEval: ``violate``), ``unit`` what it was asked about within the sample ("" when the sample is
     the unit; GISTBench: ``interest|object``), ``label`` the judge's answer (a bool, a str or an int). Two judges
-    agree on a unit when their labels for the same (sample, decision, unit) are equal."""
+    agree on a unit when their labels for the same (sample, decision, unit) are equal. A judge answer that could
+    not be read is labelled :data:`UNREADABLE`, never given a default label."""
 
     decision: str
     unit: str
     label: bool | str | int
+
+
+UNREADABLE = "unreadable"
+"""The label of a judged decision whose judge answer could not be read (``JudgeDecision``): its own outcome in
+agreement statistics (counted and shown) and no vote in a jury."""
 
 
 @dataclass(frozen=True)
@@ -402,6 +408,9 @@ class Benchmark:
     ranking_baselines: (Callable[[BenchmarkConfig, list[Sample], dict | None], RankingBaselines | None]
                         | None) = None
     judge_stages: tuple[str, ...] = ()
+    judged_metrics: tuple[str, ...] = ()
+    """Headline metrics a judge decides: each is shown with the run's judge failure rate beside it
+    (``runner/judge_failures.py``: ``aggregate`` writes ``judge_failure_rate``, ``judge_failed``, ``n_judged``)."""
     adverse_labels: dict[str, Any] = {}
     jury_fields: Callable[[BenchmarkConfig, Sample, dict[str, dict], dict[tuple[str, str], Any]], dict] | None = None
 
@@ -409,6 +418,12 @@ class Benchmark:
         """The judged decisions of one stored row (what ``llmrec judges`` pairs between two judges), read from the
         fields the ``judge_stages`` wrote and ``score`` derived. Default: none."""
         return []
+
+    def judge_failures(self, cfg: BenchmarkConfig, row: Sample) -> tuple[int, int]:
+        """(judged units whose judge answer could not be read, judged units) of one stored row: what
+        ``judge_failure_rate`` counts, for a subset of a run's rows (``llmrec compare``, ``llmrec judges``).
+        Default: (0, 0), nothing judged."""
+        return 0, 0
 
     def build_samples(self, cfg: BenchmarkConfig, data_dir: Path) -> list[Sample]:
         raise NotImplementedError
@@ -473,7 +488,8 @@ _REQUIRED = ("name", "config_cls", "payload", "group_keys", "score_tasks")
 _REQUIRED_METHODS = ("build_samples", "stages", "score", "aggregate")
 _ARITY = {"build_samples": 2, "stages": 1, "score": 2, "aggregate": 3, "assets": 2, "plots": 4, "predictions": 2,
           "drilldown": 2, "cluster": 1, "explain": 1, "paired_outcomes": 3,
-          "baselines": 3, "ranking_baselines": 3, "judge_decisions": 2, "jury_fields": 4}
+          "baselines": 3, "ranking_baselines": 3, "judge_decisions": 2, "jury_fields": 4,
+          "judge_failures": 2}
 DRILLDOWN_FIELDS = ("prompt", "answer", "gold", "verdict")
 """The keys ``Benchmark.drilldown`` returns."""
 
@@ -523,6 +539,7 @@ def _member_problems(bench, missing: list[str]) -> list[str]:
                            ("protocol_keys", "a tuple of str", _str_tuple),
                            ("headline_metrics", "a tuple of str", _str_tuple),
                            ("judge_stages", "a tuple of str", _str_tuple),
+                           ("judged_metrics", "a tuple of str", _str_tuple),
                            ("adverse_labels", "a dict", lambda v: isinstance(v, dict)),
                            ("cluster_key", "a str or None", lambda v: v is None or isinstance(v, str)),
                            ("score_tasks", "a tuple of ScoreTask",

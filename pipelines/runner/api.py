@@ -33,6 +33,7 @@ class RunOutcome:
     files: dict[str, Path] = field(default_factory=dict)
     headline: tuple[str, ...] = ()  # the benchmark's headline metric keys (what a summary shows first)
     cost: dict[str, float] = field(default_factory=dict)  # the cost ledger (cost/ keys, also in RunDir.METRICS)
+    judged: tuple[str, ...] = ()  # the headline metrics a judge decides (shown with the judge failure rate)
 
 
 def run_evaluation(cfg: RunConfig, data_dir: Path | None = None, progress: Progress | None = None, *,
@@ -79,4 +80,4 @@ def run_evaluation(cfg: RunConfig, data_dir: Path | None = None, progress: Progr
     stats.update(p.timings)  # seconds per phase, logged with the run (the MLflow phase itself is not in them)
     run_id = log_mlflow(p, rows, {**metrics, **cost}, files, plots, stats, started, title, parent_run_id)
     return RunOutcome(p.run_dir.local_path or p.run_dir.uri, metrics, stats, run_id, summarize_failures(rows), files,
-                      p.bench.headline_metrics, cost)
+                      p.bench.headline_metrics, cost, tuple(p.bench.judged_metrics))

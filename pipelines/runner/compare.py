@@ -35,7 +35,8 @@ from llmrec.cli_options import RUNS_STORE_HELP, data_dir_option, tracking_uri_op
 from llmrec.config import flatten, validate
 from llmrec.errors import ConfigError, DataError
 from llmrec.pipelines.common import paired
-from llmrec.pipelines.protocol import Benchmark, protocol_record
+from llmrec.pipelines.protocol import Benchmark, protocol_record, setting_of
+from llmrec.pipelines.runner import judge_failures
 from llmrec.pipelines.registry import get_benchmark
 from llmrec.pipelines.runner.outcomes import read_stored_rows, unit_outcomes
 from llmrec.pipelines.runner.suite_config import read_index
@@ -173,6 +174,32 @@ def _dropped(a: Run, b: Run, merged: pd.DataFrame, oa: pd.DataFrame, ob: pd.Data
             "no_outcome": {m: n for m, n in sorted(no_outcome.items()) if n}}
 
 
+def judge_failure_rate(run: Run, setting: str = ALL) -> float:
+    """The share of a run's judged units (of one setting, or all) whose judge answer could not be read
+    (``Benchmark.judge_failures``); NaN when nothing was judged."""
+    failed = judged = 0
+    for r in run.rows:
+        if setting != ALL and setting_of(run.bench, r) != setting:
+            continue
+        f, n = run.bench.judge_failures(run.cfg.benchmark, r)
+        failed, judged = failed + f, judged + n
+    return failed / judged if judged else math.nan
+
+
+def _judge_columns(a: Run, b: Run, metric: str, setting: str) -> dict:
+    """``judge_failure_rate_a`` / ``_b`` (and whether each is above its run's ``execution.max_judge_failed_share``)
+    for a judged metric; {} for another."""
+    if not judge_failures.is_judged(metric, a.bench.judged_metrics):
+        return {}
+    out = {}
+    for side, run in (("a", a), ("b", b)):
+        rate = judge_failure_rate(run, setting)
+        limit = run.cfg.execution.max_judge_failed_share
+        out[f"judge_failure_rate_{side}"] = rate
+        out[f"judge_over_{side}"] = bool(math.isfinite(rate) and rate > 0 and (rate > limit or rate >= 1))
+    return out
+
+
 def _rows_of(a: Run, b: Run, merged: pd.DataFrame, resamples: int, seed: int) -> list[dict]:
     out = []
     for metric, m in merged.groupby("metric", sort=True):
@@ -184,7 +211,7 @@ def _rows_of(a: Run, b: Run, merged: pd.DataFrame, resamples: int, seed: int) ->
             r = paired.paired_compare(g["value_a"].to_numpy(), g["value_b"].to_numpy(), g["cluster"].to_numpy(),
                                       statistic, n_resamples=resamples, seed=seed)
             out.append({"group": b.group, "a": a.label, "b": b.label, "metric": metric, "setting": setting,
-                        "statistic": statistic, **asdict(r)})
+                        "statistic": statistic, **asdict(r), **_judge_columns(a, b, metric, setting)})
     return out
 
 
@@ -231,6 +258,20 @@ def compare_runs(paths: list[Path], allow_protocol_diff: bool = False, resamples
         for r, p in zip(family, paired.holm([r["p"] for r in family])):
             r["p_holm"] = p
     return comp
+
+
+def judge_cell(row: dict) -> str:
+    """``100%! / 0%``: a judged row's judge failure rates in A and B (``!``: above that run's
+    ``execution.max_judge_failed_share``); "" for a row no judge decides."""
+    if "judge_failure_rate_a" not in row:
+        return ""
+
+    def one(side: str) -> str:
+        v = row.get(f"judge_failure_rate_{side}")
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return "–"
+        return f"{v:.0%}" + (judge_failures.MARK if row.get(f"judge_over_{side}") else "")
+    return f"{one('a')} / {one('b')}"
 
 
 def _slug(text: str) -> str:
@@ -311,7 +352,8 @@ def log_mlflow(comp: Comparison, files: dict[str, Path], enabled: bool | None = 
     metrics = {}
     for row in comp.rows:
         key = f"{metric_prefix(comp, row)}{row['metric']}/{row['setting']}"
-        metrics.update({f"{key}/{k}": row[k] for k in ("diff", "ci_low", "ci_high", "p", "p_holm")})
+        metrics.update({f"{key}/{k}": row[k] for k in ("diff", "ci_low", "ci_high", "p", "p_holm",
+                                                        "judge_failure_rate_a", "judge_failure_rate_b") if k in row})
     tracking.log_metrics(client, run_id, metrics)
     for f in files.values():
         client.log_artifact(run_id, str(f))
@@ -377,8 +419,10 @@ def table(comp: Comparison):
     if keys:
         t.add_column("cmp", no_wrap=True)
     t.add_column("metric", overflow="fold", min_width=14)
-    for c in ("A", "B", "diff [95% CI]", "p", "p_holm", "n (cl.)"):  # numbers stay whole; a narrow terminal wraps
-        t.add_column(c, justify="right", no_wrap=c != "diff [95% CI]")  # the metric, and the CI below its diff
+    judged = any("judge_failure_rate_a" in r for r in comp.rows)
+    for c in ("A", "B", "diff [95% CI]", "p", "p_holm", "n (cl.)") + (("judge failed A / B",) if judged else ()):
+        t.add_column(c, justify="right", no_wrap=c != "diff [95% CI]")  # numbers stay whole; a narrow terminal
+        # wraps the metric, and the CI below its diff
     short = short_settings(comp.rows)
     for r in comp.rows:
         name = r["metric"] + ("" if r["statistic"] == "mean" else f" ({r['statistic']})")
@@ -388,6 +432,8 @@ def table(comp: Comparison):
             name, _fmt(r["value_a"], ".3f"), _fmt(r["value_b"], ".3f"),
             f"{_fmt(r['diff'], '+.3f')} [{_fmt(r['ci_low'], '.3f')}, {_fmt(r['ci_high'], '.3f')}]",
             fmt_p(r["p"]), fmt_p(r["p_holm"]), f"{r['n_pairs']} ({r['n_clusters']})"]
+        if judged:
+            cells.append(judge_cell(r))
         t.add_row(*[Text(c) for c in cells])
     return t
 
@@ -415,6 +461,10 @@ def _caption(comp: Comparison, keys: dict | None = None) -> str:
         lines.append(f"PROTOCOLS DIFFER (compared with --allow-protocol-diff): {', '.join(keys)}")
     if any(k != v for k, v in short_settings(comp.rows).items()):
         lines.append("metric · setting: the setting keys that vary (whole labels in comparison.json)")
+    if any("judge_failure_rate_a" in r for r in comp.rows):
+        lines.append(f"judge failed A / B: each run's judged units whose judge answer could not be read "
+                     f"({judge_failures.MARK}: more than its {judge_failures.CONFIG_KEY}); a judged difference with a "
+                     "high rate says little")
     lines.append("n (cl.): paired units (clusters); test: exact McNemar for binary outcomes with one pair per cluster, "
                  "else a paired permutation test swapping A/B within clusters; p_holm: Holm per metric")
     return "\n".join(lines)

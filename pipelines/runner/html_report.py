@@ -171,7 +171,7 @@ COMPARISON_FILE = "comparison.json"
 def _comparison(path: Path) -> dict:
     """A comparison file as the report shows it: a title naming A and B, the rows (A and B values, the difference
     with its CI, p, Holm's p, n), the protocol keys that differ (only when some do) and what was dropped."""
-    from llmrec.pipelines.runner.compare import fmt_p
+    from llmrec.pipelines.runner.compare import fmt_p, judge_cell
 
     try:
         data = json.loads(path.read_text())
@@ -187,7 +187,8 @@ def _comparison(path: Path) -> dict:
     pairs = list(dict.fromkeys((str(r.get("a", "")), str(r.get("b", ""))) for r in rows))
     labelled = all(not isinstance(r.get("a"), (int, float)) for r in rows)  # a and b are run labels (not values)
     several = labelled and len(pairs) > 1
-    columns = (("A vs B",) if several else ()) + COMPARISON_COLUMNS
+    judged = any("judge_failure_rate_a" in r for r in rows)
+    columns = (("A vs B",) if several else ()) + COMPARISON_COLUMNS + (("judge failed A / B",) if judged else ())
 
     def row(r: dict) -> list[str]:
         va = r.get("value_a", None if labelled else r.get("a"))
@@ -196,7 +197,7 @@ def _comparison(path: Path) -> dict:
         n = f"{r.get('n_pairs', MISSING)} ({r.get('n_clusters', MISSING)})"
         cells = [str(r.get("metric", "")), str(r.get("setting", "")), _comparison_cell(va), _comparison_cell(vb),
                  _comparison_cell(r.get("diff")), f"[{lo}, {hi}]", fmt_p(r.get("p")), fmt_p(r.get("p_holm")), n,
-                 str(r.get("test", MISSING))]
+                 str(r.get("test", MISSING))] + ([judge_cell(r)] if judged else [])
         return ([f"{r.get('a')} vs {r.get('b')}"] if several else []) + cells
 
     if labelled and len(pairs) == 1:
@@ -212,12 +213,10 @@ def _comparison(path: Path) -> dict:
 
 
 JUDGES_FILE = "judges.json"  # written by `llmrec compare` beside comparison.json when the runs' judges differ
-JUDGES_COLUMNS = ("decision", "n (cl.)", "agreement [95% CI]", "κ [95% CI]", "confusion (rows A, columns B)")
-
-
 def _judges(path: Path) -> list[dict]:
-    """The judges' agreement beside a comparison (``runner.judge_agreement``): a table per pair of judges."""
-    from llmrec.pipelines.runner.judge_agreement import confusion_text
+    """The judges' agreement beside a comparison (``runner.judge_agreement``): a table per pair of judges, with
+    each judge's unreadable answers and a refused κ's reason."""
+    from llmrec.pipelines.runner.judge_agreement import AGREEMENT_COLUMNS as JUDGES_COLUMNS, agreement_cells
 
     if not path.is_file():
         return []
@@ -225,11 +224,7 @@ def _judges(path: Path) -> list[dict]:
         pairs = json.loads(path.read_text())["pairs"]
         out = []
         for p in pairs:
-            rows = [[d["decision"], f"{d['n']} ({d['n_clusters']})",
-                     f"{_comparison_cell(d['agreement'])} [{_comparison_cell(d['agreement_ci_low'])}, "
-                     f"{_comparison_cell(d['agreement_ci_high'])}]",
-                     f"{_comparison_cell(d['kappa'])} [{_comparison_cell(d['kappa_ci_low'])}, "
-                     f"{_comparison_cell(d['kappa_ci_high'])}]", confusion_text(d)] for d in p["agreement"]]
+            rows = [agreement_cells(d) for d in p["agreement"]]
             out.append({"title": f"judge agreement: A = {p['a']}, B = {p['b']} ({p['paired_samples']} samples)",
                         "columns": JUDGES_COLUMNS, "rows": rows})
         return out

@@ -8,6 +8,11 @@ the headline metrics: B − A with its paired cluster-bootstrap CI and p-value, 
 
 Two runs are paired on the samples both answered whose subject outputs are the same (every call of a stage that
 is not a judge stage has the same text in both); the others are counted as dropped.
+
+A judge answer that could not be read is its own outcome (``unreadable``): counted per judge and decision, shown in
+the confusion matrix, left out of agreement and kappa, and kappa is refused, with the reason, for a decision where
+a judge's answers could not be read for more than half of the units (``llmrec.agreement.MAX_UNREADABLE_SHARE``).
+Each judge's failure rate over the paired samples (``Benchmark.judge_failures``) stands beside its metrics.
 """
 
 from __future__ import annotations
@@ -19,9 +24,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from llmrec.agreement import PAIR_COLUMNS, decision_agreement
+from llmrec.agreement import MAX_UNREADABLE_SHARE, PAIR_COLUMNS, decision_agreement
 from llmrec.errors import ConfigError, DataError
-from llmrec.pipelines.runner.compare import ALL, Run, _rows_of, load_run, short_settings
+from llmrec.pipelines.runner.compare import ALL, Run, _rows_of, judge_cell, judge_failure_rate, load_run, short_settings
 from llmrec.pipelines.runner.judges import JURY_FIELD, judge_protocol
 from llmrec.pipelines.runner.outcomes import unit_outcomes
 from llmrec.rundir import dumps_json
@@ -35,6 +40,8 @@ class JudgePair:
     metrics: list[dict] = field(default_factory=list)  # compare's rows: B − A per metric and setting
     paired_samples: int = 0
     dropped: dict = field(default_factory=dict)
+    judge_failure_rate_a: float = math.nan  # share of the paired judged units whose judge A answer was unreadable
+    judge_failure_rate_b: float = math.nan
 
 
 def _subject_texts(run: Run, row: dict) -> list:
@@ -92,6 +99,7 @@ def compare_judges(ra: Run, rb: Run, data_dir=None, resamples: int = 2000, seed:
     sub_a = Run(ra.label, ra.path, ra.entry, ra.cfg, ra.bench, [r for r in ra.rows if str(r["sample_id"]) in keep])
     sub_b = Run(rb.label, rb.path, rb.entry, rb.cfg, rb.bench, [r for r in rb.rows if str(r["sample_id"]) in keep])
     pair.metrics = _metric_rows(sub_a, sub_b, data_dir, resamples, seed, cache if cache is not None else {})
+    pair.judge_failure_rate_a, pair.judge_failure_rate_b = judge_failure_rate(sub_a), judge_failure_rate(sub_b)
     return pair
 
 
@@ -149,6 +157,29 @@ def confusion_text(d: dict) -> str:
     return "\n".join([head, *rows])
 
 
+def unreadable_text(d: dict) -> str:
+    """``0 / 6`` (units whose judge A / B answer could not be read), ``– / –`` for an older judges.json."""
+    return f"{d.get('unreadable_a', '–')} / {d.get('unreadable_b', '–')}"
+
+
+def kappa_text(d: dict) -> str:
+    """``0.412 [0.301, 0.520]``, or ``refused: judge B failed 100% of its calls (…)``."""
+    if d.get("kappa_refused"):
+        return f"refused: {d['kappa_refused']}"
+    return f"{_fmt(d['kappa'])} [{_fmt(d['kappa_ci_low'])}, {_fmt(d['kappa_ci_high'])}]"
+
+
+AGREEMENT_COLUMNS = ("decision", "n (cl.)", "unreadable A / B", "agreement [95% CI]", "κ [95% CI]",
+                     "confusion (rows A, columns B)")
+
+
+def agreement_cells(d: dict) -> list[str]:
+    """One decision's row of the agreement table (``AGREEMENT_COLUMNS``)."""
+    return [d["decision"], f"{d['n']} ({d['n_clusters']})", unreadable_text(d),
+            f"{_fmt(d['agreement'])} [{_fmt(d['agreement_ci_low'])}, {_fmt(d['agreement_ci_high'])}]",
+            kappa_text(d), confusion_text(d)]
+
+
 def tables(report: dict) -> list:
     """Rich tables: per judge pair, the agreement per decision, then the metric differences."""
     from rich.table import Table
@@ -156,27 +187,34 @@ def tables(report: dict) -> list:
 
     out = []
     for p in report["pairs"]:
-        t = Table(title=f"judge agreement: A = {p['a']}, B = {p['b']} ({p['paired_samples']} samples; κ: Cohen's "
-                        "kappa, 95% CI: bootstrap over clusters)", expand=False)
-        for c in ("decision", "n (cl.)", "agreement [95% CI]", "κ [95% CI]", "confusion (rows A, columns B)"):
+        rates = ""
+        if "judge_failure_rate_a" in p:
+            rates = (f"; judge failed: A {_fmt(p['judge_failure_rate_a'], '.0%')}, "
+                     f"B {_fmt(p['judge_failure_rate_b'], '.0%')}")
+        t = Table(title=f"judge agreement: A = {p['a']}, B = {p['b']} ({p['paired_samples']} samples{rates}; κ: "
+                        "Cohen's kappa, 95% CI: bootstrap over clusters)", expand=False, caption_justify="left",
+                  caption="agreement and κ: over the units both judges answered readably; unreadable: a judge "
+                          "answer that could not be read (its own outcome, never a yes or a no); κ refused when a "
+                          f"judge's answers could not be read for more than {MAX_UNREADABLE_SHARE:.0%} of the units")
+        for c in AGREEMENT_COLUMNS:
             t.add_column(c, justify="left" if c in ("decision", "confusion (rows A, columns B)") else "right")
         for d in p["agreement"]:
-            t.add_row(Text(d["decision"]), f"{d['n']} ({d['n_clusters']})",
-                      f"{_fmt(d['agreement'])} [{_fmt(d['agreement_ci_low'])}, {_fmt(d['agreement_ci_high'])}]",
-                      f"{_fmt(d['kappa'])} [{_fmt(d['kappa_ci_low'])}, {_fmt(d['kappa_ci_high'])}]",
-                      Text(confusion_text(d)))
+            t.add_row(*[Text(c) for c in agreement_cells(d)])
         out.append(t)
         if p["metrics"]:
             m = Table(title=f"metrics under each judge, B − A (paired over the same answers; 95% CI: cluster "
                             "bootstrap)", expand=False)
-            for c in ("metric", "A", "B", "diff [95% CI]", "p", "n (cl.)"):
+            judged = any("judge_failure_rate_a" in r for r in p["metrics"])
+            for c in ("metric", "A", "B", "diff [95% CI]", "p", "n (cl.)") + (("judge failed A / B",) if judged
+                                                                             else ()):
                 m.add_column(c, justify="left" if c == "metric" else "right")
             short = short_settings(p["metrics"])  # the setting keys that vary (whole labels in judges.json)
             for r in p["metrics"]:
                 name = r["metric"] + ("" if r["setting"] == ALL else f" · {short.get(r['setting'], r['setting'])}")
-                m.add_row(Text(name), _fmt(r["value_a"]), _fmt(r["value_b"]),
-                          f"{_fmt(r['diff'], '+.3f')} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]",
-                          _fmt(r["p"]), f"{r['n_pairs']} ({r['n_clusters']})")
+                cells = [name, _fmt(r["value_a"]), _fmt(r["value_b"]),
+                         f"{_fmt(r['diff'], '+.3f')} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]",
+                         _fmt(r["p"]), f"{r['n_pairs']} ({r['n_clusters']})"] + ([judge_cell(r)] if judged else [])
+                m.add_row(*[Text(c) for c in cells])
             out.append(m)
     return out
 
@@ -198,8 +236,11 @@ def mlflow_metrics(report: dict) -> dict[str, float]:
     for p in report["pairs"]:
         prefix = f"{p['a']}_vs_{p['b']}/" if several else ""
         for d in p["agreement"]:
-            for k in ("agreement", "kappa", "kappa_ci_low", "kappa_ci_high", "n"):
+            for k in ("agreement", "kappa", "kappa_ci_low", "kappa_ci_high", "n", "unreadable_a", "unreadable_b",
+                      "n_read"):
                 out[f"{prefix}{d['decision']}/{k}"] = d[k]
+        for side in ("a", "b"):
+            out[f"{prefix}judge_failure_rate_{side}"] = p[f"judge_failure_rate_{side}"]
         for r in p["metrics"]:
             for k in ("diff", "ci_low", "ci_high", "p"):
                 out[f"{prefix}{r['metric']}/{r['setting']}/{k}"] = r[k]

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from llmrec.config import fingerprint, flatten
 from llmrec.errors import ConfigError
-from llmrec.pipelines.protocol import Benchmark, BenchmarkConfig, Sample, Stage, judge_stage_names
+from llmrec.pipelines.protocol import UNREADABLE, Benchmark, BenchmarkConfig, Sample, Stage, judge_stage_names
 
 log = logging.getLogger(__name__)
 
@@ -101,11 +101,13 @@ def _copy(s: Sample) -> Sample:
 
 def verdicts(bench: Benchmark, cfg: BenchmarkConfig, sample: Sample, jury: dict[str, dict],
              tie: str) -> dict[tuple[str, str], Any]:
-    """The jury's verdict per (decision, unit): the majority of the jurors that answered it; a tie by ``tie``."""
+    """The jury's verdict per (decision, unit): the majority of the jurors that answered it readably (an
+    ``UNREADABLE`` answer is no vote); a tie by ``tie``."""
     labels: dict[tuple[str, str], list] = {}
     for fields in jury.values():  # in juror order
         for d in bench.judge_decisions(cfg, {**sample, **fields}):
-            labels.setdefault((d.decision, d.unit), []).append(d.label)
+            if d.label != UNREADABLE:  # a juror whose answer could not be read does not vote
+                labels.setdefault((d.decision, d.unit), []).append(d.label)
     out = {}
     for key, given in labels.items():
         counts = Counter(given)

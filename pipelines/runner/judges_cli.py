@@ -11,23 +11,37 @@ import typer
 from rich.console import Console
 
 from llmrec.cli_options import data_dir_option
+from llmrec.errors import RunFailed
+from llmrec.pipelines.runner import judge_failures
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 
 
-def _headline(metrics: dict, headline: tuple[str, ...]) -> None:
-    from rich.table import Table
-
-    t = Table(title="results (rejudged)")
-    t.add_column("metric")
-    t.add_column("value [95% CI]", justify="right")
+def headline_rows(metrics: dict, headline: tuple[str, ...], judged: tuple[str, ...] = (),
+                  max_judge_failed_share: float = judge_failures.DEFAULT_MAX_SHARE) -> list[tuple[str, str]]:
+    """(metric, ``value [95% CI]``) per headline metric the run holds; beside a judged one the judge failure rate
+    (``judge failed 4/4 (100%) ! > 0.1``)."""
+    out = []
     for k in [k for k in headline if k in metrics]:
         lo, hi = metrics.get(f"{k}_ci_low"), metrics.get(f"{k}_ci_high")
         v = metrics[k]
         text = f"{v:.4f}" if isinstance(v, float) and not float(v).is_integer() or lo is not None else f"{v:g}"
         if lo is not None and hi is not None:
             text += f" [{lo:.4f}, {hi:.4f}]"
-        t.add_row(k, text)
+        jf = judge_failures.for_metric(metrics, k, judged)
+        out.append((k, text if jf is None else f"{text}  {jf.beside(max_judge_failed_share)}"))
+    return out
+
+
+def _headline(metrics: dict, headline: tuple[str, ...], judged: tuple[str, ...], max_share: float) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(title="results (rejudged)")
+    t.add_column("metric")
+    t.add_column("value [95% CI]", justify="right")
+    for k, text in headline_rows(metrics, headline, judged, max_share):
+        t.add_row(Text(k), Text(text))
     console.print(t)
 
 
@@ -48,7 +62,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run only the judge stages of a judged benchmark (PrefEval generation, GISTBench) over a run's stored
         subject outputs, with another judge, into a new run directory whose config names the source run. No
-        subject engine is started and no subject request is sent; re-running resumes."""
+        subject engine is started and no subject request is sent; re-running resumes. Exits 1 (results kept) when
+        the new judge's answers could not be read for more than execution.max_judge_failed_share of the judged
+        units (default 0.1; --set execution.max_judge_failed_share=X), and always when none could be read."""
         from llmrec import storage
         from llmrec.pipelines.runner.rejudge import rejudge_config, run_rejudge
         from llmrec.registry import installed_only
@@ -65,12 +81,16 @@ def register(app: typer.Typer) -> None:
             with installed_only():
                 cfg, _ = rejudge_config(local, judge, overrides, out, run if storage.is_uri(run) else None)
             outcome, source = run_rejudge(cfg, local, data_dir)
-        _headline(outcome.metrics, outcome.headline)
+        max_share = cfg.execution.max_judge_failed_share
+        _headline(outcome.metrics, outcome.headline, outcome.judged, max_share)
         console.print(f"judged again: {outcome.stats.get('samples_new', 0):.0f} new, "
                       f"{outcome.stats.get('samples_resumed', 0):.0f} resumed; subject failures kept: "
                       f"{source.carried}; not stored in the source: {source.missing}", markup=False)
         console.print(f"results: {outcome.run_dir}", markup=False)
         console.print(f"agreement with the source's judge: llmrec judges {run} {outcome.run_dir}", markup=False)
+        over = judge_failures.too_many(outcome.metrics, max_share) if outcome.judged else []
+        if over:
+            raise RunFailed(judge_failures.describe(over, max_share, outcome.judged))
 
     @app.command("judges")
     def judges_cmd(

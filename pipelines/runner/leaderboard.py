@@ -29,6 +29,7 @@ from llmrec import costs, tracking
 from llmrec.config import fingerprint
 from llmrec.errors import ConfigError, LlmrecError
 from llmrec.pipelines.registry import benchmark_config, get_benchmark
+from llmrec.pipelines.runner import judge_failures
 from llmrec.pipelines.runner.suite_config import read_index
 from llmrec.registry import installed_only
 from llmrec.rundir import RunDir, SuiteDir
@@ -36,12 +37,14 @@ from llmrec.rundir import RunDir, SuiteDir
 log = logging.getLogger(__name__)
 
 COLUMNS = ("subject", "kind", "benchmark", "entry", "metric", "value", "ci_low", "ci_high", "n", "n_clusters",
-           "ci_source", "run_dir", "usd_per_1k", "tokens_per_1k")  # the last two: the run's cost per 1,000 samples
+           "ci_source", "run_dir", "usd_per_1k", "tokens_per_1k",  # the run's cost per 1,000 samples
+           "judge_failure_rate", "judge_over")  # a judged metric's judge failure rate, and whether it is too high
 MISSING = "—"
 MIN_N = 30  # fewer units than this: the cell is marked too small to rank
 SMALL = "†"
 LEGEND = (f"value [95% CI] n=units; {SMALL}: n < {MIN_N}, too few to rank; — : not computed; {costs.COLUMN}: the "
-          "run's USD (else tokens) per 1,000 samples")
+          "run's USD (else tokens) per 1,000 samples; judge failed x%: the judged units whose judge answer could not "
+          f"be read ({judge_failures.MARK}: more than the run's {judge_failures.CONFIG_KEY})")
 TAG_LEADERBOARD = "llmrec.leaderboard"  # the MLflow record of one leaderboard (its sources and metrics), kept in place
 
 
@@ -58,6 +61,12 @@ class Entry:
     metrics: dict = field(repr=False)
     config: dict = field(repr=False)  # the run's config ({} where the directory has none, e.g. a baseline's)
     suite: str | None = None
+    judged: tuple[str, ...] = ()  # the benchmark's judged metrics (shown with the judge failure rate)
+
+    @property
+    def max_judge_failed_share(self) -> float:
+        v = _number((self.config.get("execution") or {}).get("max_judge_failed_share"))
+        return v if math.isfinite(v) else judge_failures.DEFAULT_MAX_SHARE
 
     @property
     def dir(self) -> RunDir:
@@ -85,7 +94,7 @@ def _run_entry(rd: RunDir) -> Entry:
                           f"(a baseline result is read through its suite's {SuiteDir.INDEX})")
     bench = _installed(name, f"{rd.uri}/{RunDir.CONFIG}")
     return Entry(tracking.model_label(cfg.get("engine") or {}), str(name), bench.name, "llm", Path(rd.uri),
-                 tuple(bench.headline_metrics), _read(rd.metrics, rd), cfg)
+                 tuple(bench.headline_metrics), _read(rd.metrics, rd), cfg, judged=tuple(bench.judged_metrics))
 
 
 def _installed(name: str, where: str):
@@ -109,7 +118,7 @@ def _suite_entries(suite_dir: Path) -> list[Entry]:
         bench = _installed(e.benchmark, f"{where}: entries.{i}")
         headline = tuple(e.headline) or bench.headline_metrics  # none listed: the benchmark's
         out.append(Entry(e.subject, e.benchmark, e.entry, e.kind, Path(rd.uri), headline, _read(rd.metrics, rd),
-                         _config(rd), index.name))
+                         _config(rd), index.name, tuple(bench.judged_metrics)))
     return out
 
 
@@ -236,8 +245,10 @@ def leaderboard(sources: Iterable[str | Path] | Iterable[Entry], metrics: Iterab
             if not n:  # no per-unit outcome for the metric: its answered samples (all of them for a count)
                 n = (u.samples if tracking.is_count(m) else u.answered) if u.samples is not None else stored_n
                 clusters = math.nan
+            jf = judge_failures.for_metric(e.metrics, m, e.judged)
+            judge = (jf.rate, jf.exceeds(e.max_judge_failed_share)) if jf is not None else (math.nan, False)
             rows.append((e.subject, e.kind, e.benchmark, e.entry, m, value, lo, hi, _number(n), _number(clusters),
-                         source, str(e.run_dir), *per_1k))
+                         source, str(e.run_dir), *per_1k, *judge))
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
@@ -254,16 +265,21 @@ def small(metric: str, value: float, n: float) -> bool:
     return math.isfinite(value) and not tracking.is_count(metric) and not (math.isfinite(n) and n >= MIN_N)
 
 
-def cell(metric: str, value: float, lo: float, hi: float, n: float = math.nan) -> str:
+def cell(metric: str, value: float, lo: float, hi: float, n: float = math.nan, judge_failed: float = math.nan,
+         judge_over: bool = False) -> str:
     """``0.412 [0.301, 0.520] n=120``; ``[—]`` where there is no CI; ``n=—`` where the count is unknown; ``†``
-    (``SMALL``) when n < ``MIN_N``; a count as ``3``."""
+    (``SMALL``) when n < ``MIN_N``; a count as ``3``; a judged metric with `` judge failed 4%`` (``!`` after it
+    when ``judge_over``: above the run's ``execution.max_judge_failed_share``)."""
     if not math.isfinite(value):
         return MISSING
     if tracking.is_count(metric):
         return f"{value:.0f}"
     ci = f"[{fmt(lo)}, {fmt(hi)}]" if math.isfinite(lo) and math.isfinite(hi) else f"[{MISSING}]"
     count = f"n={n:.0f}" if math.isfinite(n) else f"n={MISSING}"
-    return f"{fmt(value)} {ci} {count}" + (SMALL if small(metric, value, n) else "")
+    judge = ""
+    if isinstance(judge_failed, (int, float)) and math.isfinite(judge_failed):
+        judge = f" judge failed {judge_failed:.0%}" + (judge_failures.MARK if judge_over else "")
+    return f"{fmt(value)} {ci} {count}" + (SMALL if small(metric, value, n) else "") + judge
 
 
 def wide(df: pd.DataFrame, primary_only: bool = False) -> pd.DataFrame:
@@ -278,7 +294,9 @@ def wide(df: pd.DataFrame, primary_only: bool = False) -> pd.DataFrame:
     subjects = list(dict.fromkeys(zip(df["kind"], df["subject"])))
     subjects.sort(key=lambda ks: ks[0] != "llm")  # stable: LLMs, then baselines, each in first-seen order
     n = df["n"] if "n" in df else pd.Series(math.nan, index=df.index)
-    cells = {(r.kind, r.subject, r.entry, r.metric): cell(r.metric, r.value, r.ci_low, r.ci_high, k)
+    cells = {(r.kind, r.subject, r.entry, r.metric): cell(r.metric, r.value, r.ci_low, r.ci_high, k,
+                                                          getattr(r, "judge_failure_rate", math.nan),
+                                                          bool(getattr(r, "judge_over", False)))
              for r, k in zip(df.itertuples(), n)}
     if "usd_per_1k" in df:
         cells.update({(r.kind, r.subject, r.entry, costs.COLUMN): costs.per_1k_text(
@@ -364,7 +382,8 @@ def log_mlflow(df: pd.DataFrame, entries: list[Entry], files: dict[str, Path], e
     client.set_tag(run_id, "llmrec.leaderboard_step", str(step))
     values = {}
     for r in df.itertuples():
-        for suffix, v in (("", r.value), ("_ci_low", r.ci_low), ("_ci_high", r.ci_high), ("_n", r.n)):
+        for suffix, v in (("", r.value), ("_ci_low", r.ci_low), ("_ci_high", r.ci_high), ("_n", r.n),
+                          ("_judge_failure_rate", getattr(r, "judge_failure_rate", math.nan))):
             values[f"{r.subject}/{r.entry}/{r.metric}{suffix}"] = v
     tracking.log_metrics(client, run_id, values, step)
     for path in files.values():

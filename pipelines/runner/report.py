@@ -17,6 +17,7 @@ from llmrec.config import dump_yaml, fingerprint
 from llmrec.pipelines.protocol import protocol_record, record_schema, setting_label
 from llmrec.redact import redact_text
 from llmrec.pipelines.runner.execution import RunPlan
+from llmrec.pipelines.runner import judge_failures
 from llmrec.pipelines.runner.judges import judge_protocol
 from llmrec.rundir import RunDir
 
@@ -110,7 +111,7 @@ def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Pat
     cfg = p.config
     if not cfg.tracking.enabled:
         return None
-    headline = p.bench.headline_metrics
+    headline = tuple(p.bench.headline_metrics) + judge_failures.pinned(p.bench.judged_metrics)
     # below a suite's subject run the view keeps the suite's `<entry>.<metric>` columns (the subject run sets them)
     exp_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment or p.bench.name, cfg.tracking.artifact_root,
                             () if parent else headline)

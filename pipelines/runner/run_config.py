@@ -66,6 +66,11 @@ class ExecutionConfig(StrictModel):
     max_failed_share: float = Field(
         0.1, ge=0, le=1, description="`llmrec run` exits 1 (results kept) when more than this share of the samples "
                                      "failed; a run whose every sample failed always does")
+    max_judge_failed_share: float = Field(
+        0.1, ge=0, le=1, description="`llmrec run` and `llmrec rejudge` exit 1 (results kept) when the judge's "
+                                     "answers could not be read for more than this share of the judged units (the "
+                                     "judge_failure_rate beside a judged headline, marked '!'); a judge that "
+                                     "failed every call always does")
     order_by_prefix: bool = Field(True, description="keep samples sharing a prompt prefix together on one replica, longest first")
     prices: Prices | None = Field(
         None, description="price table of the cost ledger (cost/usd): per million input / cached / output tokens "

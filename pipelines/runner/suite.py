@@ -46,6 +46,7 @@ from llmrec.config import fingerprint
 from llmrec.errors import ConfigError, LlmrecError
 from llmrec.pipelines.baselines.config import ModelEntry
 from llmrec.pipelines.protocol import Benchmark, RankingBaselines, protocol_record
+from llmrec.pipelines.runner import judge_failures
 from llmrec.pipelines.runner.api import RunOutcome, run_evaluation
 from llmrec.pipelines.runner.execution import Progress, RunPlan, build_samples, data_root
 from llmrec.pipelines.runner.provision import SharedSubject
@@ -230,10 +231,17 @@ def _record(cfg: SuiteConfig, subject: str, entry: SuiteEntry, outcome: RunOutco
     heads = headline_of(outcome.headline, outcome.metrics)
     index.add(subject, str(entry.benchmark["name"]), entry.name, "llm", str(outcome.run_dir), heads,
               outcome.mlflow_run_id)
-    parent.log_entry(entry.name, outcome.metrics, heads)
+    parent.log_entry(entry.name, outcome.metrics, heads + [k for k in judge_failures.pinned(outcome.judged)
+                                                          if k in outcome.metrics])
     out.metrics[(subject, entry.name)] = outcome.metrics
+    problems = []
     if outcome.failures.exceeds(cfg.execution.max_failed_share):
-        out.errors[(subject, entry.name)] = outcome.failures.describe(cfg.execution.max_failed_share)
+        problems.append(outcome.failures.describe(cfg.execution.max_failed_share))
+    over = judge_failures.too_many(outcome.metrics, cfg.execution.max_judge_failed_share) if outcome.judged else []
+    if over:
+        problems.append(judge_failures.describe(over, cfg.execution.max_judge_failed_share, outcome.judged))
+    if problems:
+        out.errors[(subject, entry.name)] = "; ".join(problems)
 
 
 BASELINE_KEY = "baseline_key"  # in a baseline's run directory, written last: what its result was computed from

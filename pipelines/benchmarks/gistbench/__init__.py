@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llmrec.pipelines.protocol import (Benchmark, DataFile, DataManifest, Explanation, JudgeDecision, LoopStage,
-                                       Outcome, ScoreTask, failed_explanation)
+from llmrec.pipelines.common import reask
+from llmrec.pipelines.protocol import (UNREADABLE, Benchmark, DataFile, DataManifest, Explanation, JudgeDecision,
+                                       LoopStage, Outcome, ScoreTask, failed_explanation)
 from llmrec.pipelines.benchmarks.gistbench import aggregate as agg
 from llmrec.pipelines.benchmarks.gistbench.config import GistbenchConfig
 from llmrec.pipelines.benchmarks.gistbench.predictions import ContractLine, score_predictions
@@ -46,6 +47,7 @@ class GistBench(Benchmark):
     protocol_keys = ("dataset", "users", "thresholds", "extraction", "judge", "specificity", "taxonomy")
     headline_metrics = ("ig_f1_median", "is_median", "hm_median", "failed")
     judge_stages = ("judge", "specificity")  # the IG evidence judge and the IS probes (the taxonomy mapper is not)
+    judged_metrics = ("ig_f1_median", "is_median", "hm_median")  # shown with judge_failure_rate beside them
     data = _manifest()
     score_tasks = (
         ScoreTask("gistbench", ContractLine, score_predictions,
@@ -99,19 +101,28 @@ class GistBench(Benchmark):
         return agg.predictions(rows)
 
     def judge_decisions(self, cfg: GistbenchConfig, row: dict) -> list[JudgeDecision]:
-        """``evidence``: per interest and object it cites, whether the IG judge kept it as evidence (interests the
-        judge answered); ``specificity``: per interest and probe object, whether the IS judge selected it."""
+        """``evidence``: per interest and object it cites, whether the IG judge kept it as evidence;
+        ``specificity``: per interest and probe object, whether the IS judge selected it. A question the judge
+        never answered readably (given up after its re-asks) labels its objects ``unreadable``."""
         out = []
         cited = {i.get("interest"): i.get("item_ids") or [] for i in row.get("interests") or [] if isinstance(i, dict)}
         for name, st in (row.get("judge") or {}).items():
             if st.get("answer") is not None:
                 kept = set(st["answer"])
                 out += [JudgeDecision("evidence", f"{name}|{c}", c in kept) for c in cited.get(name, [])]
+            elif st.get("state") == reask.MISSED:  # given up: unreadable, not "nothing kept"
+                out += [JudgeDecision("evidence", f"{name}|{c}", UNREADABLE) for c in cited.get(name, [])]
         for name, st in (row.get("specificity") or {}).items():
             if st.get("answer") is not None:
                 chosen = set(st["answer"])
                 out += [JudgeDecision("specificity", f"{name}|{c}", c in chosen) for c in st.get("test_ids") or []]
+            elif st.get("state") == reask.MISSED:
+                out += [JudgeDecision("specificity", f"{name}|{c}", UNREADABLE) for c in st.get("test_ids") or []]
         return out
+
+    def judge_failures(self, cfg: GistbenchConfig, row: dict) -> tuple[int, int]:
+        """(judge questions given up, judge questions asked) of an answered user (``aggregate.judge_failures``)."""
+        return agg.judge_failures(row)
 
     def paired_outcomes(self, cfg: GistbenchConfig, rows: list[dict], assets: dict | None) -> list[Outcome]:
         """Per-user IG_F1 / IS / HM (the headline metrics are their medians); cluster: the user."""

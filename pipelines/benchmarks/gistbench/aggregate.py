@@ -17,6 +17,7 @@ from llmrec.pipelines.benchmarks.gistbench import scoring, taxonomy
 from llmrec.pipelines.benchmarks.gistbench.config import GistbenchConfig
 from llmrec.pipelines.benchmarks.gistbench.predictions import ContractLine, lines_from_rows, read_lines, supplied_oracle
 from llmrec.pipelines.benchmarks.gistbench.samples import resolve_path
+from llmrec.pipelines.common import reask
 from llmrec.pipelines.common.jsonio import read_predictions
 from llmrec.pipelines.protocol import Outcome, setting_label
 
@@ -112,6 +113,29 @@ def _extras(rows: list[dict], recs: list[list[dict]]) -> dict[str, float]:
             "interests_per_user": len(flat) / len(ok) if ok else math.nan}
 
 
+JUDGE_FIELDS = ("judge", "overlap", "specificity")  # the judge stages' question states (common.reask)
+
+
+def judge_failures(row: dict) -> tuple[int, int]:
+    """(judge questions given up as unreadable, judge questions asked) of one answered user: the IG filter, the
+    overlap filter and the IS questions. A given-up question counts by the reference's rule (no evidence kept,
+    the whole pool kept, IS correct = 0); the rate makes it visible beside the scores."""
+    if not _is_ok(row):
+        return 0, 0
+    t = reask.tally(st for f in JUDGE_FIELDS for st in reask.states(row, f).values())
+    return t.missed, t.questions
+
+
+def _judge_metrics(cfg: GistbenchConfig, rows: list[dict]) -> dict[str, float]:
+    """``judge_failure_rate`` (questions given up / asked), ``judge_failed`` and ``n_judged``; none without a
+    judge (``judge.enabled: false``)."""
+    if not cfg.judge.enabled:
+        return {}
+    failed, asked = (sum(x) for x in zip(*[judge_failures(r) for r in rows])) if rows else (0, 0)
+    return {"judge_failed": float(failed), "n_judged": float(asked),
+            "judge_failure_rate": failed / asked if asked else math.nan}
+
+
 def _scored(cfg: GistbenchConfig, rows: list[dict]):
     """(interest records per row, per-user records, the oracle, whether it was supplied)."""
     recs = resolve_categories(rows)
@@ -126,6 +150,7 @@ def _metrics_of(cfg: GistbenchConfig, rows: list[dict]) -> tuple[dict[str, float
     sc = cfg.scoring
     out = scoring.metrics(per_user, oracle, supplied, sc.category_specificity, sc.bootstrap, sc.confidence, sc.seed)
     out.update(_extras(rows, recs))
+    out.update(_judge_metrics(cfg, rows))
     scores, _ = scoring.score_users(per_user, oracle, supplied, sc.category_specificity)
     return out, scores
 

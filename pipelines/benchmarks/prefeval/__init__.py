@@ -16,7 +16,7 @@ from llmrec.pipelines.protocol import (Benchmark, DataFile, DataManifest, Explan
                                        ScoreTask, choice_verdict, failed_explanation, outcomes_from_fields)
 from llmrec.pipelines.benchmarks.prefeval import gen_metrics, metrics
 from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
-from llmrec.pipelines.benchmarks.prefeval.judge import CHECKS, check_labels, derive
+from llmrec.pipelines.benchmarks.prefeval.judge import CHECKS, check_outcomes, derive
 from llmrec.pipelines.benchmarks.prefeval.payload import TRANSIENT, PrefEvalPayload
 
 HERE = Path(__file__).parent
@@ -41,6 +41,7 @@ class PrefEval(Benchmark):
                      "templates", "system_prompt")
     headline_metrics = ("accuracy", "missed_rate", "failed", "over_context")
     judge_stages = tuple(f"judge_{c}" for c in CHECKS)
+    judged_metrics = ("accuracy",)  # generation: shown with judge_failure_rate beside it
     # a jury's tie under `tie: strict`: the answer that counts against the subject
     adverse_labels = {"acknowledge": False, "violate": True, "hallucinate": True, "helpful": False}
     data = _manifest()
@@ -101,11 +102,19 @@ class PrefEval(Benchmark):
         return outcomes_from_fields(self, rows, fields)
 
     def judge_decisions(self, cfg: PrefEvalConfig, row: dict) -> list[JudgeDecision]:
-        """Generation: the judge's four yes/no checks of the sample, each read as the reference reads it
-        (``"yes" in answer``; hallucinate only when the preference was acknowledged). MCQ: none."""
+        """Generation: the judge's four yes/no checks of the sample, each a clear yes / no or ``unreadable``
+        (``judge.check_outcomes``: never the reference's default for text it cannot read; hallucinate only when
+        the preference was acknowledged). MCQ: none."""
         if row.get("task", cfg.task) != "gen" or not any(row.get(f"judge_{c}") is not None for c in CHECKS):
             return []
-        return [JudgeDecision(c, "", v) for c, v in check_labels({c: row.get(f"judge_{c}") for c in CHECKS}).items()]
+        return [JudgeDecision(c, "", v) for c, v in check_outcomes({c: row.get(f"judge_{c}") for c in CHECKS}).items()]
+
+    def judge_failures(self, cfg: PrefEvalConfig, row: dict) -> tuple[int, int]:
+        """Generation: (1, 1) for an answered sample whose judge answers could not be read (``judge_failed``),
+        (0, 1) for another judged one; (0, 0) when not judged."""
+        if row.get("status", "ok") != "ok" or row.get("judge_failed") is None:
+            return 0, 0
+        return int(bool(row["judge_failed"])), 1
 
     def jury_fields(self, cfg: PrefEvalConfig, sample: dict, jurors: dict[str, dict],
                     verdicts: dict[tuple[str, str], object]) -> dict:
@@ -117,7 +126,7 @@ class PrefEval(Benchmark):
             if want is None:
                 continue
             text = next((f[f"judge_{c}"] for f in jurors.values()
-                         if check_labels({k: f.get(f"judge_{k}") for k in CHECKS}).get(c) == want), None)
+                         if check_outcomes({k: f.get(f"judge_{k}") for k in CHECKS}).get(c) == want), None)
             out[f"judge_{c}"] = text if text is not None else f"<answer>{'Yes' if want else 'No'}</answer>"
         return out
 

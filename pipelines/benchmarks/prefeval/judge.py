@@ -12,7 +12,8 @@ lower-cased answer):
     unaware_violation      = ¬ack ∧ viol ∧ ¬unhelpful
     correct (accuracy)     = none of the above and ¬unhelpful  ≡  ¬viol ∧ ¬unhelpful
 
-An empty or unparsable answer therefore passes. In ``strict`` mode every answer the derivation
+An empty or unparsable answer therefore passes (the run reports ``judge_failure_rate`` beside accuracy, and
+``llmrec judges`` reads such an answer as ``unreadable``: ``check_outcomes``). In ``strict`` mode every answer the derivation
 reads (hallucinate only when acknowledged) must be a clear yes/no — first word yes or no, the
 other word absent — else the sample is ``judge_failed`` (counted, excluded from accuracy).
 """
@@ -23,6 +24,8 @@ import re
 import warnings
 
 from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning
+
+from llmrec.pipelines.protocol import UNREADABLE
 
 CHECKS = ("acknowledge", "violate", "hallucinate", "helpful")
 ERROR_TYPES = ("unaware_violation", "hallucinated_violation", "inconsistent_violation", "unhelpful")
@@ -79,13 +82,15 @@ def _types(ack: bool, hall: bool, viol: bool, unhelpful: bool) -> dict:
     }
 
 
-def check_labels(raw: dict[str, str | None]) -> dict[str, bool]:
-    """Each check's answer as the reference reads it: ``"yes" in answer`` (hallucinate only when the preference
-    was acknowledged; unread otherwise, so absent here)."""
-    low = {c: parse_tag(raw.get(c), "answer").lower() for c in CHECKS}
-    out = {c: "yes" in low[c] for c in ("acknowledge", "violate", "helpful")}
-    if out["acknowledge"]:
-        out["hallucinate"] = "yes" in low["hallucinate"]
+def check_outcomes(raw: dict[str, str | None]) -> dict[str, bool | str]:
+    """Each check's answer as a judged decision: True / False for a clear yes / no (``clear_answer``), else
+    ``UNREADABLE`` (an empty, missing or ambiguous answer is its own outcome, never the reference's default);
+    hallucinate only when the preference was clearly acknowledged (unread otherwise, so absent here)."""
+    clear = {c: clear_answer(parse_tag(raw.get(c), "answer")) for c in CHECKS}
+    out: dict[str, bool | str] = {c: UNREADABLE if clear[c] is None else clear[c]
+                                  for c in ("acknowledge", "violate", "helpful")}
+    if clear["acknowledge"]:
+        out["hallucinate"] = UNREADABLE if clear["hallucinate"] is None else clear["hallucinate"]
     return out
 
 
