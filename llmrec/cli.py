@@ -122,7 +122,8 @@ def suite(
                                             "(name → engine section), benchmarks (run config paths or inline "
                                             "fragments), shared execution/ray/tracking/output."),
     set_: list[str] = typer.Option([], "--set", help="Override a suite key, e.g. --set subjects.gemma.n_ctx=4096 "
-                                                     "--set output.dir=runs2. Repeatable."),
+                                                     "--set output.dir=runs2; an entry by its index: --set "
+                                                     "benchmarks.0.execution.batch_size=2. Repeatable."),
     subject: list[str] = typer.Option([], "--subject", help="Run only this subject (repeatable); the others' "
                                                             "entries already in suite.json are kept."),
     data_dir: Optional[Path] = data_dir_option(),

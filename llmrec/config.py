@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -98,34 +99,84 @@ def validate(model: type[M], data: dict, prefix: str = "") -> M:
         raise ConfigError(format_validation_error(e, model, prefix)) from e
 
 
+_INDEXED = re.compile(r"^(?P<name>[^\[\]]*)(?P<index>(?:\[\s*-?\d+\s*\])+)$")
+
+
+def _key_parts(key: str) -> list[str]:
+    """``benchmarks[0].execution.concurrency`` / ``benchmarks.0.execution.concurrency`` → the parts
+    ``["benchmarks", "0", "execution", "concurrency"]`` (a list entry is addressed by its index)."""
+    parts: list[str] = []
+    for part in key.split("."):
+        m = _INDEXED.match(part)
+        if m is None:
+            parts.append(part)
+            continue
+        if m["name"]:
+            parts.append(m["name"])
+        parts += re.findall(r"-?\d+", m["index"])
+    return parts
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
-    """``a.b=value`` → (["a","b"], parsed YAML value)."""
+    """``a.b=value`` → (["a","b"], parsed YAML value); ``a.0.b=value`` and ``a[0].b=value`` address entry 0 of
+    the list ``a``."""
     if "=" not in text:
         raise ConfigError(f"--set expects key=value, got {text!r}")
     key, raw = text.split("=", 1)
     key = key.strip()
-    if not key:
+    if not key or any(not p for p in key.split(".")):
         raise ConfigError(f"--set expects key=value, got {text!r}")
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
-    return key.split("."), value
+    return _key_parts(key), value
+
+
+def _list_index(item: str, where: str, part: str, node: list) -> int:
+    """The entry of list ``where`` that ``part`` addresses, or an error naming how to address one."""
+    try:
+        i = int(part)
+    except ValueError:
+        raise ConfigError(f"--set {item!r}: '{where}' is a list of {len(node)} entries; address an entry by its "
+                          f"index, e.g. --set {where}.0.{part}=… (or {where}[0].{part}=…)") from None
+    if not -len(node) <= i < len(node):
+        have = f"indexes 0 to {len(node) - 1}" if node else "no entries"
+        raise ConfigError(f"--set {item!r}: '{where}' has {len(node)} entries ({have}); to add one, give the "
+                          f"whole list: --set {where}=[…]")
+    return i
 
 
 def apply_overrides(data: dict, overrides: list[str] | None) -> dict:
+    """``--set`` overrides applied to a copy of ``data``. A dotted key walks mappings, and lists by index
+    (``benchmarks.0.execution.concurrency=2`` or ``benchmarks[0].execution.concurrency=2``); a missing mapping
+    on the way is created."""
     data = json.loads(json.dumps(data))  # deep copy of plain data
     for item in overrides or []:
         path, value = parse_override(item)
-        node = data
-        for part in path[:-1]:
-            nxt = node.get(part)
-            if nxt is None:
-                nxt = node[part] = {}
-            if not isinstance(nxt, dict):
-                raise ConfigError(f"--set {item!r}: '{part}' is not a mapping")
+        node: Any = data
+        for depth, part in enumerate(path):
+            where = ".".join(path[:depth]) or "the config"
+            last = depth == len(path) - 1
+            if isinstance(node, list):
+                i = _list_index(item, where, part, node)
+                if last:
+                    node[i] = value
+                    break
+                nxt = node[i]
+                if nxt is None:
+                    nxt = node[i] = {}
+            elif isinstance(node, dict):
+                if last:
+                    node[part] = value
+                    break
+                nxt = node.get(part)
+                if nxt is None:
+                    nxt = node[part] = {}
+            else:
+                raise ConfigError(f"--set {item!r}: '{where}' is {type(node).__name__} {node!r}, not a mapping "
+                                  "or a list")
             node = nxt
-        node[path[-1]] = value
     return data
 
 

@@ -10,7 +10,8 @@ One module, one set of rules:
 - run tags: ``git_commit``, ``data_fingerprint``, ``protocol`` (JSON of the settings that
   define the numbers), ``llmrec.kind`` (run | train | tune | trial | sft), ``llmrec.headline``
   (the metric keys ``llmrec runs`` shows), ``llmrec.setting`` on child runs, ``llmrec.config_hash`` (run
-  names stay readable and lead with what differs: ``<benchmark> · <model>``; a suite's ``<subject> · <suite>``
+  names stay readable and lead with what differs: ``<benchmark> · <model>``, then the config keys that differ
+  from the experiment's other runs of that benchmark and model (``prefeval · gemma n_ctx=4096``); a suite's ``<subject> · <suite>``
   / ``<entry> · <subject>`` / ``<setting keys that vary> · <entry> · <subject>``);
 - a suite's subject runs carry the engine params that tell the subjects apart (:func:`subject_params`);
 - metric keys: ``metric_key`` (``ndcg@10`` → ``ndcg_at_10``; other characters MLflow refuses
@@ -25,6 +26,7 @@ import math
 import re
 import subprocess
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, Iterable
 from urllib.parse import urlparse
@@ -195,16 +197,50 @@ def quantization(engine: dict) -> str | None:
     return found.group(1).upper() if found else None
 
 
+def differing_keys(configs: Iterable[dict]) -> list[str]:
+    """The flattened keys (``engine.n_ctx``) whose value is not the same in every config (a key some config lacks
+    counts as ``None`` there), in the order they first appear; never a secret-looking one."""
+    flat = [flatten(dict(c)) for c in configs]
+    keys = list(dict.fromkeys(k for f in flat for k in f))
+    return [k for k in keys if not is_secret_name(k.rsplit(".", 1)[-1])
+            and len({json.dumps(f.get(k), sort_keys=True, default=str) for f in flat}) > 1]
+
+
+def short_keys(keys: Iterable[str]) -> dict[str, str]:
+    """Each dotted key → its last part (``n_ctx``) where no other of ``keys`` ends the same, else the whole key."""
+    keys = list(keys)
+    last = Counter(k.rsplit(".", 1)[-1] for k in keys)
+    return {k: k.rsplit(".", 1)[-1] if last[k.rsplit(".", 1)[-1]] == 1 else k for k in keys}
+
+
+DIFF_VALUE_MAX = 40  # characters of one value in a name (a long list is cut with "…")
+
+
+def value_text(value: Any, limit: int = DIFF_VALUE_MAX) -> str:
+    """A config value as names show it: text as is, ``None`` as ``—``, others as compact JSON; cut to ``limit``."""
+    text = "—" if value is None else value if isinstance(value, str) else json.dumps(
+        value, separators=(",", ":"), default=str)
+    text = redact_text(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def differing_labels(configs: dict[Any, dict]) -> dict[Any, str]:
+    """id → ``key=value …`` over the keys whose values differ between the configs (:func:`differing_keys`; keys
+    shortened by :func:`short_keys`): what tells runs of one benchmark and subject apart (``n_ctx=4096``). Empty
+    strings when the configs are alike (or there is one)."""
+    keys = differing_keys(configs.values())
+    short = short_keys(keys)
+    flat = {i: flatten(dict(c)) for i, c in configs.items()}
+    return {i: " ".join(f"{short[k]}={value_text(f.get(k))}" for k in keys) for i, f in flat.items()}
+
+
 def subject_params(engines: dict[str, dict]) -> dict[str, dict[str, str]]:
     """subject → the params of its MLflow run that tell the subjects apart: ``engine.type``, ``engine.model`` (model
     or model file; ``embedded`` when the engine uses its embedded model), ``engine.quantization`` (when known), and
-    ``engine.<option>`` for every engine option whose value differs between the subjects (never a secret-looking
-    one). ``engines``: subject → engine section as a dict, in suite order."""
+    ``engine.<option>`` for every engine option whose value differs between the subjects (:func:`differing_keys`).
+    ``engines``: subject → engine section as a dict, in suite order."""
     flat = {s: flatten(dict(e)) for s, e in engines.items()}
-    keys = list(dict.fromkeys(k for f in flat.values() for k in f))
-    differ = [k for k in keys if k not in ENGINE_ID_PARAMS and k != "model_path"
-              and not is_secret_name(k.rsplit(".", 1)[-1])
-              and len({json.dumps(f.get(k), sort_keys=True, default=str) for f in flat.values()}) > 1]
+    differ = [k for k in differing_keys(engines.values()) if k not in ENGINE_ID_PARAMS and k != "model_path"]
     out = {}
     for s, f in flat.items():
         model = f.get("model") or f.get("model_path")

@@ -85,6 +85,7 @@ class Comparison:
     protocol_diff: list[dict] = field(default_factory=list)
     allowed_protocol_diff: bool = False
     not_compared: list[str] = field(default_factory=list)  # runs alone in their suite entry
+    config_diff: list[dict] = field(default_factory=list)  # config_differences of each B with its A
     settings: dict = field(default_factory=dict)
 
 
@@ -141,6 +142,17 @@ def expand(paths: list[Path]) -> list[Run]:
         if labels.count(r.label) > 1:
             r.label = str(r.path)
     return runs
+
+
+def config_differences(a: Run, b: Run) -> list[dict]:
+    """The keys of the settings that determine results (``RunConfig.semantic``: benchmark, engine, judge, ...)
+    whose values differ between run ``a`` and run ``b`` (``engine.n_ctx`` 8192 → 4096), in config order, each
+    ``{a, b, key, value_a, value_b}`` (a value one run lacks is None; URLs without credentials)."""
+    from llmrec.redact import redacted
+
+    ca, cb = (flatten(redacted(r.cfg.semantic())) for r in (a, b))
+    return [{"a": a.label, "b": b.label, "key": k, "value_a": ca.get(k), "value_b": cb.get(k)}
+            for k in tracking.differing_keys([ca, cb])]
 
 
 def protocol_differences(a: Run, b: Run) -> list[dict]:
@@ -233,6 +245,7 @@ def compare_runs(paths: list[Path], allow_protocol_diff: bool = False, resamples
     groups = {k: g for k, g in groups.items() if len(g) > 1}
     for g in groups.values():
         for other in g[1:]:
+            comp.config_diff += config_differences(g[0], other)
             comp.protocol_diff += protocol_differences(g[0], other)
     if comp.protocol_diff and not allow_protocol_diff:
         diffs = "; ".join(f"{d['b']} vs {d['a']}: {d['key']} {d['value_a']!r} → {d['value_b']!r}"
@@ -315,6 +328,7 @@ def write_files(comp: Comparison, out: Path) -> dict[str, Path]:
                      "model": r.cfg.engine.label, "answers": r.sources["answers"],
                      "answers_from_cache": r.sources["from_cache"],
                      "answers_from_other_runs": r.sources["from_other_runs"]} for r in comp.runs],
+            "config_diff": comp.config_diff,
            "protocol_diff": {"allowed": comp.allowed_protocol_diff, "differences": comp.protocol_diff},
            "dropped": comp.dropped, "not_compared": comp.not_compared, "holm": "per metric, over its settings and comparisons",
            **comp.settings, "rows": comp.rows}
@@ -438,6 +452,31 @@ def table(comp: Comparison):
     return t
 
 
+def config_lines(comp: Comparison) -> str:
+    """What the compared runs' configs differ in, printed before the table: per B run, ``key A → B`` for each
+    setting that determines results (``comparison.json``: ``config_diff``)."""
+    pairs: dict[tuple[str, str], list[dict]] = {}
+    for d in comp.config_diff:
+        pairs.setdefault((d["a"], d["b"]), []).append(d)
+    compared = [(g, r) for g in _groups(comp) for r in g[1:]]
+    if not pairs:
+        return "configs: the compared runs differ in no setting that determines results"
+    lines = ["configs differ (B vs A, the settings that determine results):"]
+    for g, r in compared:
+        diffs = pairs.get((g[0].label, r.label), [])
+        what = "; ".join(f"{d['key']} {tracking.value_text(d['value_a'])} → {tracking.value_text(d['value_b'])}"
+                         for d in diffs) or "none"
+        lines.append(f"  {r.label} vs {g[0].label}: {what}")
+    return "\n".join(lines)
+
+
+def _groups(comp: Comparison) -> list[list[Run]]:
+    groups: dict = {}
+    for r in comp.runs:  # each group (a suite entry, or the runs given) compares its runs with its first
+        groups.setdefault(r.group, []).append(r)
+    return [g for g in groups.values() if len(g) > 1]
+
+
 def _caption(comp: Comparison, keys: dict | None = None) -> str:
     groups: dict = {}
     for r in comp.runs:  # each group (a suite entry, or the runs given) compares its runs with its first
@@ -526,6 +565,7 @@ def _compare(runs: list[Path], metric: list[str], allow_protocol_diff: bool, out
         comp.per_sample = [p[p["metric"].isin(metric)] for p in comp.per_sample]
     files = write_files(comp, check_out(out or default_out(runs, comp.runs, here), comp.runs))
     console = Console()  # the terminal's width (80 columns, or $COLUMNS, when not a terminal)
+    console.print(config_lines(comp), markup=False)
     console.print(table(comp))
     console.print(f"wrote {files['comparison']} and {files['per_sample']}", markup=False)
     run_id = log_mlflow(comp, files, track, uri)

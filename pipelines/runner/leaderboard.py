@@ -124,7 +124,7 @@ def _suite_entries(suite_dir: Path) -> list[Entry]:
 
 def load_entries(paths: Iterable[str | Path]) -> list[Entry]:
     """Every entry of the given run and suite directories, in order. Entries whose subject and benchmark entry
-    coincide are told apart by their suite's name or, for plain runs, their directory's (``model (run-name)``)."""
+    coincide are told apart by the config keys that differ between them (:func:`distinct_subjects`)."""
     out: list[Entry] = []
     for p in map(Path, paths):
         if SuiteDir.is_suite(p):
@@ -134,9 +134,27 @@ def load_entries(paths: Iterable[str | Path]) -> list[Entry]:
         else:
             raise ConfigError(f"{p}: neither a run directory ({RunDir.METRICS}) nor a suite directory "
                               f"({SuiteDir.INDEX})")
-    seen = Counter((e.subject, e.entry) for e in out)
-    return [e if seen[(e.subject, e.entry)] == 1 else replace(e, subject=f"{e.subject} ({e.suite or e.run_dir.name})")
-            for e in out]
+    return distinct_subjects(out)
+
+
+def distinct_subjects(entries: list[Entry]) -> list[Entry]:
+    """Entries whose subject and benchmark entry coincide (three runs of ``prefeval`` by ``llamacpp``) named by the
+    config keys whose values differ between them (``llamacpp n_ctx=4096``: ``tracking.differing_labels`` over
+    ``run_config.result_sections``); those that still coincide (alike configs) also by their suite's name or, for
+    plain runs, their directory's (``llamacpp (prefeval-8a613c27f7a4)``)."""
+    from llmrec.pipelines.runner.run_config import result_sections
+
+    same: dict[tuple[str, str], list[int]] = {}
+    for i, e in enumerate(entries):
+        same.setdefault((e.subject, e.entry), []).append(i)
+    names = {i: e.subject for i, e in enumerate(entries)}
+    for group in (g for g in same.values() if len(g) > 1):
+        labels = tracking.differing_labels({i: result_sections(entries[i].config or {}) for i in group})
+        names.update({i: f"{entries[i].subject} {labels[i]}" if labels[i] else entries[i].subject for i in group})
+        seen = Counter(names[i] for i in group)
+        names.update({i: f"{names[i]} ({entries[i].suite or entries[i].run_dir.name})" for i in group
+                      if seen[names[i]] > 1})
+    return [e if names[i] == e.subject else replace(e, subject=names[i]) for i, e in enumerate(entries)]
 
 
 @dataclass(frozen=True)

@@ -86,9 +86,41 @@ def group_rows(rows: list[dict], keys: tuple[str, ...]) -> dict[tuple, list[dict
 
 
 def run_title(p: RunPlan) -> str:
-    """The MLflow name of a single run: ``<benchmark> · <model>`` (the config hash is the tag
-    ``llmrec.config_hash``)."""
+    """The start of a single run's MLflow name: ``<benchmark> · <model>`` (then what differs from the experiment's
+    other runs of them: :func:`names_by_difference`; the config hash is the tag ``llmrec.config_hash``)."""
     return f"{p.bench.name} · {tracking.model_label(p.config.engine)}"
+
+
+NAME_MAX = 240  # characters of an MLflow run name
+
+
+def _result_params(params: dict[str, str]) -> dict[str, str]:
+    """A run's logged params (flattened config) that tell its results apart (``run_config.result_sections``)."""
+    from llmrec.pipelines.runner.run_config import result_sections
+
+    return result_sections(params)
+
+
+def names_by_difference(client, exp_id: str, p: RunPlan, run_id: str | None, base: str) -> tuple[str, dict[str, str]]:
+    """The run's MLflow name: ``base`` (``<benchmark> · <model>``) followed by the config keys whose values differ
+    between it and the experiment's other single runs of the same benchmark and model (``prefeval · llamacpp
+    n_ctx=4096``), compared on their logged params (``_result_params``). Also run id → new name for those other
+    runs whose name (still ``base``-led) no longer tells them apart from this one."""
+    label = tracking.model_label(p.config.engine)
+    others = [r for r in client.search_runs(
+        [exp_id], filter_string=f"tags.`{tracking.TAG_KIND}` = 'run' and tags.benchmark = '{p.bench.name}'",
+        max_results=1000)
+        if r.info.run_id != run_id and r.data.tags.get("model") == label and tracking.TAG_PARENT not in r.data.tags]
+    configs = {"": _result_params(tracking.safe_params(p.config.model_dump(mode="json")))}
+    configs.update({r.info.run_id: _result_params(r.data.params) for r in others})
+    labels = tracking.differing_labels(configs)
+
+    def name(key: str) -> str:
+        return redact_text(f"{base} {labels[key]}" if labels[key] else base)[:NAME_MAX]
+
+    renamed = {r.info.run_id: name(r.info.run_id) for r in others
+               if (r.info.run_name or "").startswith(base) and r.info.run_name != name(r.info.run_id)}
+    return name(""), renamed
 
 
 def existing_run(client, run_id: str | None) -> str | None:
@@ -116,7 +148,13 @@ def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Pat
     exp_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment or p.bench.name, cfg.tracking.artifact_root,
                             () if parent else headline)
     client = tracking.client(cfg.tracking.uri)
-    name = redact_text(title or run_title(p))  # names are shown everywhere: no credentials in them
+    rd = RunDir(p.run_dir)
+    run_id = existing_run(client, rd.mlflow_run_id())
+    renamed: dict[str, str] = {}
+    if title:
+        name = redact_text(title)  # names are shown everywhere: no credentials in them
+    else:
+        name, renamed = names_by_difference(client, exp_id, p, run_id, redact_text(run_title(p)))
     engine = cfg.engine
     protocol = protocol_record(p.bench, cfg.benchmark)
     judge = judge_protocol(cfg, p.bench)
@@ -132,8 +170,6 @@ def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Pat
                                  tracking.TAG_RUN_DIR: p.run_dir.name})
     if parent:
         tags[tracking.TAG_PARENT] = parent
-    rd = RunDir(p.run_dir)
-    run_id = existing_run(client, rd.mlflow_run_id())
     if run_id is None:
         run_id = client.create_run(exp_id, start_time=int(started * 1000), tags=tags, run_name=name).info.run_id
         rd.set_mlflow_run_id(run_id)
@@ -146,6 +182,8 @@ def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Pat
     for f in list(files.values()) + plots:
         client.log_artifact(run_id, str(f))
     _log_children(p, rows, exp_id, run_id, tags, name, started)
+    for other, other_name in renamed.items():  # the earlier runs now differ from this one: their names say how
+        client.update_run(other, name=other_name)
     client.set_terminated(run_id, "FINISHED", end_time=int(time.time() * 1000))
     return run_id
 

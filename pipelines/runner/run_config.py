@@ -142,6 +142,10 @@ class RejudgeSource(StrictModel):
     stages: list[str] = Field(description="the judge stages run again")
 
 
+# the sections of a run config that say where and how fast it runs, not what its results are (``RunConfig.semantic``)
+PLACEMENT_SECTIONS = ("execution", "ray", "tracking", "output", "data")
+
+
 class RunConfig(StrictModel):
     """One evaluation: a benchmark, a subject engine, an optional judge engine, and how to run."""
 
@@ -196,11 +200,17 @@ class RunConfig(StrictModel):
     def semantic(self) -> dict:
         """What determines the results (not where/how fast they are computed). ``judging`` and ``rejudge`` appear
         only when set (a run without them keeps the name and fingerprint it had before they existed)."""
-        out = self.model_dump(mode="json", exclude={"execution", "ray", "tracking", "output", "data"})
+        out = self.model_dump(mode="json", exclude=set(PLACEMENT_SECTIONS))
         for key in ("judging", "rejudge"):
             if out.get(key) is None:
                 out.pop(key, None)
         return out
+
+
+def result_sections(config: dict) -> dict:
+    """A run config as a mapping (a run directory's stored config, or flattened MLflow params: ``engine.n_ctx``)
+    without the sections that say where and how fast it ran (``PLACEMENT_SECTIONS``): what runs are told apart by."""
+    return {k: v for k, v in config.items() if str(k).split(".", 1)[0] not in PLACEMENT_SECTIONS}
 
 
 def resume_conflicts(cfg: RunConfig, stored_yaml: str) -> list[str]:

@@ -16,7 +16,8 @@ A suite file::
 Every (subject, entry) becomes an ordinary :class:`RunConfig` whose ``engine`` is the subject
 and whose run directory is ``<output.dir>/<suite>/<subject>/<entry>/``. An entry's
 ``execution`` may change per-benchmark keys (batch_size, retries, judge_replicas, ...) but not
-those that place the subject's engine, which is started once per subject for the whole suite.
+those that place the subject's engine, which is started once per subject for the whole suite (a run
+config file's placement keys, e.g. its ``concurrency``, are left out: the suite's apply).
 Everything is validated when the file is read; an error names the file and the key.
 """
 
@@ -71,7 +72,8 @@ class EntryBaselines(StrictModel):
 class SuiteEntry(StrictModel):
     """One benchmark of the suite (a run config fragment). Given as a path (``- configs/x.yaml``) or with a
     ``config: PATH`` key, it starts from that run config's benchmark/judge/data/execution sections (its
-    engine, output, tracking and ray are the suite's), the entry's own keys merged over them."""
+    engine, output, tracking and ray are the suite's, and so are the execution keys that place the engine,
+    ``ENGINE_PLACEMENT``), the entry's own keys merged over them."""
 
     entry: PathName | None = Field(None, description="the entry's name (its run folder, MLflow child run and "
                                                      "metric prefix); default: the benchmark's name")
@@ -154,6 +156,8 @@ def _inline(raw: dict, path: Path) -> dict:
             except ConfigError as err:
                 raise ConfigError(f"{path}: benchmarks[{i}].config: {err}") from err
             merged = {k: base[k] for k in RUN_SECTIONS if base.get(k) is not None}
+            if isinstance(merged.get("execution"), dict):  # the file's engine placement is the suite's here
+                merged["execution"] = {k: v for k, v in merged["execution"].items() if k not in ENGINE_PLACEMENT}
             for k, v in e.items():
                 if k == "config":
                     continue
@@ -175,7 +179,8 @@ def _check_entry(cfg: SuiteConfig, i: int, e: SuiteEntry) -> None:
         if key in e.execution and e.execution[key] != getattr(cfg.execution, key):
             raise ConfigError(f"'{where}.execution.{key}' is {e.execution[key]!r} but the suite's execution.{key} "
                               f"is {getattr(cfg.execution, key)!r}: each subject's engine is started once for "
-                              "the whole suite; set it in the suite's execution section")
+                              f"the whole suite; remove the key from the entry, or set it for the suite "
+                              f"(execution.{key}, or --set execution.{key}={e.execution[key]!r})")
     _check_rankers(e, where)
     for subject in cfg.subjects:
         try:
@@ -209,7 +214,16 @@ def load_suite_config(path: str | Path, overrides: list[str] | None = None) -> S
     """Read, override (``--set subjects.a.n_ctx=4096``), inline path entries and validate every
     (subject, entry) run config; any error names the file and the key."""
     path = Path(path)
-    return suite_from_raw(_inline(apply_overrides(read_yaml(path), overrides), path), str(path))
+    return suite_from_raw(_inline(apply_overrides(_entries_as_mappings(read_yaml(path)), overrides), path), str(path))
+
+
+def _entries_as_mappings(raw: dict) -> dict:
+    """``- configs/x.yaml`` entries as ``{config: configs/x.yaml}``, so that ``--set benchmarks.0.execution.…``
+    addresses a path entry too."""
+    entries = raw.get("benchmarks")
+    if not isinstance(entries, list):
+        return raw
+    return {**raw, "benchmarks": [{"config": e} if isinstance(e, str) else e for e in entries]}
 
 
 def suite_from_raw(raw: dict, path: str) -> SuiteConfig:

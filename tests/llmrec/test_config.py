@@ -71,3 +71,26 @@ def test_missing_file_and_bad_yaml(tmp_path):
         load_run_config(tmp_path / "nope.yaml")
     with pytest.raises(ConfigError, match="YAML"):
         load_run_config(write(tmp_path, "benchmark: [unclosed"))
+
+
+def test_set_addresses_list_entries_by_index():
+    data = {"benchmarks": [{"config": "a.yaml"}, {"entry": "b", "execution": {"batch_size": 2}}], "x": [1, 2]}
+    assert parse_override("benchmarks[0].execution.concurrency=2") == (
+        ["benchmarks", "0", "execution", "concurrency"], 2)
+    for key in ("benchmarks.0.execution.concurrency", "benchmarks[0].execution.concurrency"):
+        out = apply_overrides(data, [f"{key}=2"])
+        assert out["benchmarks"][0] == {"config": "a.yaml", "execution": {"concurrency": 2}}
+    assert apply_overrides(data, ["benchmarks.1.execution.batch_size=4"])["benchmarks"][1]["execution"] == {
+        "batch_size": 4}
+    assert apply_overrides(data, ["x[1]=5", "x.-2=0"])["x"] == [0, 5]
+    assert data["benchmarks"][0] == {"config": "a.yaml"}  # the input is not changed
+    with pytest.raises(ConfigError, match=r"'benchmarks' has 2 entries \(indexes 0 to 1\); to add one, give the "
+                                          r"whole list: --set benchmarks=\["):
+        apply_overrides(data, ["benchmarks.2.entry=c"])
+    with pytest.raises(ConfigError, match=r"'benchmarks' is a list of 2 entries; address an entry by its index, "
+                                          r"e\.g\. --set benchmarks\.0\.execution=… \(or benchmarks\[0\]\.execution"):
+        apply_overrides(data, ["benchmarks.execution.concurrency=2"])
+    with pytest.raises(ConfigError, match=r"'benchmarks\.0\.config' is str 'a\.yaml', not a mapping or a list"):
+        apply_overrides(data, ["benchmarks.0.config.x=1"])
+    with pytest.raises(ConfigError, match="--set expects key=value"):
+        apply_overrides(data, ["benchmarks..x=1"])
