@@ -87,6 +87,14 @@ def resolve(location: str | Path) -> str:
     return str(Path(s).expanduser().resolve())
 
 
+def _shown(text: str) -> str:
+    """``text`` with the URLs in it redacted: a storage URI's query may carry credentials (``secret_key=``,
+    ``session_token=``) and an error message quotes what it was given."""
+    from llmrec.redact import redact_text
+
+    return redact_text(text)
+
+
 def _bounded_uri(uri: str) -> str:
     """A GCS URI with a retry time limit (pyarrow's default retries for minutes: without network, a hang)."""
     scheme = uri.split("://", 1)[0].lower()
@@ -119,18 +127,16 @@ def _filesystem(uri: str):
         return _bounded(fs), path
     except pa.ArrowInvalid as e:  # not a pyarrow scheme: try fsspec (a pyarrow scheme's bad URI: say so)
         if "Unrecognized filesystem type" not in str(e):
-            raise ConfigError(f"storage location {uri!r}: {one_line(e)}") from e
+            raise ConfigError(f"storage location {_shown(uri)!r}: {_shown(one_line(e))}") from e
     except (OSError, pa.ArrowException) as e:  # e.g. S3's bucket-region lookup failing
-        from llmrec.redact import redact_text
-
-        raise StorageError(f"{redact_text(uri)}: cannot open the storage location: {redact_text(one_line(e))}") from e
+        raise StorageError(f"{_shown(uri)}: cannot open the storage location: {_shown(one_line(e))}") from e
     try:
         import fsspec
 
         protocol = uri.split("://", 1)[0]
         fs = fsspec.filesystem(protocol)
     except (ImportError, ValueError) as e:
-        raise ConfigError(f"storage location {uri!r}: no filesystem for this scheme ({e}); use a local path, "
+        raise ConfigError(f"storage location {_shown(uri)!r}: no filesystem for this scheme ({_shown(str(e))}); use a local path, "
                           f"s3://, gs://, hdfs://, abfs:// or an installed fsspec protocol") from e
     return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), fs._strip_protocol(uri)
 
@@ -220,7 +226,7 @@ class Storage:
             with storage_errors(f"{self.uri}/{name}", "read"), self.fs.open_input_stream(self._p(name)) as fh:
                 return fh.read()
         except FileNotFoundError as e:
-            raise DataError(f"{self.uri}/{name} does not exist") from e
+            raise DataError(f"{_shown(self.uri)}/{name} does not exist") from e
 
     def read_text(self, name: str) -> str:
         return self.read_bytes(name).decode("utf-8")
@@ -254,7 +260,7 @@ class Storage:
         self.write_bytes(probe, b"ok")
         try:
             if self.read_bytes(probe) != b"ok":
-                raise StorageError(f"{self.uri}: a file written there reads back different")
+                raise StorageError(f"{_shown(self.uri)}: a file written there reads back different")
         finally:
             self.delete(probe)
 
@@ -278,7 +284,7 @@ def _copy_tree(src: "Storage", dest: Path) -> None:
 
     with storage_errors(src.uri, "read"):
         if not src.fs.get_file_info(src.path).type == pafs.FileType.Directory:
-            raise DataError(f"{src.uri}: no such folder")
+            raise DataError(f"{_shown(src.uri)}: no such folder")
         pafs.copy_files(src.path, str(dest), source_filesystem=src.fs, destination_filesystem=pafs.LocalFileSystem())
 
 
