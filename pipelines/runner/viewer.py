@@ -348,9 +348,70 @@ def templates() -> jinja2.Environment:
 
 # ---- the web app ----------------------------------------------------------------------------------------------
 
-def app(viewer: Viewer):
-    """The Starlette app over ``viewer``: ``/samples`` (the filtered list), ``/sample?run=K&id=ID``."""
+LOCAL_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+def _host_of(value: str) -> str:
+    """The host of a ``Host`` header or an ``Origin`` (``http://name:port``), lowercase, without port or brackets."""
+    value = value.strip().lower()
+    if "://" in value:
+        value = value.split("://", 1)[1].split("/", 1)[0]
+    if value.startswith("["):
+        return value[1:].split("]", 1)[0]
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def host_allowed(host: str, bound: str) -> bool:
+    """Whether a request naming ``host`` (its Host header or Origin) is one for a viewer listening on ``bound``:
+    the bound address itself and the loopback names; a viewer on every interface (``0.0.0.0``, ``::``) also takes
+    this machine's names and any address literal. Any other name (``evil.example``) is a page that had its name
+    point at this machine (DNS rebinding) to read the transcripts: refused."""
+    import ipaddress
+    import socket
+
+    host, bound = _host_of(host), _host_of(bound)
+    if not host:
+        return False
+    if host == bound or host in LOCAL_NAMES:
+        return True
+    try:
+        literal = ipaddress.ip_address(host)
+    except ValueError:
+        literal = None
+    if literal is not None and literal.is_loopback:
+        return True
+    if bound in ("0.0.0.0", "::", ""):
+        return literal is not None or host in {socket.gethostname().lower(), socket.getfqdn().lower()}
+    return False
+
+
+class HostCheck:
+    """ASGI middleware: a request whose ``Host`` is not the viewer's (:func:`host_allowed`) gets 400; one that could
+    change something (any method but GET / HEAD / OPTIONS) with a foreign ``Origin`` gets 403."""
+
+    def __init__(self, inner, bound: str):
+        self.inner, self.bound = inner, bound
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.inner(scope, receive, send)
+        from starlette.datastructures import Headers
+        from starlette.responses import PlainTextResponse
+
+        headers = Headers(scope=scope)
+        if not host_allowed(headers.get("host", ""), self.bound):
+            return await PlainTextResponse("Invalid host header", status_code=400)(scope, receive, send)
+        origin = headers.get("origin")
+        if scope["method"] not in ("GET", "HEAD", "OPTIONS") and origin and not host_allowed(origin, self.bound):
+            return await PlainTextResponse("Cross-origin request refused", status_code=403)(scope, receive, send)
+        return await self.inner(scope, receive, send)
+
+
+def app(viewer: Viewer, host: str = "127.0.0.1"):
+    """The Starlette app over ``viewer``: ``/samples`` (the filtered list), ``/sample?run=K&id=ID``. It answers
+    only requests addressed to ``host`` (the address it listens on) or a loopback name (:class:`HostCheck`)."""
     from starlette.applications import Starlette
+    from starlette.middleware import Middleware
     from starlette.requests import Request
     from starlette.responses import HTMLResponse, RedirectResponse
     from starlette.routing import Route
@@ -398,7 +459,8 @@ def app(viewer: Viewer):
             back=samples_path(benchmark=view.benchmark, subject=view.subject, entry=view.entry))
         return HTMLResponse(html)
 
-    return Starlette(routes=[Route("/", index), Route("/samples", samples), Route("/sample", sample)])
+    return Starlette(routes=[Route("/", index), Route("/samples", samples), Route("/sample", sample)],
+                     middleware=[Middleware(HostCheck, bound=host)])
 
 
 def serve(viewer: Viewer, host: str = "127.0.0.1", port: int = 0, ready=None) -> None:
@@ -415,7 +477,7 @@ def serve(viewer: Viewer, host: str = "127.0.0.1", port: int = 0, ready=None) ->
         raise ConfigError(f"--host {host} --port {port}: cannot listen there ({e.strerror or e})") from e
     sock.listen(128)
     got = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app(viewer), log_level="warning", lifespan="off"))
+    server = uvicorn.Server(uvicorn.Config(app(viewer, host), log_level="warning", lifespan="off"))
     if ready is not None:
         ready(f"http://{'[' + host + ']' if ':' in host else host}:{got}")
     server.run(sockets=[sock])
