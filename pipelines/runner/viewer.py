@@ -110,6 +110,21 @@ def _run_view(key: str, rd: RunDir, subject: str | None = None, benchmark: str |
     return view
 
 
+def _samples_missing(view: RunView) -> str | None:
+    """Why a run shows no samples although it has results: its ``samples.parquet`` is missing beside result shards
+    (the viewer reads that file only; a run writes it when it ends). None when nothing is amiss."""
+    rd = view.run_dir
+    if rd.has_samples():
+        return None
+    try:
+        shards = len([n for n in rd.results.list(".parquet") if not n.startswith(".")])
+    except Exception:  # noqa: BLE001 - an unreadable listing: say only that the file is missing
+        shards = 0
+    held = f" although {rd.RESULTS}/ holds {shards} result shard(s)" if shards else ""
+    return (f"{rd.uri} has no {RunDir.SAMPLES}{held} (a run writes it when it ends: re-run its config with "
+            "`llmrec run` to resume and write it)")
+
+
 def load_runs(sources: Iterable[str | Path]) -> list[RunView]:
     """Every run of the given run and suite directories (local or storage URIs), in order."""
     out: list[RunView] = []
@@ -265,7 +280,9 @@ class Viewer:
                         and (not entry or self.by_key[r].entry == entry)), None)
         if hit is None:
             where = f"run {run}" if run is not None else ", ".join(self.sources)
-            raise KeyError(f"no sample {sample_id!r} in {where}")
+            looked = [self.by_key[run]] if run in self.by_key else [] if run is not None else self.runs
+            raise KeyError(f"no sample {sample_id!r} in {where}" + "".join(
+                f"; {why}" for why in map(_samples_missing, looked) if why))
         view = self.by_key[self.index["run"].iat[hit]]
         return view, view.rows[int(self.index["row"].iat[hit])]
 

@@ -242,3 +242,24 @@ def test_host_check_follows_the_bound_address():
     assert host_allowed("10.1.2.3:80", "10.1.2.3") and not host_allowed("10.9.9.9", "10.1.2.3")
     assert host_allowed("10.9.9.9:80", "0.0.0.0") and not host_allowed("evil.example", "0.0.0.0")
     assert not host_allowed("", "127.0.0.1") and not host_allowed("127.0.0.1.evil.example", "127.0.0.1")
+
+
+def test_a_sample_asked_for_in_a_run_without_samples_parquet_says_the_file_is_missing(run, tmp_path):
+    """samples.parquet deleted, its result shards intact: ``view --sample ID`` says the file is missing beside the
+    shards and how to write it again, not only "no sample"."""
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    (copy / RunDir.SAMPLES).unlink()
+    from llmrec.pipelines.common.store import ResultStore
+
+    ResultStore(copy / RunDir.RESULTS).write([{"sample_id": "travel_restaurant/explicit/0001/t010/zero-shot"}])
+    v = Viewer.open([str(copy)])
+    with pytest.raises(KeyError) as e:
+        v.find("travel_restaurant/explicit/0001/t010/zero-shot")
+    said = str(e.value.args[0])
+    assert f"has no {RunDir.SAMPLES} although results/ holds" in said and "llmrec run" in said, said
+    with pytest.raises(KeyError) as e:
+        Viewer.open([str(run)]).find("nope")
+    assert "has no" not in str(e.value.args[0])
