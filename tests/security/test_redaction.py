@@ -55,7 +55,7 @@ def openai_config(tmp_path, port: int) -> RunConfig:
     return RunConfig.model_validate({
         "benchmark": {"name": NAME, "n": 2, "rounds": 0},
         "engine": {"type": "openai", "model": "m",
-                   "base_url": f"http://alice:s3cret@127.0.0.1:{port}/v1?api_key=TOPSECRET"},
+                   "base_url": f"http://alice:s3cret@127.0.0.1:{port}/v1?api_key=TOPSECRET&auth=TOPSECRET"},
         "execution": {"retries": 0, "backoff_s": 0.0},
         "output": {"dir": str(tmp_path / "runs"), "run_name": "r", "cache": False},
         "tracking": {"uri": f"sqlite:///{tmp_path}/mlruns.db", "artifact_root": str(tmp_path / "art"),
@@ -67,9 +67,9 @@ def test_recorded_configs_params_and_tags_carry_no_credentials(tmp_path):
     cfg = openai_config(tmp_path, 9)
     assert "s3cret" in cfg.engine.base_url  # what the engine connects with is untouched
     text = dump_yaml(cfg)
-    assert "http://REDACTED@127.0.0.1:9/v1?api_key=REDACTED" in text and not any(s in text for s in SECRETS)
+    assert "http://REDACTED@127.0.0.1:9/v1?api_key=REDACTED&auth=REDACTED" in text and not any(s in text for s in SECRETS)
     params = tracking.safe_params(cfg.model_dump(mode="json"))
-    assert params["engine.base_url"] == "http://REDACTED@127.0.0.1:9/v1?api_key=REDACTED"
+    assert params["engine.base_url"] == "http://REDACTED@127.0.0.1:9/v1?api_key=REDACTED&auth=REDACTED"
     tags = tracking.run_tags("run", {"judge_url": cfg.engine.base_url}, None, model=cfg.engine.base_url)
     assert not any(s in v for v in tags.values() for s in SECRETS)
 
@@ -104,6 +104,7 @@ def test_a_run_against_a_url_with_credentials_records_none_of_them(tmp_path, loc
     recorded = [samples.to_json(), *(str(r) for r in ResultStore(run_dir / "results").load().values())]
     recorded += [f.read_text(errors="replace") for f in run_dir.rglob("*") if f.suffix in (".yaml", ".json", ".jsonl")]
     recorded.append((tmp_path / "mlruns.db").read_bytes().decode("latin-1"))
+    recorded += [f.read_bytes().decode("latin-1") for f in (tmp_path / "art").rglob("*") if f.is_file()]
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlruns.db")
     run = client.get_run(out.mlflow_run_id)
     recorded += [str(run.data.params), str(run.data.tags)]
