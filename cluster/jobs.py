@@ -3,8 +3,9 @@
 
 What a submitted job carries (built in a staging folder on the submitting machine):
 
-- ``working_dir``: the staging folder, holding the resolved config (``RESOLVED``; see ``cluster/resolve.py``) and
-  ``requirements.txt`` (llmrec's pinned dependencies, which the entrypoint checks on the cluster
+- ``working_dir``: the staging folder, holding the resolved config (``RESOLVED``; see ``cluster/resolve.py``),
+  a copy of every local file a benchmark section names (a prompt template: ``SHIPPED/``, the config then names the
+  copy; the cluster has no copy of the submitter's files) and ``requirements.txt`` (llmrec's pinned dependencies, which the entrypoint checks on the cluster
   before anything imports them) and no code, so the job's current directory cannot shadow the
   ``llmrec`` package;
 - ``py_modules``: the ``llmrec`` package assembled from this checkout by setuptools (``build_py``
@@ -37,6 +38,7 @@ from llmrec.cluster.resolve import dump, env_names_in, resolve_for_cluster, reso
 RESOLVED = RunDir.CONFIG  # the staged config: the name a run directory gives its config
 REQUIREMENTS = "requirements.txt"
 ENTRY_MODULE = "llmrec.cluster.entrypoint"
+SHIPPED = "files"  # in the job's working directory: the local files the benchmark sections name
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CODE_MODES = ("ship", "installed")
 DEPS_MODES = ("cluster", "pip")
@@ -94,6 +96,34 @@ def submission_id(raw: dict) -> str:
     return f"llmrec-{slug}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 
+def ship_local_files(sections: list[dict], work: Path) -> list[str]:
+    """Copy every local file a benchmark section names (its paths are absolute once resolved: a prompt template,
+    wherever it lies) into ``work/SHIPPED`` and point the section at the copy, a path relative to the job's working
+    directory (where the job runs). Returns the keys rewritten."""
+    import shutil
+
+    done: list[str] = []
+    copies: dict[str, str] = {}
+
+    def walk(node, key: str):
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for k, v in list(items):
+            where = f"{key}.{k}" if isinstance(node, dict) else f"{key}[{k}]"
+            if isinstance(v, (dict, list)):
+                walk(v, where)
+            elif isinstance(v, str) and "://" not in v and Path(v).is_absolute() and Path(v).is_file():
+                if v not in copies:
+                    copies[v] = f"{SHIPPED}/{len(copies)}-{Path(v).name}"
+                    (work / SHIPPED).mkdir(exist_ok=True)
+                    shutil.copyfile(v, work / copies[v])
+                node[k] = copies[v]
+                done.append(where)
+
+    for i, section in enumerate(sections):
+        walk(section, "benchmark" if len(sections) == 1 else f"benchmarks[{i}].benchmark")
+    return done
+
+
 def check_env_names(names: list[str]) -> list[str]:
     bad = [n for n in names if not ENV_NAME.match(n)]
     if bad:
@@ -115,6 +145,8 @@ def build_job(config: str | Path, stage_dir: Path, overrides: list[str] | None =
     names = check_env_names(list(env or []) + env_names_in(raw))
     work = stage_dir / "job"
     work.mkdir(parents=True, exist_ok=True)
+    sections = [e["benchmark"] for e in raw["benchmarks"]] if suite else [raw["benchmark"]]
+    ship_local_files(sections, work)
     (work / RESOLVED).write_text(dump(raw), encoding="utf-8")
     (work / REQUIREMENTS).write_text("".join(f"{r}\n" for r in pinned_requirements()), encoding="utf-8")
     runtime_env: dict = {"working_dir": str(work), "env_vars": {"PYTHONUNBUFFERED": "1"}}

@@ -93,14 +93,16 @@ def absolute_tracking_uri(uri: str, base: Path) -> str:
     return uri
 
 
-def secret_values(raw: dict, prefix: str = "") -> list[str]:
-    """Keys that look like secrets and hold a value (names of env variables, ``*_env``, are fine)."""
+def secret_values(raw: dict | list, prefix: str = "") -> list[str]:
+    """Keys that look like secrets and hold a value (names of env variables, ``*_env``, are fine), in mappings and
+    lists (a jury's ``judging.jurors``, a suite's ``benchmarks``) at any depth."""
     found = []
-    for k, v in raw.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
+    items = raw.items() if isinstance(raw, dict) else ((f"[{i}]", v) for i, v in enumerate(raw))
+    for k, v in items:
+        key = f"{prefix}{k}" if isinstance(raw, dict) else f"{prefix.rstrip('.')}{k}"
+        if isinstance(v, (dict, list)):
             found.extend(secret_values(v, key + "."))
-        elif v not in (None, "") and is_secret_name(str(k)):
+        elif isinstance(raw, dict) and v not in (None, "") and is_secret_name(str(k)):
             found.append(key)
     return found
 
@@ -132,13 +134,14 @@ def refuse_url_credentials(raw: dict, where: str) -> None:
             "tracking server, AWS_* for S3; pass --env NAME for any other")
 
 
-def env_names_in(raw: dict) -> list[str]:
-    """Variables a config names (``engine.api_key_env: OPENAI_API_KEY`` → ``OPENAI_API_KEY``)."""
+def env_names_in(raw: dict | list) -> list[str]:
+    """Variables a config names (``engine.api_key_env: OPENAI_API_KEY`` → ``OPENAI_API_KEY``), in mappings and
+    lists at any depth: every juror's ``api_key_env`` of a jury (``judging.jurors``), every suite entry's judge."""
     names = []
-    for k, v in raw.items():
-        if isinstance(v, dict):
+    for k, v in (raw.items() if isinstance(raw, dict) else enumerate(raw)):
+        if isinstance(v, (dict, list)):
             names.extend(env_names_in(v))
-        elif str(k).lower().endswith(ENV_NAME_SUFFIX) and isinstance(v, str) and v:
+        elif isinstance(raw, dict) and str(k).lower().endswith(ENV_NAME_SUFFIX) and isinstance(v, str) and v:
             names.append(v)
     return names
 

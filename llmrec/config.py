@@ -127,7 +127,9 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if not key or any(not p for p in key.split(".")):
         raise ConfigError(f"--set expects key=value, got {text!r}")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = yaml.load(raw, Loader=BoundedLoader) if raw.strip() else ""
+    except AliasError as e:
+        raise ConfigError(f"--set {text!r}: {e.problem}") from e
     except yaml.YAMLError:
         value = raw
     return _key_parts(key), value
@@ -195,7 +197,54 @@ class DuplicateKeyError(yaml.MarkedYAMLError):
     """A mapping names one key twice (PyYAML keeps the last value without a word)."""
 
 
-class UniqueKeyLoader(yaml.SafeLoader):
+class AliasError(yaml.MarkedYAMLError):
+    """An alias that refers to the node holding it (no finite value), or aliases that expand past ``MAX_VALUES``."""
+
+
+MAX_VALUES = 100_000  # values a config may hold once its aliases are expanded (a real config holds a few hundred)
+
+
+class BoundedLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses, before building anything, a document whose aliases make it infinite
+    (``x: &r [*r]``) or huge (a "billion laughs": a kilobyte of nested aliases that expand to 10^9 values, which
+    every consumer of plain data, a deep copy or JSON, would walk until killed)."""
+
+    def construct_document(self, node):
+        expanded_size(node)
+        return super().construct_document(node)
+
+
+def expanded_size(root, limit: int = MAX_VALUES) -> int:
+    """The number of values the YAML node graph ``root`` holds once its aliases are expanded (an alias is the node
+    it names, shared); raises :class:`AliasError` for a cycle or a total over ``limit``."""
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()
+
+    def size(node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_:
+            raise AliasError(None, None, "an alias refers to a node that contains it (a recursive alias: "
+                                         "no finite value)", node.start_mark)
+        open_.add(key)
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(size(n) for n in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(size(k) + size(v) for k, v in node.value)
+        open_.discard(key)
+        if total > limit:
+            raise AliasError(None, None, f"its aliases expand to more than {limit:,} values (nested aliases "
+                                         "that multiply, a \"billion laughs\"); write the values out or use "
+                                         "fewer aliases", node.start_mark)
+        sizes[key] = total
+        return total
+
+    return size(root)
+
+
+class UniqueKeyLoader(BoundedLoader):
     """``yaml.SafeLoader`` that refuses a key given twice in one mapping, naming it and its line."""
 
     def construct_mapping(self, node, deep=False):

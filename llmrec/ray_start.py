@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Iterator
 
 from llmrec import settings
+from llmrec.errors import ConfigError, RunFailed
 
 log = logging.getLogger(__name__)
 
@@ -114,13 +115,75 @@ def start_ray(address: str | None = None, num_cpus: int | None = None, worker_ni
         if system:
             kwargs["_system_config"] = system
         reap_local_sessions()
-    ray.init(**kwargs)
+    else:
+        check_reachable(address)
+    try:
+        ray.init(**kwargs)
+    except Exception as e:  # noqa: BLE001 - whatever Ray raises: one line that says what to do, Ray's chained
+        raise _start_failed(e, address, local) from e
     if local:
         if not worker_logs:
             _stop_log_monitor()
         record_local_session()
     log.info("Ray ready: %s", ray.cluster_resources())
     return True
+
+
+GCS_PROBE_TIMEOUT_S = 5.0  # how long a cluster's address may take to accept a connection before the run gives up
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of a Ray address to probe (``host:port``, ``ray://host:port``; Ray's GCS port 6379 when none
+    is given); None for what names no one address (``auto``, ``local``, a dashboard ``http(s)://`` URL)."""
+    from urllib.parse import urlsplit
+
+    text = address.strip()
+    if text.lower() in ("auto", "local", "") or ("://" in text and not text.lower().startswith("ray://")):
+        return None
+    try:
+        parts = urlsplit(text if "://" in text else f"ray://{text}")
+        port = parts.port
+    except ValueError:
+        return None
+    return (parts.hostname, port or 6379) if parts.hostname else None
+
+
+def check_reachable(address: str | None, timeout_s: float = GCS_PROBE_TIMEOUT_S) -> None:
+    """Before joining the Ray cluster at ``address`` (else ``$RAY_ADDRESS``): something must accept a connection
+    there within ``timeout_s``. Ray itself retries an address where nothing listens without end (``Failed to connect
+    to GCS at …``), so a mistyped ``ray.address`` would hang the run."""
+    import socket
+
+    given = address or settings.env_ray_address()
+    target = _host_port(given) if given else None
+    if target is None:
+        return
+    name = "ray.address" if address else "$RAY_ADDRESS"
+    try:
+        socket.create_connection(target, timeout=timeout_s).close()
+    except OSError as e:
+        why = "timed out" if isinstance(e, TimeoutError) else (e.strerror or str(e))
+        raise ConfigError(f"{name} {given}: no Ray cluster answers at {target[0]}:{target[1]} ({why}, after "
+                          f"{timeout_s:g} s at most); start its head there (`ray start --head --port {target[1]}`), "
+                          f"fix the address, or unset {name} to start a local Ray instance") from e
+
+
+def _start_failed(e: Exception, address: str | None, local: bool) -> Exception:
+    """The one-line error for a ``ray.init`` that failed (Ray's exception is chained, not printed)."""
+    said = " ".join(str(e).split())[:300] or type(e).__name__
+    if not local:
+        return ConfigError(f"cannot join the Ray cluster at {address or settings.env_ray_address() or 'auto'}: "
+                           f"{said} (check ray.address / $RAY_ADDRESS and that the cluster runs)")
+    if "timed out" in said.lower():
+        cpus = os.cpu_count() or 1
+        try:
+            load = f"; load average {os.getloadavg()[0]:.1f} on {cpus} CPUs"
+        except OSError:
+            load = ""
+        return RunFailed(f"a local Ray instance did not start in time ({said[:160]}{load}): the machine is too busy "
+                         "to start Ray's processes; re-run when it is less loaded (finished samples are kept), or "
+                         "join a running cluster with ray.address")
+    return RunFailed(f"a local Ray instance could not start: {said} (Ray's logs: /tmp/ray/session_latest/logs)")
 
 
 def _stop_log_monitor() -> None:

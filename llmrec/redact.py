@@ -1,9 +1,12 @@
-"""Secrets out of everything llmrec records: resolved configs, MLflow params and tags, stored results, logs.
+"""Configured secrets out of everything llmrec records: resolved configs, MLflow params and tags, error texts, logs.
 
-A URL keeps its scheme, host, path and harmless query parameters; its user info
-(``http://user:pass@host``) and the values of secret-looking query or fragment parameters
-(``?token=…``, ``api_key=``, ``sig=``, ``X-Amz-Signature=``) become ``REDACTED``. Config keys
-are judged by the same words (``is_secret_name``). Only what is recorded is redacted: the
+A URL keeps its scheme, host and path; its user info (``http://user:pass@host``) and the value of
+every query or fragment parameter become ``REDACTED``, except the parameters known to be harmless
+(:data:`HARMLESS_PARAMS`: ``api-version``, an S3 ``region``, ...): a server may take a credential under
+any name (``?auth=``, ``?apitoken=``, ``?sas=``). Config keys are judged by their words (``is_secret_name``).
+
+Only what comes from configuration or from an engine's error is redacted (the config a run records, its
+params, the error text of a failed call): what a model said is stored as it said it, URLs included. The
 config an engine or a client connects with keeps its credentials.
 """
 
@@ -18,6 +21,12 @@ REDACTED = "REDACTED"
 # `X-Amz-Signature`, `hf_token`; not `max_tokens`; never a name ending in `_env` (it names a variable).
 SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "pwd", "credential",
                           "credentials", "sig", "signature"})
+# query parameters whose values are kept: settings that hold no credential (an API version, an object store's
+# region or endpoint, a database driver's connection options)
+HARMLESS_PARAMS = frozenset({"api-version", "api_version", "region", "endpoint_override", "scheme",
+                             "retry_limit_seconds", "connect_timeout", "request_timeout", "sslmode",
+                             "allow_bucket_creation", "allow_bucket_deletion", "force_virtual_addressing",
+                             "anonymous", "charset", "application_name"})
 # a URL inside text: up to whitespace or a quote, not counting the punctuation that ends a sentence or a label
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]*[^\s'\"<>.,:;!?)\]]")
 
@@ -31,12 +40,12 @@ def _params(text: str) -> str:
     out = []
     for pair in text.split("&"):
         name, eq, value = pair.partition("=")
-        out.append(f"{name}={REDACTED}" if eq and value and is_secret_name(name) else pair)
+        out.append(f"{name}={REDACTED}" if eq and value and name.lower() not in HARMLESS_PARAMS else pair)
     return "&".join(out)
 
 
 def redact_url(url: str) -> str:
-    """``url`` without user info and without the values of secret-looking parameters."""
+    """``url`` without user info and without the values of its query and fragment parameters (but harmless ones)."""
     try:
         parts = urlsplit(url)
     except ValueError:  # e.g. an unbalanced IPv6 bracket: keep nothing after the scheme
@@ -61,4 +70,16 @@ def redacted(value: Any) -> Any:
         return {k: redacted(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return type(value)(redacted(v) for v in value)
+    return value
+
+
+def redacted_errors(value: Any) -> Any:
+    """A copy of plain data whose ``error`` texts (at any depth) are redacted and nothing else: a stored
+    record keeps its sample and the model's outputs verbatim; an engine's or a stage's error, which may quote
+    the configured URL it failed on, loses the URL's credentials."""
+    if isinstance(value, dict):
+        return {k: redact_text(v) if k == "error" and isinstance(v, str) else redacted_errors(v)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(redacted_errors(v) for v in value)
     return value

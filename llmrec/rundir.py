@@ -122,7 +122,9 @@ class RunDir(_Folder):
         """``resolved.yaml`` as a plain mapping (nothing is imported or validated here)."""
         where = f"{self.uri}/{self.CONFIG}"
         try:
-            raw = yaml.safe_load(self.config_text())
+            from llmrec.config import BoundedLoader  # aliases that expand without end are refused, not walked
+
+            raw = yaml.load(self.config_text(), Loader=BoundedLoader)
         except yaml.YAMLError as e:
             raise DataError(f"{where}: not readable YAML ({e})") from e
         except UnicodeDecodeError as e:

@@ -86,7 +86,20 @@ def _value(run, metric: str) -> str:
 
 
 def _search(uri: str | None, experiment: str | None, limit: int):
-    client = tracking.client(tracking.existing_store(uri))
+    store = tracking.existing_store(uri)
+    try:
+        return _runs(tracking.client(store), experiment, limit)
+    except LlmrecError:
+        raise
+    except Exception as e:  # noqa: BLE001 - whatever MLflow raises (its own, sqlalchemy's, requests') is one line
+        from llmrec.redact import redact_text
+
+        raise ConfigError(f"tracking store {redact_text(store)} cannot be read: "
+                          f"{redact_text(' '.join(str(e).split()))[:300]} (check --tracking-uri or "
+                          "$MLFLOW_TRACKING_URI)") from e
+
+
+def _runs(client, experiment: str | None, limit: int):
     exps = client.search_experiments()
     if experiment:
         exps = [e for e in exps if e.name == experiment]

@@ -22,7 +22,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import json
+import logging
 import os
+import shutil
 import tempfile
 import uuid
 from pathlib import Path
@@ -30,6 +33,8 @@ from typing import Iterator
 
 from llmrec import settings
 from llmrec.errors import ConfigError, DataError
+
+log = logging.getLogger(__name__)
 
 S3_ATTEMPTS = 3  # tries of one S3 request (connect or read timed out, 5xx) before it fails
 
@@ -87,6 +92,14 @@ def resolve(location: str | Path) -> str:
     return str(Path(s).expanduser().resolve())
 
 
+def _shown(text: str) -> str:
+    """``text`` with the URLs in it redacted: a storage URI's query may carry credentials (``secret_key=``,
+    ``session_token=``) and an error message quotes what it was given."""
+    from llmrec.redact import redact_text
+
+    return redact_text(text)
+
+
 def _bounded_uri(uri: str) -> str:
     """A GCS URI with a retry time limit (pyarrow's default retries for minutes: without network, a hang)."""
     scheme = uri.split("://", 1)[0].lower()
@@ -119,18 +132,16 @@ def _filesystem(uri: str):
         return _bounded(fs), path
     except pa.ArrowInvalid as e:  # not a pyarrow scheme: try fsspec (a pyarrow scheme's bad URI: say so)
         if "Unrecognized filesystem type" not in str(e):
-            raise ConfigError(f"storage location {uri!r}: {one_line(e)}") from e
+            raise ConfigError(f"storage location {_shown(uri)!r}: {_shown(one_line(e))}") from e
     except (OSError, pa.ArrowException) as e:  # e.g. S3's bucket-region lookup failing
-        from llmrec.redact import redact_text
-
-        raise StorageError(f"{redact_text(uri)}: cannot open the storage location: {redact_text(one_line(e))}") from e
+        raise StorageError(f"{_shown(uri)}: cannot open the storage location: {_shown(one_line(e))}") from e
     try:
         import fsspec
 
         protocol = uri.split("://", 1)[0]
         fs = fsspec.filesystem(protocol)
     except (ImportError, ValueError) as e:
-        raise ConfigError(f"storage location {uri!r}: no filesystem for this scheme ({e}); use a local path, "
+        raise ConfigError(f"storage location {_shown(uri)!r}: no filesystem for this scheme ({_shown(str(e))}); use a local path, "
                           f"s3://, gs://, hdfs://, abfs:// or an installed fsspec protocol") from e
     return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), fs._strip_protocol(uri)
 
@@ -220,7 +231,7 @@ class Storage:
             with storage_errors(f"{self.uri}/{name}", "read"), self.fs.open_input_stream(self._p(name)) as fh:
                 return fh.read()
         except FileNotFoundError as e:
-            raise DataError(f"{self.uri}/{name} does not exist") from e
+            raise DataError(f"{_shown(self.uri)}/{name} does not exist") from e
 
     def read_text(self, name: str) -> str:
         return self.read_bytes(name).decode("utf-8")
@@ -254,23 +265,57 @@ class Storage:
         self.write_bytes(probe, b"ok")
         try:
             if self.read_bytes(probe) != b"ok":
-                raise StorageError(f"{self.uri}: a file written there reads back different")
+                raise StorageError(f"{_shown(self.uri)}: a file written there reads back different")
         finally:
             self.delete(probe)
 
 
 def materialize(location: str | Path, cache_root: Path) -> Path:
-    """A local folder holding the files under ``location``: the path itself when local, else a copy
-    downloaded once into ``cache_root/remote/<hash>`` (benchmarks read data with local file APIs)."""
+    """A local folder holding the files under ``location``: the path itself when local, else a copy in
+    ``cache_root/remote/<hash>`` (benchmarks read data with local file APIs). The copy is kept only while it is a
+    copy of what the location holds now: every call lists the location (names, sizes, modification times) and a
+    listing that differs from the one the copy was made from (a file edited, added or removed) makes a new copy,
+    so the run's data fingerprint is of the data as it is."""
     if not is_uri(location):
         return Path(resolve(location))
     src = Storage(location)
     dest = cache_root / "remote" / hashlib.sha256(src.uri.encode()).hexdigest()[:16]
-    if not (dest / ".complete").exists():
-        dest.mkdir(parents=True, exist_ok=True)
-        _copy_tree(src, dest)
-        (dest / ".complete").write_text(src.uri)
+    stamp = json.dumps(_listing(src), sort_keys=True)
+    marker = dest / ".complete"
+    try:
+        if marker.read_text() == stamp:
+            return dest
+    except OSError:
+        pass  # no copy yet, or an unfinished one
+    if dest.exists():
+        log.info("%s changed since it was copied to %s: copying it again", _shown(src.uri), dest)
+    fresh = dest.with_name(f"{dest.name}.tmp-{uuid.uuid4().hex[:8]}")
+    fresh.mkdir(parents=True)
+    try:
+        _copy_tree(src, fresh)
+        (fresh / ".complete").write_text(stamp)
+        old = dest.with_name(f"{dest.name}.old-{uuid.uuid4().hex[:8]}")
+        if dest.exists():
+            dest.rename(old)
+        fresh.rename(dest)
+    finally:  # an unfinished copy (a failed download) and the superseded one go
+        shutil.rmtree(fresh, ignore_errors=True)
+        for superseded in dest.parent.glob(f"{dest.name}.old-*"):
+            shutil.rmtree(superseded, ignore_errors=True)
     return dest
+
+
+def _listing(src: "Storage") -> list[list]:
+    """``[relative path, size, modification time in ns]`` of every file under ``src`` (one recursive listing)."""
+    import pyarrow.fs as pafs
+
+    with storage_errors(src.uri, "list"):
+        if src.fs.get_file_info(src.path).type != pafs.FileType.Directory:
+            raise DataError(f"{_shown(src.uri)}: no such folder")
+        infos = src.fs.get_file_info(pafs.FileSelector(src.path, recursive=True))
+    root = src.path.rstrip("/") + "/"
+    return sorted([i.path[len(root):] if i.path.startswith(root) else i.path, i.size, i.mtime_ns]
+                  for i in infos if i.type == pafs.FileType.File)
 
 
 def _copy_tree(src: "Storage", dest: Path) -> None:
@@ -278,7 +323,7 @@ def _copy_tree(src: "Storage", dest: Path) -> None:
 
     with storage_errors(src.uri, "read"):
         if not src.fs.get_file_info(src.path).type == pafs.FileType.Directory:
-            raise DataError(f"{src.uri}: no such folder")
+            raise DataError(f"{_shown(src.uri)}: no such folder")
         pafs.copy_files(src.path, str(dest), source_filesystem=src.fs, destination_filesystem=pafs.LocalFileSystem())
 
 

@@ -119,7 +119,32 @@ def existing_store(configured: str | None = None) -> str:
     if path is not None and not path.exists():
         raise ConfigError(f"no MLflow store at {path} (tracking URI {uri}); check --tracking-uri or "
                           "$MLFLOW_TRACKING_URI (reading never creates a store: `llmrec run` does)")
+    wrong = _not_a_store(uri, path) if path is not None else None
+    if wrong:
+        raise ConfigError(f"tracking URI {uri}: {wrong}; check --tracking-uri or $MLFLOW_TRACKING_URI")
     return uri
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _not_a_store(uri: str, path: Path) -> str | None:
+    """Why the existing local ``path`` of ``uri`` cannot be an MLflow store (None when it can be one): a sqlite
+    URI names a folder or a file that is no SQLite database; a plain path or ``file://`` names a file (a file store
+    is a folder)."""
+    try:
+        head = path.open("rb").read(len(SQLITE_MAGIC)) if path.is_file() else b""
+    except OSError as e:
+        return f"{path} cannot be read ({e.strerror or e})"
+    if uri.startswith("sqlite:"):
+        if path.is_dir():
+            return f"{path} is a folder, not a SQLite database"
+        return None if not head or head == SQLITE_MAGIC else f"{path} is not a SQLite database"
+    if path.is_file():
+        if head == SQLITE_MAGIC:
+            return f"{path} is a SQLite database: name it as sqlite:///{path}"
+        return f"{path} is a file, not an MLflow store (a store is a sqlite:///FILE database or a folder)"
+    return None
 
 
 def check_store(configured: str | None = None, timeout_s: float = settings.TRACKING_CHECK_TIMEOUT_S) -> str:

@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from llmrec.pipelines.record import cell, json_columns
-from llmrec.redact import redacted
+from llmrec.redact import redacted_errors
 from llmrec.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,8 @@ class ResultStore:
         """records: dicts with sample_id, status, error and the full sample. Returns the shard name."""
         if not records:
             return None
-        records = redacted(records)  # what is stored carries no credentials (e.g. in an engine's error URL)
+        # an error may quote the configured URL it failed on: its credentials go; what a model said stays as said
+        records = redacted_errors(records)
         now = time.time()
         if self.schema is not None:
             table = self._typed(records, now)

@@ -220,7 +220,9 @@ def resume_conflicts(cfg: RunConfig, stored_yaml: str) -> list[str]:
     llmrec upgrade) is not compared, unless the other side holds a value where it has a mapping
     (``judge: null`` → a judge). URLs are compared as recorded (credentials redacted)."""
     try:
-        stored = yaml.safe_load(stored_yaml)
+        from llmrec.config import BoundedLoader
+
+        stored = yaml.load(stored_yaml, Loader=BoundedLoader)
     except yaml.YAMLError as e:
         return [f"{RunDir.CONFIG} is not readable YAML ({e})"]
     return config_conflicts(cfg, stored if isinstance(stored, dict) else {})

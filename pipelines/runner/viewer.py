@@ -110,6 +110,21 @@ def _run_view(key: str, rd: RunDir, subject: str | None = None, benchmark: str |
     return view
 
 
+def _samples_missing(view: RunView) -> str | None:
+    """Why a run shows no samples although it has results: its ``samples.parquet`` is missing beside result shards
+    (the viewer reads that file only; a run writes it when it ends). None when nothing is amiss."""
+    rd = view.run_dir
+    if rd.has_samples():
+        return None
+    try:
+        shards = len([n for n in rd.results.list(".parquet") if not n.startswith(".")])
+    except Exception:  # noqa: BLE001 - an unreadable listing: say only that the file is missing
+        shards = 0
+    held = f" although {rd.RESULTS}/ holds {shards} result shard(s)" if shards else ""
+    return (f"{rd.uri} has no {RunDir.SAMPLES}{held} (a run writes it when it ends: re-run its config with "
+            "`llmrec run` to resume and write it)")
+
+
 def load_runs(sources: Iterable[str | Path]) -> list[RunView]:
     """Every run of the given run and suite directories (local or storage URIs), in order."""
     out: list[RunView] = []
@@ -265,7 +280,9 @@ class Viewer:
                         and (not entry or self.by_key[r].entry == entry)), None)
         if hit is None:
             where = f"run {run}" if run is not None else ", ".join(self.sources)
-            raise KeyError(f"no sample {sample_id!r} in {where}")
+            looked = [self.by_key[run]] if run in self.by_key else [] if run is not None else self.runs
+            raise KeyError(f"no sample {sample_id!r} in {where}" + "".join(
+                f"; {why}" for why in map(_samples_missing, looked) if why))
         view = self.by_key[self.index["run"].iat[hit]]
         return view, view.rows[int(self.index["row"].iat[hit])]
 
@@ -348,9 +365,70 @@ def templates() -> jinja2.Environment:
 
 # ---- the web app ----------------------------------------------------------------------------------------------
 
-def app(viewer: Viewer):
-    """The Starlette app over ``viewer``: ``/samples`` (the filtered list), ``/sample?run=K&id=ID``."""
+LOCAL_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+def _host_of(value: str) -> str:
+    """The host of a ``Host`` header or an ``Origin`` (``http://name:port``), lowercase, without port or brackets."""
+    value = value.strip().lower()
+    if "://" in value:
+        value = value.split("://", 1)[1].split("/", 1)[0]
+    if value.startswith("["):
+        return value[1:].split("]", 1)[0]
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def host_allowed(host: str, bound: str) -> bool:
+    """Whether a request naming ``host`` (its Host header or Origin) is one for a viewer listening on ``bound``:
+    the bound address itself and the loopback names; a viewer on every interface (``0.0.0.0``, ``::``) also takes
+    this machine's names and any address literal. Any other name (``evil.example``) is a page that had its name
+    point at this machine (DNS rebinding) to read the transcripts: refused."""
+    import ipaddress
+    import socket
+
+    host, bound = _host_of(host), _host_of(bound)
+    if not host:
+        return False
+    if host == bound or host in LOCAL_NAMES:
+        return True
+    try:
+        literal = ipaddress.ip_address(host)
+    except ValueError:
+        literal = None
+    if literal is not None and literal.is_loopback:
+        return True
+    if bound in ("0.0.0.0", "::", ""):
+        return literal is not None or host in {socket.gethostname().lower(), socket.getfqdn().lower()}
+    return False
+
+
+class HostCheck:
+    """ASGI middleware: a request whose ``Host`` is not the viewer's (:func:`host_allowed`) gets 400; one that could
+    change something (any method but GET / HEAD / OPTIONS) with a foreign ``Origin`` gets 403."""
+
+    def __init__(self, inner, bound: str):
+        self.inner, self.bound = inner, bound
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.inner(scope, receive, send)
+        from starlette.datastructures import Headers
+        from starlette.responses import PlainTextResponse
+
+        headers = Headers(scope=scope)
+        if not host_allowed(headers.get("host", ""), self.bound):
+            return await PlainTextResponse("Invalid host header", status_code=400)(scope, receive, send)
+        origin = headers.get("origin")
+        if scope["method"] not in ("GET", "HEAD", "OPTIONS") and origin and not host_allowed(origin, self.bound):
+            return await PlainTextResponse("Cross-origin request refused", status_code=403)(scope, receive, send)
+        return await self.inner(scope, receive, send)
+
+
+def app(viewer: Viewer, host: str = "127.0.0.1"):
+    """The Starlette app over ``viewer``: ``/samples`` (the filtered list), ``/sample?run=K&id=ID``. It answers
+    only requests addressed to ``host`` (the address it listens on) or a loopback name (:class:`HostCheck`)."""
     from starlette.applications import Starlette
+    from starlette.middleware import Middleware
     from starlette.requests import Request
     from starlette.responses import HTMLResponse, RedirectResponse
     from starlette.routing import Route
@@ -398,7 +476,8 @@ def app(viewer: Viewer):
             back=samples_path(benchmark=view.benchmark, subject=view.subject, entry=view.entry))
         return HTMLResponse(html)
 
-    return Starlette(routes=[Route("/", index), Route("/samples", samples), Route("/sample", sample)])
+    return Starlette(routes=[Route("/", index), Route("/samples", samples), Route("/sample", sample)],
+                     middleware=[Middleware(HostCheck, bound=host)])
 
 
 def serve(viewer: Viewer, host: str = "127.0.0.1", port: int = 0, ready=None) -> None:
@@ -415,7 +494,7 @@ def serve(viewer: Viewer, host: str = "127.0.0.1", port: int = 0, ready=None) ->
         raise ConfigError(f"--host {host} --port {port}: cannot listen there ({e.strerror or e})") from e
     sock.listen(128)
     got = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app(viewer), log_level="warning", lifespan="off"))
+    server = uvicorn.Server(uvicorn.Config(app(viewer, host), log_level="warning", lifespan="off"))
     if ready is not None:
         ready(f"http://{'[' + host + ']' if ':' in host else host}:{got}")
     server.run(sockets=[sock])

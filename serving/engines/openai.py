@@ -35,6 +35,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import ClassVar, Literal
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import Field
 
@@ -81,6 +82,15 @@ class OpenAIEngineConfig(EngineConfig):
     @property
     def label(self) -> str:
         return path_tail(self.model)
+
+
+def split_base_url(base_url: str) -> tuple[str, list[tuple[str, str]]]:
+    """``base_url`` as the root requests' paths are joined to (no query, no trailing ``/``) and its query
+    parameters, sent with every request: ``…/v1?api-version=1`` + ``/chat/completions`` is
+    ``…/v1/chat/completions?api-version=1``, never ``…/v1?api-version=1/chat/completions``."""
+    parts = urlsplit(base_url)
+    root = urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
+    return root, parse_qsl(parts.query, keep_blank_values=True)
 
 
 def retry_after_s(value: str | None) -> float | None:
@@ -168,8 +178,15 @@ class OpenAIEngine(EngineBase):
                 raise ConfigError(f"engine.api_key_env: the environment variable {self.config.api_key_env} is not set")
             headers["Authorization"] = f"Bearer {key}"
         self._httpx = httpx
-        self._client = httpx.Client(base_url=self.config.base_url.rstrip("/"), headers=headers,
-                                    timeout=self.config.timeout_s)
+        root, query = split_base_url(self.config.base_url)
+        # the query (e.g. an API version, or a gateway's credential) goes with every request, after the path
+        self._client = httpx.Client(base_url=root, params=query, headers=headers, timeout=self.config.timeout_s)
+
+    def url(self, path: str = "") -> str:
+        """The URL a request to ``path`` (``/chat/completions``) goes to, as shown in messages and logs: the
+        path joined before ``base_url``'s query, and the query's values redacted (``llmrec.redact``)."""
+        root, query = split_base_url(self.config.base_url)
+        return redact_url(root + path + (f"?{urlencode(query)}" if query else ""))
 
     def identity(self) -> dict:
         # the server is part of the engine: another server serving the same model name is another engine, so it
@@ -212,7 +229,7 @@ class OpenAIEngine(EngineBase):
         try:
             return self._client.post(path, json=body)
         except self._httpx.HTTPError as e:
-            raise EngineError(f"{self.config.base_url}{path}: {type(e).__name__}: {e}") from e
+            raise EngineError(f"{self.url(path)}: {type(e).__name__}: {e}") from e
 
     def _fall_back(self, rejected: str, text: str) -> bool:
         """The server rejected ``rejected``'s field: move ``auto`` to the next format (once for all
@@ -224,7 +241,7 @@ class OpenAIEngine(EngineBase):
                 return False
             self._style = STYLE_ORDER[STYLE_ORDER.index(rejected) + 1]
         log.warning("%s rejected %s constraints (%s); sending them as %s for the rest of the run "
-                    "(constraint_style: auto)", self.config.base_url, rejected, " ".join(text.split())[:200],
+                    "(constraint_style: auto)", self.url(), rejected, " ".join(text.split())[:200],
                     self._style)
         return True
 
@@ -252,9 +269,9 @@ class OpenAIEngine(EngineBase):
         wait = retry_after_s(reply.headers.get("Retry-After"))
         wait = None if wait is None else min(wait, self.config.rate_limit_wait_s)
         self.concurrency.throttled(wait or 0.0)
-        log.info("%s: HTTP 429 (Retry-After %s; concurrency now %d)", redact_url(self.config.base_url),
+        log.info("%s: HTTP 429 (Retry-After %s; concurrency now %d)", self.url(),
                  "none" if wait is None else f"{wait:.1f} s", int(self.concurrency.limit))
-        return RateLimited(f"{self.config.base_url}/chat/completions: HTTP 429: {reply.text[:300]}", wait)
+        return RateLimited(f"{self.url('/chat/completions')}: HTTP 429: {reply.text[:300]}", wait)
 
     def _one(self, request: Request) -> Result:
         reply, style = self._send(request)
@@ -264,12 +281,16 @@ class OpenAIEngine(EngineBase):
             text = reply.text[:500]
             if reply.status_code == 400 and _CONTEXT_WORDS.search(text):
                 raise ContextOverflow.from_server_text(text, estimate_tokens(request))
-            raise EngineError(f"{self.config.base_url}/chat/completions: HTTP {reply.status_code}: {text}")
-        where = redact_url(f"{self.config.base_url}/chat/completions")
+            raise EngineError(f"{self.url('/chat/completions')}: HTTP {reply.status_code}: {text}")
+        where = self.url("/chat/completions")
         try:
             data = reply.json()
             choice = data["choices"][0]
-            text = choice["message"]["content"] or ""
+            text = choice["message"]["content"]
+            if text is None:  # no answer at all (e.g. a refusal, a tool call, a filtered reply): a failed call
+                why = choice["message"].get("refusal") or f"finish_reason {choice.get('finish_reason')!r}"
+                raise EngineError(f"{where}: the server's reply has no text (message.content is null; "
+                                  f"{' '.join(str(why).split())[:200]})")
             if not isinstance(text, str):
                 raise TypeError(f"message.content is {type(text).__name__}, not text")
             usage = data.get("usage") or {}
@@ -331,7 +352,7 @@ class OpenAIEngine(EngineBase):
                 raise EngineError(f"{url}: HTTP {reply.status_code}: {reply.text[:300]}")
             self._tokenize_ok = False
             log.info("%s has no /tokenize; token counts are estimated at %d characters per token",
-                     redact_url(self.config.base_url), CHARS_PER_TOKEN)
+                     self.url(), CHARS_PER_TOKEN)
         return estimate_tokens(request)
 
     def check_health(self) -> bool:

@@ -182,3 +182,44 @@ def test_entrypoint_runs_the_verb_it_is_given(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "execv", lambda exe, argv: calls.append(argv))
     assert entrypoint_main([str(tmp_path / "resolved.yaml"), "--verb", "suite"]) == 0
     assert calls[0][-2:] == ["suite", str(tmp_path / "resolved.yaml")]
+
+
+def test_a_template_file_outside_the_working_directory_is_shipped_with_the_job(tmp_path, monkeypatch):
+    """A benchmark's template file, wherever it lies: the job carries a copy and its config names the copy (the
+    cluster has no copy of the submitter's files), not the submitter's path."""
+    outside = tmp_path / "elsewhere" / "mcq.txt"
+    outside.parent.mkdir()
+    outside.write_text("Q: {question}\n{options}\n{reminder}\n")
+    work = tmp_path / "wd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    spec = build_job(config(tmp_path, templates={"mcq_question": str(outside)}), tmp_path / "stage", code="installed")
+    job = Path(spec.runtime_env["working_dir"])
+    shipped = yaml.safe_load((job / RESOLVED).read_text())["benchmark"]["templates"]["mcq_question"]
+    assert not Path(shipped).is_absolute() and str(outside) not in (job / RESOLVED).read_text()
+    assert (job / shipped).read_text() == outside.read_text()
+
+
+def test_every_jurors_key_variable_is_required_by_the_job(tmp_path):
+    """A jury's judges each name their key's variable: the job requires all of them, not only the first judge's."""
+    cfg = config(tmp_path, name="j.yaml")
+    data = yaml.safe_load(cfg.read_text())
+    data["judge"] = [{"type": "openai", "model": "a", "api_key_env": "KEY_A"},
+                     {"type": "openai", "model": "b", "api_key_env": "KEY_B"}]
+    cfg.write_text(yaml.safe_dump(data))
+    raw = resolve_for_cluster(cfg)
+    assert {"KEY_A", "KEY_B"} <= set(env_names_in(raw))
+    assert secret_values({"judging": {"jurors": [{"api_key": "x"}]}}) == ["judging.jurors[0].api_key"]
+
+
+@pytest.mark.parametrize("query", ["auth=TOPSECRET", "apitoken=TOPSECRET", "sas=TOPSECRET"])
+def test_a_credential_in_a_base_urls_query_is_not_submitted(tmp_path, query):
+    """Any query value of a configured URL but the harmless ones (``api-version``) is refused by submit, so the
+    job package and --dry-run never carry it."""
+    cfg = config(tmp_path, engine={"type": "openai", "model": "m", "base_url": f"http://h:8000/v1?{query}"})
+    with pytest.raises(ConfigError, match="credentials inside a URL") as e:
+        build_job(cfg, tmp_path / "stage", code="installed")
+    assert "TOPSECRET" not in str(e.value)
+    ok = config(tmp_path, name="ok.yaml",
+                engine={"type": "openai", "model": "m", "base_url": "http://h:8000/v1?api-version=2024-02"})
+    assert resolve_for_cluster(ok)["engine"]["base_url"] == "http://h:8000/v1?api-version=2024-02"

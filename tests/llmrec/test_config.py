@@ -94,3 +94,46 @@ def test_set_addresses_list_entries_by_index():
         apply_overrides(data, ["benchmarks.0.config.x=1"])
     with pytest.raises(ConfigError, match="--set expects key=value"):
         apply_overrides(data, ["benchmarks..x=1"])
+
+
+def billion_laughs(levels: int = 9) -> str:
+    """About a kilobyte of YAML whose nested aliases expand to 9**levels values."""
+    out = ["l0: &l0 [x, x, x, x, x, x, x, x, x]"]
+    out += [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, levels)]
+    return "\n".join(out) + "\n" + BASE
+
+
+@pytest.mark.parametrize("text, said", [
+    ("x: &r [*r]\n" + BASE, "recursive alias"),
+    ("x: &r {a: *r}\n" + BASE, "recursive alias"),
+    (billion_laughs(), "billion laughs"),
+])
+def test_aliases_that_expand_without_end_are_refused_naming_the_file(tmp_path, text, said):
+    """A recursive alias and a "billion laughs" config are refused in one error naming the file and line, in well
+    under a second (not a traceback, not a load that runs until killed)."""
+    import time
+
+    start = time.monotonic()
+    with pytest.raises(ConfigError, match=said) as e:
+        load_run_config(write(tmp_path, text))
+    assert str(tmp_path / "c.yaml") in str(e.value) and ", line " in str(e.value)
+    assert time.monotonic() - start < 5
+    if "*r" in text:  # the same value given with --set
+        with pytest.raises(ConfigError, match="--set 'x=.*recursive alias"):
+            parse_override("x=" + text.splitlines()[0].split(": ", 1)[1])
+
+
+def test_shared_aliases_and_merge_keys_still_load(tmp_path):
+    from llmrec.config import read_yaml
+
+    got = read_yaml(write(tmp_path, "base: &b {batch_size: 4}\nexecution: {<<: *b, retries: 1}\nsame: [*b, *b]\n"))
+    assert got["execution"] == {"batch_size": 4, "retries": 1} and got["same"] == [{"batch_size": 4}] * 2
+
+
+def test_a_run_directorys_config_with_a_recursive_alias_is_a_clear_error(tmp_path):
+    from llmrec.errors import DataError
+    from llmrec.rundir import RunDir
+
+    (tmp_path / RunDir.CONFIG).write_text("x: &r [*r]\n")
+    with pytest.raises(DataError, match="not readable YAML.*recursive alias"):
+        RunDir(tmp_path).config()

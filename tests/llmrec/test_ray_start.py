@@ -51,6 +51,7 @@ def test_local_instance_without_metrics_gets_the_quiet_config(fake_ray, monkeypa
 
 def test_no_address_but_ray_address_set_joins_that_cluster(fake_ray, monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")  # a Ray job's driver
+    monkeypatch.setattr(ray_start, "check_reachable", lambda address: None)  # no cluster in this test
     start_ray(None, num_cpus=2)
     (kw,) = fake_ray
     assert kw["address"] is None and "num_cpus" not in kw  # ray.init reads $RAY_ADDRESS
@@ -61,6 +62,50 @@ def test_joining_a_cluster_passes_no_local_options(fake_ray):
     (kw,) = fake_ray
     assert kw["address"] == "auto" and kw["configure_logging"] is False
     assert not {"num_cpus", "_system_config", "include_dashboard"} & set(kw)
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]  # closed again once the block ends: nothing listens there
+
+
+@pytest.mark.parametrize("form", ["127.0.0.1:{port}", "ray://127.0.0.1:{port}"])
+def test_a_cluster_address_where_nothing_listens_fails_in_seconds_saying_what_to_do(fake_ray, form):
+    """Ray retries an address where nothing listens without end; llmrec probes it first and fails in one line."""
+    from llmrec.errors import ConfigError
+
+    address = form.format(port=_closed_port())
+    start = time.monotonic()
+    with pytest.raises(ConfigError, match=r"ray.address .*no Ray cluster answers.*ray start --head") as e:
+        start_ray(address)
+    assert time.monotonic() - start < 10 and not fake_ray and "\n" not in str(e.value)
+
+
+def test_a_cluster_address_that_answers_is_joined(fake_ray):
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        start_ray(f"127.0.0.1:{sock.getsockname()[1]}")
+    assert len(fake_ray) == 1
+
+
+def test_a_ray_start_that_times_out_is_one_line_that_says_what_to_do(fake_ray, monkeypatch):
+    from llmrec.errors import LlmrecError
+
+    def init(**kw):
+        raise Exception("The current node timed out during startup. This could happen because some of the raylet "
+                        "failed to startup or the GCS has become overloaded.")
+
+    monkeypatch.setattr(sys.modules["ray"], "init", init)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(LlmrecError, match="did not start in time.*re-run when it is less loaded") as e:
+        start_ray(None, num_cpus=1)
+    assert "\n" not in str(e.value) and e.value.exit_code == 1
 
 
 def _inits(path) -> list[int]:

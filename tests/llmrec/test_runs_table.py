@@ -68,3 +68,22 @@ def test_csv_has_every_column_and_an_unknown_metric_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"--metric acuracy: no metric of that name in these runs \(they have: "
                                           r"accuracy, failed"):
         runs_table(uri, "suite-x", ["acuracy"], 10)
+
+
+def test_a_tracking_uri_that_is_no_store_is_one_clear_error(tmp_path):
+    """``llmrec runs --tracking-uri`` naming a YAML file, a non-database behind sqlite:///, or a folder MLflow cannot
+    read: one ``error:`` line naming it, no MLflow traceback."""
+    from typer.testing import CliRunner
+
+    from llmrec.cli import app
+
+    config = tmp_path / "c.yaml"
+    config.write_text("benchmark: {name: prefeval}\n")
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "notes.txt").write_text("x")
+    for uri, said in [(str(config), "is a file, not an MLflow store"),
+                      (f"sqlite:///{config}", "is not a SQLite database"),
+                      (str(tmp_path / "plain"), "cannot be read")]:
+        out = CliRunner().invoke(app, ["runs", "--tracking-uri", uri])
+        assert out.exit_code == 2 and said in out.output, (uri, out.output)
+        assert out.exception is None or isinstance(out.exception, SystemExit), repr(out.exception)

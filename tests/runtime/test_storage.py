@@ -146,3 +146,51 @@ def test_local_storage_round_trip(tmp_path):
     assert st.local_path == tmp_path / "d" / "sub" and st.name == "sub"
     st.delete("a.txt")
     assert not st.exists("a.txt") and st.list() == []
+
+
+def test_remote_data_copy_follows_what_the_location_holds_now(tmp_path, monkeypatch):
+    """``data.dir`` at a storage URI: the local copy is reused only while the location's listing is the one it was
+    copied from; an edited, added or removed file makes a new copy, so the data fingerprint is of the data now."""
+    import uuid
+
+    import fsspec
+
+    from llmrec.pipelines.common.provenance import data_fingerprint
+
+    monkeypatch.setenv("LLMREC_CACHE_DIR", str(tmp_path / "cache"))  # the fingerprint's hash cache
+    fs, root = fsspec.filesystem("memory"), f"/llmrec-{uuid.uuid4().hex[:8]}/data"
+    fs.pipe(f"{root}/topic.json", b'[{"q": "one"}]')
+    fs.pipe(f"{root}/old/extra.json", b"[]")
+    uri = f"memory:/{root}"
+    copies = []
+    real_copy = storage._copy_tree
+    monkeypatch.setattr(storage, "_copy_tree", lambda src, dest: (copies.append(dest), real_copy(src, dest)))
+
+    first = storage.materialize(uri, tmp_path / "c")
+    before = data_fingerprint({str(first / "topic.json")}, first)
+    assert storage.materialize(uri, tmp_path / "c") == first and len(copies) == 1  # unchanged: the copy is reused
+
+    fs.pipe(f"{root}/topic.json", b'[{"q": "one, edited"}]')
+    fs.rm(f"{root}/old", recursive=True)
+    again = storage.materialize(uri, tmp_path / "c")
+    assert len(copies) == 2 and again == first
+    assert (again / "topic.json").read_text() == '[{"q": "one, edited"}]' and not (again / "old").exists()
+    assert data_fingerprint({str(again / "topic.json")}, again) != before
+    assert [p.name for p in again.parent.iterdir()] == [again.name]  # no half copy or superseded copy left
+
+
+@pytest.mark.slow
+def test_an_edited_sample_in_an_s3_bucket_is_copied_again(tmp_path):
+    """The same on S3 (moto): an object rewritten with the same size is seen by its modification time."""
+    import time
+
+    import boto3
+
+    with s3_server() as bucket:
+        s3 = boto3.client("s3")
+        s3.put_object(Bucket=bucket, Key="data/topic.json", Body=b'{"q": "aaa"}')
+        first = storage.materialize(f"s3://{bucket}/data", tmp_path)
+        assert (first / "topic.json").read_text() == '{"q": "aaa"}'
+        time.sleep(1.1)  # S3's modification times are to the second
+        s3.put_object(Bucket=bucket, Key="data/topic.json", Body=b'{"q": "bbb"}')
+        assert (storage.materialize(f"s3://{bucket}/data", tmp_path) / "topic.json").read_text() == '{"q": "bbb"}'

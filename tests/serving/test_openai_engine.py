@@ -53,7 +53,7 @@ class FakeServer:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.seen.append((self.path, dict(self.headers), body))
-                if self.path == "/tokenize":
+                if self.path.split("?")[0] == "/tokenize":
                     if not server.tokenize:
                         return self._send(404, {"detail": "Not Found"})
                     return self._send(200, {"count": 7 * len(body["messages"]), "max_model_len": 4096})
@@ -339,3 +339,31 @@ def test_malformed_usage_fails_the_sample_saying_so(server, usage):
     assert "invalid literal" not in r.error and f"usage.{next(iter(usage))}" in r.error
     server.status_body = None
     assert engine(server).generate([req("ab")])[0].text == "ba"
+
+
+def test_a_base_url_with_a_query_joins_the_path_before_it(server):
+    """``…/v1?api-version=2&auth=K`` + ``/chat/completions``: the path goes before the query (not
+    ``/v1?api-version=2&auth=K/chat/completions``), the query goes with every request, and the engine's messages
+    show the URL joined so, its credential redacted."""
+    e = engine(server, base_url=server.url + "?api-version=2&auth=K123")
+    assert e.generate([req("ab")])[0].text == "ba"
+    assert server.seen[-1][0] == "/v1/chat/completions?api-version=2&auth=K123"
+    e.count_tokens(req("ab"))
+    assert server.seen[-1][0] == "/tokenize?api-version=2&auth=K123"
+    server.status_body = (500, "{}")
+    (r,) = e.generate([req("x")])
+    assert "/v1/chat/completions?api-version=2&auth=REDACTED: HTTP 500" in r.error and "K123" not in r.error
+
+
+def test_a_null_message_content_is_a_failed_call_with_its_reason(server):
+    """``message.content: null`` (a refusal, a filtered reply) is no answer: the call fails saying so, rather
+    than an ok call with empty text that scoring counts as a missed answer."""
+    server.status_body = (200, json.dumps({"choices": [{"index": 0, "finish_reason": "content_filter",
+                                                        "message": {"role": "assistant", "content": None}}]}))
+    (r,) = engine(server).generate([req("x")])
+    assert r.finish_reason == "error" and not r.ok
+    assert "message.content is null" in r.error and "content_filter" in r.error, r.error
+    server.status_body = (200, json.dumps({"choices": [{"index": 0, "message": {"content": None,
+                                                                                "refusal": "I can't help"}}]}))
+    (r,) = engine(server).generate([req("x")])
+    assert "I can't help" in r.error

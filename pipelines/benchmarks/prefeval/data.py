@@ -18,6 +18,9 @@ INTER_TURNS = "benchmark_dataset/filtered_inter_turns.json"
 
 
 def _load_json(path: Path) -> object:
+    if path.is_dir():
+        raise DataError(f"PrefEval file {path} is a directory, not a JSON file: remove or rename it, then run "
+                        "`llmrec data fetch prefeval` (or point LLMREC_DATA_DIR at a data directory holding the file)")
     if not path.is_file():
         raise DataError(f"PrefEval file missing: {path}. Run `llmrec data fetch prefeval` or set LLMREC_DATA_DIR.")
     try:
@@ -102,6 +105,10 @@ JUDGE_FILES = {
 def judge_prompt(data_dir: Path, check: str, override: Path | None = None) -> str:
     """A judge prompt: ``override`` if given, else the reference's file in the data directory."""
     path = Path(override) if override is not None else Path(data_dir) / ROOT / JUDGE_FILES[check]
+    if path.is_dir():
+        raise DataError(f"PrefEval judge prompt {path} is a directory, not a text file: remove or rename it, then "
+                        "run `llmrec data fetch prefeval`" + (f" (or point benchmark.templates.judge_{check} at a "
+                                                               "file)" if override is None else ""))
     if not path.is_file():
         raise DataError(f"PrefEval judge prompt missing: {path}. Run `llmrec data fetch prefeval` or set "
                         f"LLMREC_DATA_DIR (or point benchmark.templates.judge_{check} at a file).")

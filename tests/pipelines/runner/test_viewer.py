@@ -21,7 +21,7 @@ starlette_testclient = pytest.importorskip("starlette.testclient")
 
 
 def client(*sources) -> "starlette_testclient.TestClient":
-    return starlette_testclient.TestClient(app(Viewer.open([str(s) for s in sources])))
+    return starlette_testclient.TestClient(app(Viewer.open([str(s) for s in sources])), base_url="http://127.0.0.1")
 
 
 def soup(res) -> BeautifulSoup:
@@ -223,3 +223,44 @@ def test_unreadable_sources_fail_in_one_line_naming_the_file(tmp_path):
     (rd / "samples.parquet").write_bytes(b"garbage")
     with pytest.raises(ConfigError, match=r"r/samples.parquet: cannot read it as parquet"):
         open_viewer([str(rd)])
+
+
+def test_a_request_for_another_host_name_is_refused(run):
+    """DNS rebinding: a page on evil.example whose name now points at 127.0.0.1 sends ``Host: evil.example``; the
+    viewer answers only its own address and the loopback names, and refuses a foreign Origin on anything but a
+    read."""
+    c = client(run)
+    assert c.get("/samples", headers={"Host": "evil.example"}).status_code == 400
+    assert c.get("/samples", headers={"Host": "evil.example:8765"}).status_code == 400
+    for ok in ("127.0.0.1:8765", "localhost:8765", "[::1]:8765", "localhost"):
+        assert c.get("/samples", headers={"Host": ok}).status_code == 200, ok
+    assert c.post("/samples", headers={"Origin": "http://evil.example"}).status_code == 403
+
+
+def test_host_check_follows_the_bound_address():
+    from llmrec.pipelines.runner.viewer import host_allowed
+
+    assert host_allowed("10.1.2.3:80", "10.1.2.3") and not host_allowed("10.9.9.9", "10.1.2.3")
+    assert host_allowed("10.9.9.9:80", "0.0.0.0") and not host_allowed("evil.example", "0.0.0.0")
+    assert not host_allowed("", "127.0.0.1") and not host_allowed("127.0.0.1.evil.example", "127.0.0.1")
+
+
+def test_a_sample_asked_for_in_a_run_without_samples_parquet_says_the_file_is_missing(run, tmp_path):
+    """samples.parquet deleted, its result shards intact: ``view --sample ID`` says the file is missing beside the
+    shards and how to write it again, not only "no sample"."""
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    (copy / RunDir.SAMPLES).unlink()
+    from llmrec.pipelines.common.store import ResultStore
+
+    ResultStore(copy / RunDir.RESULTS).write([{"sample_id": "travel_restaurant/explicit/0001/t010/zero-shot"}])
+    v = Viewer.open([str(copy)])
+    with pytest.raises(KeyError) as e:
+        v.find("travel_restaurant/explicit/0001/t010/zero-shot")
+    said = str(e.value.args[0])
+    assert f"has no {RunDir.SAMPLES} although results/ holds" in said and "llmrec run" in said, said
+    with pytest.raises(KeyError) as e:
+        Viewer.open([str(run)]).find("nope")
+    assert "has no" not in str(e.value.args[0])

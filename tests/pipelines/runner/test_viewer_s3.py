@@ -29,7 +29,7 @@ def test_a_suite_on_s3_lists_and_opens_its_samples(tmp_path):
         uri = _upload(local, bucket, "suites/s")
         run_uri = _upload(prefeval_run(tmp_path / "plain", n=3), bucket, "runs/plain")
 
-        c = TestClient(app(Viewer.open([uri, run_uri])))
+        c = TestClient(app(Viewer.open([uri, run_uri])), base_url="http://127.0.0.1")
         page = BeautifulSoup(c.get("/samples?verdict=wrong").text, "html.parser")
         assert [tr.td.text for tr in page.find(id="samples").tbody.find_all("tr")] == \
             ["alpha · prefeval_mcq", "fake-model · prefeval"]

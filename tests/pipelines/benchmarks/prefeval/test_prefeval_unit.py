@@ -165,3 +165,17 @@ def test_answer_stage_records_tokens():
     cfg = PrefEvalConfig()
     accept = BENCHMARK.stages(cfg)[1].accept
     assert accept({}, Result(text="<choice>A</choice>", prompt_tokens=42)) == {"output": "<choice>A</choice>", "prompt_tokens": 42}
+
+
+def test_a_data_file_that_is_a_directory_is_named_as_one(tmp_path):
+    """A topic file (or judge prompt) that is a directory: the error says so, not "missing … run data fetch"."""
+    from llmrec.errors import DataError
+    from llmrec.pipelines.benchmarks.prefeval.data import FORM_DIRS, ROOT, judge_prompt, load_topic
+
+    (tmp_path / ROOT / FORM_DIRS["explicit"] / "travel_hotel.json").mkdir(parents=True)
+    with pytest.raises(DataError, match="travel_hotel.json is a directory, not a JSON file") as e:
+        load_topic(tmp_path, "explicit", "travel_hotel")
+    assert "missing" not in str(e.value)
+    (tmp_path / "judge.txt").mkdir()
+    with pytest.raises(DataError, match="judge.txt is a directory"):
+        judge_prompt(tmp_path, "violate", tmp_path / "judge.txt")
