@@ -154,29 +154,37 @@ def tables(report: dict) -> list:
     from rich.table import Table
     from rich.text import Text
 
+    from llmrec.pipelines.common.stats import FEW_LEGEND, few_mark
+
     out = []
     for p in report["pairs"]:
+        few = any(few_mark(d["n_clusters"]) for d in p["agreement"])
         t = Table(title=f"judge agreement: A = {p['a']}, B = {p['b']} ({p['paired_samples']} samples; κ: Cohen's "
-                        "kappa, 95% CI: bootstrap over clusters)", expand=False)
+                        "kappa, 95% CI: bootstrap over clusters)", expand=False,
+                  caption=FEW_LEGEND if few else None, caption_justify="left")
         for c in ("decision", "n (cl.)", "agreement [95% CI]", "κ [95% CI]", "confusion (rows A, columns B)"):
             t.add_column(c, justify="left" if c in ("decision", "confusion (rows A, columns B)") else "right")
         for d in p["agreement"]:
             t.add_row(Text(d["decision"]), f"{d['n']} ({d['n_clusters']})",
-                      f"{_fmt(d['agreement'])} [{_fmt(d['agreement_ci_low'])}, {_fmt(d['agreement_ci_high'])}]",
-                      f"{_fmt(d['kappa'])} [{_fmt(d['kappa_ci_low'])}, {_fmt(d['kappa_ci_high'])}]",
+                      f"{_fmt(d['agreement'])} [{_fmt(d['agreement_ci_low'])}, {_fmt(d['agreement_ci_high'])}]"
+                      + few_mark(d["n_clusters"]),
+                      f"{_fmt(d['kappa'])} [{_fmt(d['kappa_ci_low'])}, {_fmt(d['kappa_ci_high'])}]"
+                      + few_mark(d["n_clusters"]),
                       Text(confusion_text(d)))
         out.append(t)
         if p["metrics"]:
+            few = any(few_mark(r["n_clusters"]) for r in p["metrics"])
             m = Table(title=f"metrics under each judge, B − A (paired over the same answers; 95% CI: cluster "
-                            "bootstrap)", expand=False)
+                            "bootstrap)", expand=False, caption=FEW_LEGEND if few else None, caption_justify="left")
             for c in ("metric", "A", "B", "diff [95% CI]", "p", "n (cl.)"):
                 m.add_column(c, justify="left" if c == "metric" else "right")
             short = short_settings(p["metrics"])  # the setting keys that vary (whole labels in judges.json)
             for r in p["metrics"]:
                 name = r["metric"] + ("" if r["setting"] == ALL else f" · {short.get(r['setting'], r['setting'])}")
                 m.add_row(Text(name), _fmt(r["value_a"]), _fmt(r["value_b"]),
-                          f"{_fmt(r['diff'], '+.3f')} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]",
-                          _fmt(r["p"]), f"{r['n_pairs']} ({r['n_clusters']})")
+                          f"{_fmt(r['diff'], '+.3f')} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]"
+                          + few_mark(r["n_clusters"]), _fmt(r["p"]) + few_mark(r["n_clusters"]),
+                          f"{r['n_pairs']} ({r['n_clusters']})")
             out.append(m)
     return out
 
