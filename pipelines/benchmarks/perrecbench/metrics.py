@@ -17,10 +17,11 @@ For two users the three agree; from three users on ``ptc`` and ``ptc_rank`` diff
 README): the ordering-list tau compares user *indices* position by position.
 
 Ties. A prediction *has ties* when it does not order every two users: point scores that are
-equal, a list that names a user twice (so another not at all), a pair of users the pairwise
-model preferred in neither prompt order. The reference breaks them by position (the higher
-index first; the heapsort's order), so a constant predictor scores ±1 on a group by how its
-users happen to be numbered. Every line reports ``ties`` (counted as ``n_tied`` / ``tied_share``);
+equal or two users given the same rating, a list that names a user twice (so another not at
+all), a pair of users the pairwise model preferred in neither prompt order. The reference breaks
+them by position (the higher index first; the heapsort's order) or, for equal ratings, by the
+users' average ratings, so a constant predictor scores ±1 on a group by how its users happen to
+be numbered or by who rates low on average. Every line reports ``ties`` (counted as ``n_tied`` / ``tied_share``);
 ``ties="aware"`` scores each metric as its expected value over every order the ties could be
 broken in (uniformly): a tied pair of users counts 0, a constant predictor scores 0. Lines
 without ties score the same under both.
@@ -125,14 +126,24 @@ def value_tiers(values: Sequence[float]) -> list[list[int]]:
 def prediction_tiers(mode: str, prediction, avg_ratings: Sequence[float], n: int,
                      tied_pairs: Iterable[Sequence[int]] | None = None) -> list[list[int]] | None:
     """The prediction as a weak order: tiers of users (1-based), best first; users in one tier are tied.
-    Point: equal scores. List: users by first position, the users it never names tied last. Pair: the
-    heapsort's ordering, where two users next to each other that neither won over the other share a tier."""
+    Point: users by score, where neighbours of equal score or given the same rating share a tier (a model that
+    rates every user alike leaves them all in one). List: users by first position, the users it never names
+    tied last. Pair: the heapsort's ordering, where two users next to each other that neither won over the
+    other share a tier."""
     if prediction is None:
         return None
     if mode == "point":
         if any(p is None for p in prediction):
             return None
-        return value_tiers(np.asarray(prediction, np.float64) - np.asarray(avg_ratings, np.float64))
+        rating = np.asarray(prediction, np.float64)
+        scores = rating - np.asarray(avg_ratings, np.float64)
+        tiers = []
+        for u in ordering_from_values(scores):  # neighbours of equal score or of the same predicted rating
+            if tiers and (scores[tiers[-1][-1] - 1] == scores[u - 1] or rating[tiers[-1][-1] - 1] == rating[u - 1]):
+                tiers[-1].append(u)
+            else:
+                tiers.append([u])
+        return tiers
     order = [int(i) for i in prediction]
     if mode == "list":
         return value_tiers([-r for r in ranks_from_ordering(order, n)])
@@ -155,7 +166,7 @@ def has_ties(mode: str, prediction, tiers: list[list[int]] | None,
         return len(set(prediction)) < len(prediction) or any(len(t) > 1 for t in tiers)
     if mode == "pair":
         return bool(list(tied_pairs or ()))
-    return any(len(t) > 1 for t in tiers)
+    return len(set(prediction)) < len(prediction) or any(len(t) > 1 for t in tiers)  # a rating given twice
 
 
 def _sign(x: float) -> int:

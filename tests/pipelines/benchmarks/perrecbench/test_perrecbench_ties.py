@@ -70,6 +70,23 @@ def test_constant_point_predictor_the_user_average_baseline_is_all_ties():
     assert aware["ptc"] == 0.0 and aware["ptc_rank"] == 0.0 and aware["exact_match"] == pytest.approx(1 / 6)
 
 
+def test_the_same_rating_for_every_user_is_a_tie_not_a_preference():
+    """A point predictor that rates every user 1: the reference orders the group by the users' average ratings
+    (score = rating - average), so ptc is ±1 per group from who happens to rate low on average."""
+    lines = [{"group_id": f"g{i}", "mode": "point", "relative_ratings": rel, "avg_ratings": avg, "prediction": [1, 1]}
+             for i, (rel, avg) in enumerate([([1.0, -1.0], [3.1, 3.6]), ([1.0, -1.0], [3.5, 3.0]),
+                                             ([-0.8, 0.9], [3.3, 2.7])])]
+    ref = [score_line(x) for x in lines]
+    assert [r["ptc"] for r in ref] == [1.0, -1.0, 1.0] and all(r["ties"] for r in ref)
+    aware = [score_line(x, "aware") for x in lines]
+    assert all(a["ptc"] == 0.0 and a["ptc_rank"] == 0.0 and a["exact_match"] == 0.5 for a in aware)
+    # two of three users rated alike: only that pair is tied
+    three = {"group_id": "t", "mode": "point", "relative_ratings": [1.0, 0.0, -1.0], "avg_ratings": [3.0, 3.5, 3.0],
+             "prediction": [4, 4, 2]}
+    assert prediction_tiers("point", three["prediction"], three["avg_ratings"], 3) == [[1, 2], [3]]
+    assert score_line(three, "aware")["ptc_rank"] == pytest.approx(2 / 3)
+
+
 def test_lines_without_ties_score_the_same_under_both():
     lines = [
         {"group_id": "a", "mode": "point", "relative_ratings": [1.0, -1.0, 0.5], "avg_ratings": [3.0, 4.0, 2.0],
