@@ -192,12 +192,17 @@ RUN_COUNTS = ("samples_new", "samples_resumed")
 
 
 def _summary_value(key: str, metrics: dict) -> str:
+    from llmrec.pipelines.common import stats as stats_
+
     v = metrics[key]
     if isinstance(v, float) and v.is_integer() and tracking.is_count(key):
         return str(int(v))
     text = f"{v:.4f}" if isinstance(v, float) else str(v)
     lo, hi = metrics.get(f"{key}_ci_low"), metrics.get(f"{key}_ci_high")
-    return f"{text}  [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else text
+    if lo is not None and hi is not None:  # † where the CI rests on too few clusters (stats.MIN_CLUSTERS)
+        text = f"{text}  [{lo:.3f}, {hi:.3f}]" + stats_.few_mark(metrics.get(f"{key}{stats_.CI_CLUSTERS}"))
+    chance = metrics.get(f"{key}{stats_.CHANCE}")
+    return text if chance is None else f"{text}  chance {chance:.3f}"
 
 
 def summary_rows(metrics: dict, stats: dict, headline: tuple[str, ...], judged: tuple[str, ...] = (),
@@ -209,8 +214,8 @@ def summary_rows(metrics: dict, stats: dict, headline: tuple[str, ...], judged: 
     Without headline metrics: every metric but the CI bounds. Timings and the rest: ``--verbose``."""
     from llmrec import costs
 
-    heads = [k for k in headline if k in metrics] or [k for k in sorted(metrics)
-                                                      if "_ci_" not in k and not k.startswith(costs.PREFIX)]
+    heads = [k for k in headline if k in metrics] or [k for k in sorted(metrics) if "_ci_" not in k
+                                                      and not k.endswith("_chance") and not k.startswith(costs.PREFIX)]
     counts = [k for k in sorted(metrics) if tracking.is_count(k) and k not in heads]
     rows = []
     for k in heads + counts:
@@ -228,18 +233,22 @@ def _print_summary(metrics: dict, stats: dict, headline: tuple[str, ...], judged
     from rich.text import Text
 
     from llmrec import costs
+    from llmrec.pipelines.common.stats import CHANCE, CI_CLUSTERS, FEW, FEW_LEGEND
 
     rows = summary_rows(metrics, stats, headline, judged, max_judge_failed_share)
-    shown = {k for k, _ in rows} | {f"{k}_ci_{end}" for k, _ in rows for end in ("low", "high")}
+    shown = {k for k, _ in rows} | {f"{k}{end}" for k, _ in rows for end in ("_ci_low", "_ci_high", CI_CLUSTERS,
+                                                                             CHANCE)}
     shown |= {costs.FROM_OTHER_RUNS} if costs.FROM_OTHER_RUNS_ROW in shown else set()
     shown |= {f.scope + judge_failures.RATE for f in judge_failures.all_failures(metrics)} if judged else set()
     hidden = len((set(metrics) | set(stats)) - shown)
     judge_note = (f"; judge failed k/n: judge answers that could not be read ({judge_failures.MARK}: more than "
                   f"{judge_failures.CONFIG_KEY}={max_judge_failed_share:g})"
                   if any(judge_failures.for_metric(metrics, k, judged) for k, _ in rows) else "")
+    chance = "; chance: a uniform random guess's value" if any(f"{k}{CHANCE}" in metrics for k, _ in rows) else ""
+    few = f"\n{FEW_LEGEND}" if any(f"]{FEW}" in v for _, v in rows) else ""
     table = Table(title="results", show_lines=False, caption_justify="left",
-                  caption=f"value [95% CI]{judge_note}; {hidden} more metrics, timings and token counts: "
-                          f"--verbose, {RunDir.METRICS}, MLflow")
+                  caption=f"value [95% CI]{chance}{judge_note}; {hidden} more metrics, timings and token counts: "
+                          f"--verbose, {RunDir.METRICS}, MLflow{few}")
     table.add_column("metric")
     table.add_column("value", justify="right")
     for k, v in rows:

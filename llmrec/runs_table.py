@@ -81,8 +81,12 @@ def _value(run, metric: str) -> str:
         return ""
     if tracking.is_count(metric):
         return f"{m[metric]:.0f}"
+    from llmrec.pipelines.common.stats import CI_CLUSTERS, few_mark
+
     lo, hi = m.get(f"{metric}_ci_low"), m.get(f"{metric}_ci_high")
-    return f"{m[metric]:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else "")
+    if lo is None or hi is None:
+        return f"{m[metric]:.3f}"
+    return f"{m[metric]:.3f} [{lo:.3f}, {hi:.3f}]" + few_mark(m.get(f"{metric}{CI_CLUSTERS}"))
 
 
 def _search(uri: str | None, experiment: str | None, limit: int):
@@ -128,11 +132,13 @@ def runs_table(uri: str | None, experiment: str | None, metrics: list[str], limi
                width: int | None = None) -> Table:
     """The runs as a table: one line each, fitted to ``width`` (default: the terminal's) by cutting names;
     ``wide``: every column."""
+    from llmrec.pipelines.common.stats import MIN_CLUSTERS
+
     runs, names = _search(uri, experiment, limit)
     cols = _checked(runs, metrics) if metrics else []
     table = Table(title=f"MLflow runs ({tracking.tracking_uri(uri)})",
-                  caption=f"value [95% CI]; {costs.COLUMN}: USD (else tokens) per 1,000 samples; n: samples; failed: "
-                          "samples that failed" if not wide else None,
+                  caption=f"value [95% CI] († from fewer than {MIN_CLUSTERS} clusters); {costs.COLUMN}: USD (else "
+                          "tokens) per 1,000 samples; n: samples; failed: samples that failed" if not wide else None,
                   caption_justify="left")
     if wide:
         cols = cols or headline_columns(runs)

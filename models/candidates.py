@@ -4,7 +4,9 @@ Benchmarks such as Beyond Utility show an LLM 20 candidates per user; a baseline
 very same lists to be compared with the same metric code. ``rank_candidates`` scores each
 user's candidates with ``full_scores`` (history = the user's train+valid items, i.e. everything
 before the test item under leave-one-out) and sorts them by score, ties kept in the given
-order. Candidates the model never saw in training score ``-inf`` (they go last).
+order. Candidates the model never saw in training score ``-inf`` (they go last). Each ranked list carries its
+scores, so the rows it becomes can say when a tie, not the model, decided the top of the list (``tied_within``:
+MostPop's equal counts, BM25's zero scores).
 """
 
 from __future__ import annotations
@@ -42,11 +44,35 @@ def candidate_scores(model: Recommender, data: RecData, users: list[str], candid
     return out
 
 
+class Ranked(list):
+    """One user's candidates, best first (a plain list of ids), with ``scores``: the model's score of each, in the
+    same order, so a reader can tell which positions were decided by a tie (``tied_within``)."""
+
+    scores: tuple[float, ...] = ()
+
+
+def tied_within(ranked, k: int) -> bool | None:
+    """True when a tie decides the top ``k`` of ``ranked`` (two candidates of equal score, one of them among the
+    first k: their order, or which of them makes the cut, is the candidates' given order, not the model's);
+    None when ``ranked`` carries no scores (``Ranked``)."""
+    scores = getattr(ranked, "scores", None)
+    if not scores:
+        return None
+    return any(scores[i] == scores[i + 1] for i in range(min(k, len(scores) - 1)))
+
+
 def rank_candidates(model: Recommender, data: RecData, users: list[str], candidates: list[list[str]],
-                    batch_size: int = 256, device: str | torch.device = "cpu") -> list[list[str]]:
-    """Each user's candidates sorted by the model's score, best first (stable on ties)."""
+                    batch_size: int = 256, device: str | torch.device = "cpu") -> list[Ranked]:
+    """Each user's candidates sorted by the model's score, best first (stable on ties: the given order), as
+    ``Ranked`` lists carrying their scores."""
     scores = candidate_scores(model, data, users, candidates, batch_size, device)
-    return [[cands[i] for i in np.argsort(-s, kind="stable")] for cands, s in zip(candidates, scores)]
+    out = []
+    for cands, s in zip(candidates, scores):
+        order = np.argsort(-s, kind="stable")
+        ranked = Ranked(cands[i] for i in order)
+        ranked.scores = tuple(float(s[i]) for i in order)
+        out.append(ranked)
+    return out
 
 
 def round_robin_pool(top_lists: list[list[str]], size: int) -> list[str]:

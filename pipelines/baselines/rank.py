@@ -15,7 +15,7 @@ from llmrec.config import fingerprint, validate
 from llmrec.errors import ConfigError, DataError
 from llmrec.pipelines.common.jsonio import iter_jsonl
 from llmrec.models.base import build_model
-from llmrec.models.candidates import rank_candidates, round_robin_pool
+from llmrec.models.candidates import rank_candidates, round_robin_pool, tied_within
 from llmrec.models.evaluation import EvalConfig, evaluate
 from llmrec.models.trainer import load_checkpoint
 from llmrec.pipelines.baselines.config import BaselinesConfig, ModelEntry
@@ -156,11 +156,11 @@ def _owner(task: str):
 
 
 def score_and_log(cfg: BaselinesConfig, label: str, lines: list[dict], run_dir: str, tcfg: TrainConfig,
-                  seconds: float) -> dict:
+                  seconds: float, extra: dict | None = None) -> dict:
     task = SCORE_TASKS.get(cfg.score_task)
     path = cfg.out / f"predictions_{label}.jsonl"
     path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
-    metrics = task.run(lines, {**cfg.score_options, "predictions": str(path)})
+    metrics = {**task.run(lines, {**cfg.score_options, "predictions": str(path)}), **(extra or {})}
     (cfg.out / f"metrics_{label}.json").write_text(dumps_json({"metrics": metrics}), encoding="utf-8")
     if cfg.tracking.enabled:
         _log(cfg, label, metrics, path, run_dir, tcfg, seconds)
@@ -206,7 +206,10 @@ def run_baselines(cfg: BaselinesConfig) -> dict[str, dict]:
         t0 = time.perf_counter()
         ranked = rank_candidates(model, data, users, [list(map(str, c["candidates"])) for c in cands])
         lines = prediction_lines(cands, ranked, cfg.list_len)
-        results[label] = score_and_log(cfg, label, lines, run_dir, tcfg, time.perf_counter() - t0)
+        tied = [bool(tied_within(r, cfg.list_len)) for r in ranked]  # equal scores decided the top list
+        results[label] = score_and_log(cfg, label, lines, run_dir, tcfg, time.perf_counter() - t0,
+                                       {"n_tied": float(sum(tied)), "tied_share": sum(tied) / len(tied)}
+                                       if tied else None)
         if cfg.pool is not None:
             tops.append(full_topk(model, data, users, cfg.pool.topk))
     if cfg.pool is not None:

@@ -1,8 +1,33 @@
-"""Bootstrap confidence intervals for per-sample metrics."""
+"""Bootstrap confidence intervals for per-sample metrics, and the one rule for when a CI, p-value or kappa rests
+on too few independent units to say much (``MIN_CLUSTERS``, marked ``FEW`` by every table that shows one)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+
+
+MIN_CLUSTERS = 10  # a CI, p-value or kappa from fewer clusters than this is marked FEW wherever it is shown
+FEW = "†"
+FEW_LEGEND = (f"{FEW}: from fewer than {MIN_CLUSTERS} clusters (independent units: users, preferences, items, or "
+              "samples where each is its own), too few for the CI / p-value / κ to say much")
+CI_CLUSTERS = "_ci_clusters"  # metrics.json: ``<metric>_ci_clusters`` = the units its CI resampled
+CHANCE = "_chance"  # metrics.json: ``<metric>_chance`` = the metric's value under uniform random guessing
+
+
+def few_clusters(n) -> bool:
+    """True when ``n`` (a cluster count) is known and below ``MIN_CLUSTERS``."""
+    try:
+        n = float(n)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(n) and n < MIN_CLUSTERS
+
+
+def few_mark(n) -> str:
+    """``FEW`` when ``n`` clusters are too few (``few_clusters``), else ``""``."""
+    return FEW if few_clusters(n) else ""
 
 
 BOOTSTRAP_CELLS = 4_000_000  # resampled values held at once (float64 values + int64 indices: about 64 MB)
@@ -28,6 +53,8 @@ def bootstrap_ci(values, confidence: float = 0.95, n_resamples: int = 2000, seed
 
 
 def mean_with_ci(values, prefix: str, **kw) -> dict[str, float]:
+    """``prefix``, its CI bounds and ``<prefix>_ci_clusters``: the values resampled (each its own cluster)."""
     x = np.asarray(values if isinstance(values, np.ndarray) else list(values), dtype=float)
     lo, hi = bootstrap_ci(x, **kw)
-    return {prefix: float(np.mean(x)) if x.size else float("nan"), f"{prefix}_ci_low": lo, f"{prefix}_ci_high": hi}
+    return {prefix: float(np.mean(x)) if x.size else float("nan"), f"{prefix}_ci_low": lo, f"{prefix}_ci_high": hi,
+            f"{prefix}{CI_CLUSTERS}": float(x.size)}

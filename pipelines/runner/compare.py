@@ -34,7 +34,7 @@ from llmrec import storage, tracking
 from llmrec.cli_options import RUNS_STORE_HELP, data_dir_option, tracking_uri_option
 from llmrec.config import flatten, validate
 from llmrec.errors import ConfigError, DataError
-from llmrec.pipelines.common import paired
+from llmrec.pipelines.common import paired, stats
 from llmrec.pipelines.protocol import Benchmark, protocol_record, setting_of
 from llmrec.pipelines.runner import judge_failures
 from llmrec.pipelines.registry import get_benchmark
@@ -367,7 +367,8 @@ def log_mlflow(comp: Comparison, files: dict[str, Path], enabled: bool | None = 
     for row in comp.rows:
         key = f"{metric_prefix(comp, row)}{row['metric']}/{row['setting']}"
         metrics.update({f"{key}/{k}": row[k] for k in ("diff", "ci_low", "ci_high", "p", "p_holm",
-                                                        "judge_failure_rate_a", "judge_failure_rate_b") if k in row})
+                                                        "judge_failure_rate_a", "judge_failure_rate_b",
+                                                        "n_clusters") if k in row})
     tracking.log_metrics(client, run_id, metrics)
     for f in files.values():
         client.log_artifact(run_id, str(f))
@@ -420,6 +421,11 @@ def comparison_keys(comp: Comparison) -> dict[tuple[str, str], str]:
     return {p: f"#{i}" for i, p in enumerate(pairs, 1)} if len(pairs) > 1 else {}
 
 
+def few_mark(row: dict) -> str:
+    """``stats.FEW`` when a row's CI and p-value come from fewer than ``stats.MIN_CLUSTERS`` clusters."""
+    return stats.few_mark(row.get("n_clusters"))
+
+
 def table(comp: Comparison):
     """The comparison as a table fitted to the terminal: per metric (and setting) A | B | diff [95% CI] | p |
     p_holm | n (units / clusters); the test in the title; several comparisons told apart by ``#k`` (legend in the
@@ -444,8 +450,8 @@ def table(comp: Comparison):
             name += f" · {short[r['setting']]}"
         cells = ([keys[(r["group"], r["b"])]] if keys else []) + [
             name, _fmt(r["value_a"], ".3f"), _fmt(r["value_b"], ".3f"),
-            f"{_fmt(r['diff'], '+.3f')} [{_fmt(r['ci_low'], '.3f')}, {_fmt(r['ci_high'], '.3f')}]",
-            fmt_p(r["p"]), fmt_p(r["p_holm"]), f"{r['n_pairs']} ({r['n_clusters']})"]
+            f"{_fmt(r['diff'], '+.3f')} [{_fmt(r['ci_low'], '.3f')}, {_fmt(r['ci_high'], '.3f')}]{few_mark(r)}",
+            fmt_p(r["p"]) + few_mark(r), fmt_p(r["p_holm"]) + few_mark(r), f"{r['n_pairs']} ({r['n_clusters']})"]
         if judged:
             cells.append(judge_cell(r))
         t.add_row(*[Text(c) for c in cells])
@@ -506,6 +512,8 @@ def _caption(comp: Comparison, keys: dict | None = None) -> str:
                      "high rate says little")
     lines.append("n (cl.): paired units (clusters); test: exact McNemar for binary outcomes with one pair per cluster, "
                  "else a paired permutation test swapping A/B within clusters; p_holm: Holm per metric")
+    if any(few_mark(r) for r in comp.rows):
+        lines.append(stats.FEW_LEGEND)
     return "\n".join(lines)
 
 

@@ -30,7 +30,8 @@ from llmrec.errors import ConfigError
 from llmrec.pipelines.protocol import DRILLDOWN_FIELDS, Explanation, failed_explanation, setting_of
 from llmrec.pipelines.record import read_rows
 from llmrec.pipelines.registry import get_benchmark
-from llmrec.pipelines.runner.leaderboard import MISSING, Entry, fmt, leaderboard, load_entries, wide
+from llmrec.pipelines.common.stats import FEW_LEGEND, few_mark
+from llmrec.pipelines.runner.leaderboard import MISSING, SMALL, SMALL_TEXT, Entry, fmt, leaderboard, load_entries, wide
 from llmrec.rundir import RunDir, SuiteDir
 from llmrec.pipelines.runner.report_plots import overlays, run_figures
 
@@ -195,9 +196,10 @@ def _comparison(path: Path) -> dict:
         vb = r.get("value_b", None if labelled else r.get("b"))
         lo, hi = _comparison_cell(r.get("ci_low")), _comparison_cell(r.get("ci_high"))
         n = f"{r.get('n_pairs', MISSING)} ({r.get('n_clusters', MISSING)})"
+        few = few_mark(r.get("n_clusters"))  # CI and p from too few clusters
         cells = [str(r.get("metric", "")), str(r.get("setting", "")), _comparison_cell(va), _comparison_cell(vb),
-                 _comparison_cell(r.get("diff")), f"[{lo}, {hi}]", fmt_p(r.get("p")), fmt_p(r.get("p_holm")), n,
-                 str(r.get("test", MISSING))] + ([judge_cell(r)] if judged else [])
+                 _comparison_cell(r.get("diff")), f"[{lo}, {hi}]{few}", fmt_p(r.get("p")) + few,
+                 fmt_p(r.get("p_holm")) + few, n, str(r.get("test", MISSING))] + ([judge_cell(r)] if judged else [])
         return ([f"{r.get('a')} vs {r.get('b')}"] if several else []) + cells
 
     if labelled and len(pairs) == 1:
@@ -209,7 +211,7 @@ def _comparison(path: Path) -> dict:
         title = " vs ".join(map(str, runs)) or path.parent.name
     return {"path": str(path), "title": title, "runs": [str(r) for r in runs], "protocol_keys": keys,
             "dropped": _dropped_lines(data.get("dropped")), "columns": columns, "rows": [row(r) for r in rows],
-            "judges": _judges(path.parent / JUDGES_FILE)}
+            "few": any(few_mark(r.get("n_clusters")) for r in rows), "judges": _judges(path.parent / JUDGES_FILE)}
 
 
 JUDGES_FILE = "judges.json"  # written by `llmrec compare` beside comparison.json when the runs' judges differ
@@ -226,7 +228,8 @@ def _judges(path: Path) -> list[dict]:
         for p in pairs:
             rows = [agreement_cells(d) for d in p["agreement"]]
             out.append({"title": f"judge agreement: A = {p['a']}, B = {p['b']} ({p['paired_samples']} samples)",
-                        "columns": JUDGES_COLUMNS, "rows": rows})
+                        "columns": JUDGES_COLUMNS, "rows": rows,
+                        "few": any(few_mark(d["n_clusters"]) for d in p["agreement"])})
         return out
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ConfigError(f"{path}: not a judges file ({type(e).__name__}: {e})") from e
@@ -280,6 +283,7 @@ def render(sources: list[Path], compare: list[Path] = (), max_rows: int = MAX_RO
         viewer={"command": "llmrec view " + " ".join(str(s) for s in sources), "embedded": embedded,
                 "skipped": skipped, "cap_mb": transcript_mb},
         runs=runs, overlays=overlays(entries), comparisons=[_comparison(p) for p in find_comparisons(sources, compare)],
+        small_legend=f"{SMALL}: {SMALL_TEXT}", few_legend=FEW_LEGEND,
         drill={"rows": rows, "notes": notes, "filters": filters, "fields": DRILLDOWN_FIELDS})
 
 

@@ -175,15 +175,20 @@ AGREEMENT_COLUMNS = ("decision", "n (cl.)", "unreadable A / B", "agreement [95% 
 
 def agreement_cells(d: dict) -> list[str]:
     """One decision's row of the agreement table (``AGREEMENT_COLUMNS``)."""
+    from llmrec.pipelines.common.stats import few_mark
+
+    few = few_mark(d["n_clusters"])  # a CI from fewer clusters than stats.MIN_CLUSTERS
     return [d["decision"], f"{d['n']} ({d['n_clusters']})", unreadable_text(d),
-            f"{_fmt(d['agreement'])} [{_fmt(d['agreement_ci_low'])}, {_fmt(d['agreement_ci_high'])}]",
-            kappa_text(d), confusion_text(d)]
+            f"{_fmt(d['agreement'])} [{_fmt(d['agreement_ci_low'])}, {_fmt(d['agreement_ci_high'])}]{few}",
+            kappa_text(d) + ("" if d.get("kappa_refused") else few), confusion_text(d)]
 
 
 def tables(report: dict) -> list:
     """Rich tables: per judge pair, the agreement per decision, then the metric differences."""
     from rich.table import Table
     from rich.text import Text
+
+    from llmrec.pipelines.common.stats import FEW_LEGEND, few_mark
 
     out = []
     for p in report["pairs"]:
@@ -195,15 +200,17 @@ def tables(report: dict) -> list:
                         "Cohen's kappa, 95% CI: bootstrap over clusters)", expand=False, caption_justify="left",
                   caption="agreement and κ: over the units both judges answered readably; unreadable: a judge "
                           "answer that could not be read (its own outcome, never a yes or a no); κ refused when a "
-                          f"judge's answers could not be read for more than {MAX_UNREADABLE_SHARE:.0%} of the units")
+                          f"judge's answers could not be read for more than {MAX_UNREADABLE_SHARE:.0%} of the units"
+                          + (f"\n{FEW_LEGEND}" if any(few_mark(d["n_clusters"]) for d in p["agreement"]) else ""))
         for c in AGREEMENT_COLUMNS:
             t.add_column(c, justify="left" if c in ("decision", "confusion (rows A, columns B)") else "right")
         for d in p["agreement"]:
             t.add_row(*[Text(c) for c in agreement_cells(d)])
         out.append(t)
         if p["metrics"]:
+            few = any(few_mark(r["n_clusters"]) for r in p["metrics"])
             m = Table(title=f"metrics under each judge, B − A (paired over the same answers; 95% CI: cluster "
-                            "bootstrap)", expand=False)
+                            "bootstrap)", expand=False, caption=FEW_LEGEND if few else None, caption_justify="left")
             judged = any("judge_failure_rate_a" in r for r in p["metrics"])
             for c in ("metric", "A", "B", "diff [95% CI]", "p", "n (cl.)") + (("judge failed A / B",) if judged
                                                                              else ()):
@@ -212,8 +219,9 @@ def tables(report: dict) -> list:
             for r in p["metrics"]:
                 name = r["metric"] + ("" if r["setting"] == ALL else f" · {short.get(r['setting'], r['setting'])}")
                 cells = [name, _fmt(r["value_a"]), _fmt(r["value_b"]),
-                         f"{_fmt(r['diff'], '+.3f')} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]",
-                         _fmt(r["p"]), f"{r['n_pairs']} ({r['n_clusters']})"] + ([judge_cell(r)] if judged else [])
+                         f"{_fmt(r['diff'], '+.3f')} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]"
+                         + few_mark(r["n_clusters"]), _fmt(r["p"]) + few_mark(r["n_clusters"]),
+                         f"{r['n_pairs']} ({r['n_clusters']})"] + ([judge_cell(r)] if judged else [])
                 m.add_row(*[Text(c) for c in cells])
             out.append(m)
     return out

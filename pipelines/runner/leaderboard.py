@@ -10,7 +10,9 @@ pivots it to subject rows for ``leaderboard.md`` and the terminal.
 Every cell carries its n (the metric's units: the benchmark's per-unit outcomes, else the answered samples) and a
 95% CI: the benchmark's own where its metrics hold one, else a cluster bootstrap over the per-unit outcomes,
 clustered as the benchmark clusters them (e.g. by user). A cell with n < ``MIN_N`` is marked ``SMALL``: too few
-units to rank by. Benchmarks are looked up among the installed ones only: reading results imports nothing.
+units to rank by; so is one from fewer than ``stats.MIN_CLUSTERS`` clusters. A metric with a chance level
+(``<metric>_chance`` in metrics.json, e.g. an MCQ accuracy) shows it beside the value. Benchmarks are looked up
+among the installed ones only: reading results imports nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import pandas as pd
 from llmrec import costs, tracking
 from llmrec.config import fingerprint
 from llmrec.errors import ConfigError, LlmrecError
+from llmrec.pipelines.common.stats import CHANCE, CI_CLUSTERS, FEW, MIN_CLUSTERS, few_clusters
 from llmrec.pipelines.registry import benchmark_config, get_benchmark
 from llmrec.pipelines.runner import judge_failures
 from llmrec.pipelines.runner.suite_config import read_index
@@ -38,13 +41,16 @@ log = logging.getLogger(__name__)
 
 COLUMNS = ("subject", "kind", "benchmark", "entry", "metric", "value", "ci_low", "ci_high", "n", "n_clusters",
            "ci_source", "run_dir", "usd_per_1k", "tokens_per_1k",  # the run's cost per 1,000 samples
+           "chance",  # the metric's chance level (a uniform random guess's value), where it has one
            "judge_failure_rate", "judge_over")  # a judged metric's judge failure rate, and whether it is too high
 MISSING = "—"
 MIN_N = 30  # fewer units than this: the cell is marked too small to rank
-SMALL = "†"
-LEGEND = (f"value [95% CI] n=units; {SMALL}: n < {MIN_N}, too few to rank; — : not computed; {costs.COLUMN}: the "
-          "run's USD (else tokens) per 1,000 samples; judge failed x%: the judged units whose judge answer could not "
-          f"be read ({judge_failures.MARK}: more than the run's {judge_failures.CONFIG_KEY})")
+SMALL = FEW  # also marks a CI from fewer than MIN_CLUSTERS clusters (stats.MIN_CLUSTERS, the one rule for every table)
+SMALL_TEXT = f"n < {MIN_N} or fewer than {MIN_CLUSTERS} clusters, too few to rank"
+LEGEND = (f"value [95% CI] n=units; {SMALL}: {SMALL_TEXT}; — : not computed; (chance c): a uniform random guess's "
+          f"value; {costs.COLUMN}: the run's USD (else tokens) per 1,000 samples; judge failed x%: the judged units "
+          f"whose judge answer could not be read ({judge_failures.MARK}: more than the run's "
+          f"{judge_failures.CONFIG_KEY})")
 TAG_LEADERBOARD = "llmrec.leaderboard"  # the MLflow record of one leaderboard (its sources and metrics), kept in place
 
 
@@ -262,11 +268,11 @@ def leaderboard(sources: Iterable[str | Path] | Iterable[Entry], metrics: Iterab
                 lo, hi, source = blo, bhi, "cluster bootstrap"
             if not n:  # no per-unit outcome for the metric: its answered samples (all of them for a count)
                 n = (u.samples if tracking.is_count(m) else u.answered) if u.samples is not None else stored_n
-                clusters = math.nan
+                clusters = _number(e.metrics.get(f"{m}{CI_CLUSTERS}"))  # the units its stored CI resampled
             jf = judge_failures.for_metric(e.metrics, m, e.judged)
             judge = (jf.rate, jf.exceeds(e.max_judge_failed_share)) if jf is not None else (math.nan, False)
             rows.append((e.subject, e.kind, e.benchmark, e.entry, m, value, lo, hi, _number(n), _number(clusters),
-                         source, str(e.run_dir), *per_1k, *judge))
+                         source, str(e.run_dir), *per_1k, _number(e.metrics.get(f"{m}{CHANCE}")), *judge))
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
@@ -278,16 +284,19 @@ def fmt(v: float | None) -> str:
     return "0.000" if text == "-0.000" else text
 
 
-def small(metric: str, value: float, n: float) -> bool:
-    """A cell too small to rank: a (non-count) value from fewer than ``MIN_N`` units, or from an unknown number."""
-    return math.isfinite(value) and not tracking.is_count(metric) and not (math.isfinite(n) and n >= MIN_N)
+def small(metric: str, value: float, n: float, clusters: float = math.nan) -> bool:
+    """A cell too small to rank: a (non-count) value from fewer than ``MIN_N`` units, or from an unknown number,
+    or from fewer than ``stats.MIN_CLUSTERS`` clusters (where the count is known)."""
+    return math.isfinite(value) and not tracking.is_count(metric) and (
+        not (math.isfinite(n) and n >= MIN_N) or few_clusters(clusters))
 
 
-def cell(metric: str, value: float, lo: float, hi: float, n: float = math.nan, judge_failed: float = math.nan,
-         judge_over: bool = False) -> str:
+def cell(metric: str, value: float, lo: float, hi: float, n: float = math.nan, clusters: float = math.nan,
+         chance: float = math.nan, judge_failed: float = math.nan, judge_over: bool = False) -> str:
     """``0.412 [0.301, 0.520] n=120``; ``[—]`` where there is no CI; ``n=—`` where the count is unknown; ``†``
-    (``SMALL``) when n < ``MIN_N``; a count as ``3``; a judged metric with `` judge failed 4%`` (``!`` after it
-    when ``judge_over``: above the run's ``execution.max_judge_failed_share``)."""
+    (``SMALL``) when n < ``MIN_N`` or clusters < ``stats.MIN_CLUSTERS``; `` (chance 0.250)`` where the metric has
+    a chance level; a count as ``3``; a judged metric with `` judge failed 4%`` (``!`` after it when
+    ``judge_over``: above the run's ``execution.max_judge_failed_share``)."""
     if not math.isfinite(value):
         return MISSING
     if tracking.is_count(metric):
@@ -297,7 +306,8 @@ def cell(metric: str, value: float, lo: float, hi: float, n: float = math.nan, j
     judge = ""
     if isinstance(judge_failed, (int, float)) and math.isfinite(judge_failed):
         judge = f" judge failed {judge_failed:.0%}" + (judge_failures.MARK if judge_over else "")
-    return f"{fmt(value)} {ci} {count}" + (SMALL if small(metric, value, n) else "") + judge
+    text = f"{fmt(value)} {ci} {count}" + (SMALL if small(metric, value, n, clusters) else "")
+    return text + (f" (chance {fmt(chance)})" if math.isfinite(_number(chance)) else "") + judge
 
 
 def wide(df: pd.DataFrame, primary_only: bool = False) -> pd.DataFrame:
@@ -311,11 +321,13 @@ def wide(df: pd.DataFrame, primary_only: bool = False) -> pd.DataFrame:
     cols = _with_cost_columns(df, list(dict.fromkeys(zip(df["entry"], df["metric"]))))
     subjects = list(dict.fromkeys(zip(df["kind"], df["subject"])))
     subjects.sort(key=lambda ks: ks[0] != "llm")  # stable: LLMs, then baselines, each in first-seen order
-    n = df["n"] if "n" in df else pd.Series(math.nan, index=df.index)
-    cells = {(r.kind, r.subject, r.entry, r.metric): cell(r.metric, r.value, r.ci_low, r.ci_high, k,
-                                                          getattr(r, "judge_failure_rate", math.nan),
-                                                          bool(getattr(r, "judge_over", False)))
-             for r, k in zip(df.itertuples(), n)}
+    def column(name: str, default=math.nan) -> pd.Series:  # a tidy frame from an older llmrec may lack it
+        return df[name] if name in df else pd.Series(default, index=df.index)
+
+    cells = {(r.kind, r.subject, r.entry, r.metric): cell(r.metric, r.value, r.ci_low, r.ci_high, k, c, ch, jf,
+                                                          jo is True or jo == 1)
+             for r, k, c, ch, jf, jo in zip(df.itertuples(), column("n"), column("n_clusters"), column("chance"),
+                                             column("judge_failure_rate"), column("judge_over", False))}
     if "usd_per_1k" in df:
         cells.update({(r.kind, r.subject, r.entry, costs.COLUMN): costs.per_1k_text(
             {costs.USD_PER_1K: r.usd_per_1k, costs.TOKENS_PER_1K: r.tokens_per_1k}) for r in df.itertuples()})

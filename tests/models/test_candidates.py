@@ -29,6 +29,20 @@ def test_mostpop_ranks_given_candidates_unknown_last_ties_stable():
     assert ranked[1][0] == "a" and ranked[1][1] == "b"  # b (1) above c (0)
 
 
+def test_ranked_lists_say_when_a_tie_decided_the_top():
+    from llmrec.models.candidates import tied_within
+
+    data = _data()  # train counts: a 3, b 1, every other item 0
+    model = build_model(model_config({"name": "mostpop"}), data)
+    model.fit(data)
+    ranked = rank_candidates(model, data, ["u1", "u2"], [["c", "e", "a"], ["b", "f", "a"]])
+    assert ranked[0] == ["a", "c", "e"] and ranked[0].scores[1] == ranked[0].scores[2]  # c and e: given order
+    assert tied_within(ranked[0], 2) is True  # which of c and e makes a top 2 is the candidates' order
+    assert tied_within(ranked[0], 1) is False  # a alone is first on its own count
+    assert tied_within(ranked[1], 3) is False  # a 3, b 1, f 0: no tie
+    assert tied_within(["a", "b"], 2) is None  # a ranker that gives no scores: unknown
+
+
 def test_unknown_user_fails_naming_it():
     data = _data()
     model = build_model(model_config({"name": "mostpop"}), data)

@@ -103,12 +103,16 @@ def _canddif(cfg: BeyondUtilityConfig, groups: dict[str, list[dict]], assets: di
 
 def ranked_rows(samples: list[dict], assets: dict | None, rank: Ranker) -> list[dict]:
     """Every sample's candidates (as presented) ranked by a trained recommender: the sample with ``ranked``,
-    the contract ids of its top ``list_len`` (the rows ``aggregate`` takes, one per LLM sample)."""
+    the contract ids of its top ``list_len`` (the rows ``aggregate`` takes, one per LLM sample), and ``tied``:
+    whether equal scores decided that top list (its order or membership), None when the ranker gives no scores."""
     ds, _ = lookup(assets, samples[0])
     raw = ds.raw_id
+    from llmrec.models.candidates import tied_within
+
     tops = rank([str(s["user_id"]) for s in samples], [[raw[i] for i in s["candidates"]] for s in samples])
     return [dict({k: v for k, v in s.items() if not k.startswith("_")}, status="ok",
-                 ranked=[ds.int_id[r] for r in top[: s["list_len"]]]) for s, top in zip(samples, tops)]
+                 ranked=[ds.int_id[r] for r in top[: s["list_len"]]], tied=tied_within(top, s["list_len"]))
+            for s, top in zip(samples, tops)]
 
 
 def aggregate(cfg: BeyondUtilityConfig, rows: list[dict], assets: dict | None) -> dict[str, float]:
@@ -124,6 +128,9 @@ def aggregate(cfg: BeyondUtilityConfig, rows: list[dict], assets: dict | None) -
     if cfg.task == "reranking":
         held = [r for r in rows if r["target"] in r["candidates"]]
         out["target_in_pool"] = len(held) / len(rows)
+    tied = [bool(r["tied"]) for r in rows if r.get("tied") is not None]
+    if tied:  # a trained baseline's rows: how often the candidates' given order broke a tie in the top list
+        out["n_tied"], out["tied_share"] = float(sum(tied)), sum(tied) / len(tied)
     draw = rows[0].get("user_draw") or {}
     if draw.get("p_value") is not None:
         out["user_sampling_p"] = float(draw["p_value"])

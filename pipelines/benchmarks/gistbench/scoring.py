@@ -97,6 +97,7 @@ def summarize(per_user: list[dict], n_boot: int = 1000, confidence: float = 0.95
         out[f"{m}_mean_ci_low"], out[f"{m}_mean_ci_high"] = lo, hi
         lo, hi = bootstrap_ci(x, confidence=confidence, n_resamples=n_boot, seed=seed, statistic=np.median)
         out[f"{m}_median_ci_low"], out[f"{m}_median_ci_high"] = lo, hi
+        out[f"{m}_mean_ci_clusters"] = out[f"{m}_median_ci_clusters"] = float(x.size)  # users resampled
     return out
 
 

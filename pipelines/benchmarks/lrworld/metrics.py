@@ -6,7 +6,8 @@ A line: ``{sample_id, measure, factor, gold, options, output, parsed}`` plus, wh
 parsed again (``parsing.parse_choice``). An unparsable answer is wrong and counts in
 ``missed_rate``. Accuracy = HitRate@1 for the 10-candidate factors.
 
-Keys: ``<variant>/accuracy`` (+ ``_ci_low``/``_ci_high``, bootstrap), ``<variant>/missed_rate``,
+Keys: ``<variant>/accuracy`` (+ ``_ci_low``/``_ci_high``, bootstrap, ``_ci_clusters``: the samples resampled;
+``_chance``: the accuracy of a uniform random guess, the mean of 1/options), ``<variant>/missed_rate``,
 the same under ``<variant>/measure/<measure>/``, ``<variant>/factor/<factor>/`` and
 ``<variant>/scale/<scale>/``; position bias over runs: ``position/<measure>/mean`` and
 ``/var`` (population variance of the per-run accuracies), answer-position shares
@@ -25,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from llmrec.pipelines.benchmarks.lrworld.parsing import labels_for, parse_choice
 from llmrec.pipelines.common.jsonio import PredictionLine
-from llmrec.pipelines.common.stats import mean_with_ci
+from llmrec.pipelines.common.stats import CHANCE, mean_with_ci
 
 
 class ContractLine(PredictionLine):
@@ -72,6 +73,9 @@ def score_line(line: dict) -> dict:
 
 def _block(lines: list[dict], prefix: str, **ci) -> dict[str, float]:
     out = mean_with_ci([float(x["correct"]) for x in lines], f"{prefix}accuracy", **ci)
+    counts = [len(x["options"]) for x in lines if x.get("options")]
+    if counts:  # the accuracy of a uniform random guess among each sample's options
+        out[f"{prefix}accuracy{CHANCE}"] = float(np.mean([1.0 / k for k in counts]))
     out[f"{prefix}missed_rate"] = float(np.mean([x["missed"] for x in lines]))
     out[f"{prefix}n"] = float(len(lines))
     return out

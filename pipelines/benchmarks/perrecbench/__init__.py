@@ -17,7 +17,7 @@ from llmrec.pipelines.protocol import (Benchmark, Explanation, ScoreTask, choice
 from llmrec.pipelines.benchmarks.perrecbench import metrics, samples
 from llmrec.pipelines.benchmarks.perrecbench.config import PerRecBenchConfig
 from llmrec.pipelines.benchmarks.perrecbench.profiles import profile_stage
-from llmrec.pipelines.benchmarks.perrecbench.stages import build_stages, finalize
+from llmrec.pipelines.benchmarks.perrecbench.stages import build_stages, finalize, pair_ties
 from llmrec.pipelines.benchmarks.perrecbench.payload import TRANSIENT, PerRecBenchPayload
 
 
@@ -27,7 +27,7 @@ class PerRecBench(Benchmark):
     payload = PerRecBenchPayload
     transient = TRANSIENT
     group_keys = ("level", "mode")
-    protocol_keys = ("data", "levels", "modes", "groups", "prompt", "sampling")
+    protocol_keys = ("data", "levels", "modes", "groups", "prompt", "sampling", "ties")
     headline_metrics = ("ptc", "ptc_rank", "exact_match", "failed")
     # llmrec compare's unit: the query item, whose users recur across levels and modes (a sample holds several
     # users, so clustering by user would not partition the samples); ptc / ptc_rank / exact_match pair per group
@@ -36,7 +36,9 @@ class PerRecBench(Benchmark):
     score_tasks = (
         ScoreTask("perrecbench", metrics.ContractLine, metrics.score_predictions,
                   "PerRecBench: ptc (the reference's ordering-list Kendall tau), ptc_rank, exact_match, missed, "
-                  "per mode, and pooled MAE/RMSE of point lines carrying ratings", streams=True),
+                  "per mode, n_tied / tied_share (predictions that leave users unordered), and pooled MAE/RMSE of "
+                  "point lines carrying ratings", streams=True, options=("ties",),
+                  option_schema=metrics.ScoreOptions),
     )
 
     @property
@@ -57,13 +59,17 @@ class PerRecBench(Benchmark):
         prediction = sample.get("prediction")
         if prediction is None and sample.get("answers"):
             prediction = finalize(sample)
-        line = dict(sample, prediction=prediction)
-        s = metrics.score_line(line)
+        tied_pairs = sample.get("tied_pairs")
+        if sample.get("mode") == "pair" and sample.get("answers"):
+            tied_pairs = pair_ties(sample)
+        line = dict(sample, prediction=prediction, tied_pairs=tied_pairs)
+        s = metrics.score_line(line, getattr(cfg, "ties", "reference"))  # cfg None: the reference
         return {"prediction": prediction, "ptc": s["ptc"], "ptc_rank": s["ptc_rank"],
-                "exact_match": s["exact_match"], "missed": not s["usable"]}
+                "exact_match": s["exact_match"], "missed": not s["usable"], "ties": s["ties"],
+                "tied_pairs": tied_pairs}
 
     def aggregate(self, cfg: PerRecBenchConfig, rows: list[dict], assets: dict | None) -> dict[str, float]:
-        return metrics.aggregate_rows(rows, cfg.levels)
+        return metrics.aggregate_rows(rows, cfg.levels, cfg.ties)
 
     def predictions(self, rows: list[dict], assets: dict | None) -> list[dict]:
         """Lines of the ``llmrec score perrecbench`` contract (answered samples)."""
@@ -111,8 +117,10 @@ class PerRecBench(Benchmark):
         reason = {"missed": "no ordering of the users could be read from the answer",
                   "wrong": "the predicted ordering differs from the gold ranks",
                   "right": "the predicted ordering is the gold ranks"}.get(verdict)
+        if reason and verdict != "missed" and row.get("ties"):
+            reason += "; the prediction leaves some users tied (their order is the tie-break's, not the model's)"
         return Explanation(answer=answer, gold=gold, verdict=verdict, reason=reason,
-                           numbers={k: row.get(k) for k in ("ptc", "ptc_rank", "exact_match", "missed")
+                           numbers={k: row.get(k) for k in ("ptc", "ptc_rank", "exact_match", "missed", "ties")
                                     if row.get(k) is not None})
 
     def _raw_answer(self, row: dict) -> str | None:
@@ -139,7 +147,7 @@ class PerRecBench(Benchmark):
     def plots(self, cfg: PerRecBenchConfig, rows: list[dict], out_dir: Path, assets: dict | None) -> list[Path]:
         from llmrec.pipelines.benchmarks.perrecbench.report import results_table
 
-        return results_table(metrics.aggregate_rows(rows, cfg.levels), cfg.levels, out_dir)
+        return results_table(metrics.aggregate_rows(rows, cfg.levels, cfg.ties), cfg.levels, out_dir)
 
 
 BENCHMARK = PerRecBench()

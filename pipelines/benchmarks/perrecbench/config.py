@@ -98,6 +98,11 @@ class PerRecBenchConfig(BenchmarkConfig):
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
     profile_engine: Literal["subject", "judge"] = Field(
         "subject", description="engine that writes user profiles (the paper uses an instruction-tuned LLM)")
+    ties: Literal["reference", "aware"] = Field(
+        "reference", description="how a prediction that leaves users unordered (equal point scores, a user named "
+        "twice in a list, a pair preferred in neither prompt order) is scored: reference (default, the reference "
+        "code) breaks the tie by position; aware scores each metric's expected value over every way to break it "
+        "(a tied pair of users counts 0). Either way n_tied / tied_share count such groups")
 
     @field_validator("levels", "modes")
     @classmethod

@@ -36,3 +36,7 @@ class PerRecBenchPayload(Payload):
     ptc_rank: float | None = None
     exact_match: float | None = None
     missed: bool | None = None
+    ties: bool | None = Field(None, description="the prediction leaves two users unordered (equal point scores, a "
+                              "user named twice in a list, a pair preferred in neither prompt order)")
+    tied_pairs: list[list[int]] | None = Field(None, description="pair mode: the user pairs (1-based) the model "
+                                               "preferred in neither prompt order")

@@ -131,6 +131,22 @@ def finalize(sample: dict) -> object:
     return ranking.next_comparison(sample["size"], _pair_memo(sample))
 
 
+def pair_ties(sample: dict) -> list[list[int]] | None:
+    """Pair mode: the user pairs (1-based) the model compared in both prompt orders and preferred in neither
+    (each answer named the same position, or one never parsed): ties the heapsort broke by its own order."""
+    if sample.get("mode") != "pair":
+        return None
+    memo = _pair_memo(sample)
+    out = []
+    for a in range(sample["size"]):
+        for b in range(a + 1, sample["size"]):
+            ab, ba = ranking.pair_key(a, b), ranking.pair_key(b, a)
+            if ab in memo and ba in memo and not parsing.prefers_first(memo[ab], memo[ba]) \
+                    and not parsing.prefers_first(memo[ba], memo[ab]):
+                out.append([a + 1, b + 1])
+    return out
+
+
 def slot_asks(cfg: PerRecBenchConfig, mode: str, sample: dict) -> list[Ask]:
     """The open slots of a ``mode`` sample as re-ask questions (the m texts of an attempt: majority vote)."""
     if sample["mode"] != mode:

@@ -10,10 +10,11 @@ from typing import Iterable, Literal
 import numpy as np
 
 from llmrec.pipelines.common.jsonio import PredictionLine
-from llmrec.pipelines.common.stats import mean_with_ci
+from llmrec.pipelines.common.stats import CHANCE, mean_with_ci
 from llmrec.pipelines.benchmarks.prefeval.parsing import parse_choice
 
 GROUPS = ("topic", "form", "turns", "method")
+N_OPTIONS = 4  # every MCQ question has four options (data.py refuses any other count)
 STUDY_GROUPS = ("position", "extra_prefs", "conflict")
 
 
@@ -134,6 +135,7 @@ class McqTally:
             out.update(accuracy=float("nan"), missed_rate=float("nan"))
             return out
         out.update(mean_with_ci(np.frombuffer(self.correct, dtype=np.uint8).astype(float), "accuracy"))
+        out[f"accuracy{CHANCE}"] = 1.0 / N_OPTIONS  # a uniform random guess among the options
         out["missed_rate"] = self.missed / n
         if self.tokens[0]:
             out.update(prompt_tokens_mean=self.tokens[1] / self.tokens[0], prompt_tokens_max=float(self.tokens[2]))

@@ -13,7 +13,8 @@ def test_bootstrap_ci_brackets_mean_and_is_seeded():
     assert bootstrap_ci([1, 1, 1]) == (1.0, 1.0)
     assert all(np.isnan(bootstrap_ci([])))
     m = mean_with_ci(x, "acc")
-    assert set(m) == {"acc", "acc_ci_low", "acc_ci_high"}
+    assert set(m) == {"acc", "acc_ci_low", "acc_ci_high", "acc_ci_clusters"}
+    assert m["acc_ci_clusters"] == len(x)  # each value is its own cluster
 
 
 def test_bootstrap_ci_of_the_median():

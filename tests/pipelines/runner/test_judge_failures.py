@@ -74,8 +74,8 @@ def test_rate_beside_a_judged_metric_and_the_threshold():
 def test_leaderboard_cell_carries_the_judge_failure_rate():
     from llmrec.pipelines.runner.leaderboard import cell
 
-    assert cell("accuracy", 1.0, 1.0, 1.0, 40, 1.0, True).endswith("judge failed 100%!")
-    assert cell("accuracy", 0.5, 0.4, 0.6, 40, 0.02, False).endswith("judge failed 2%")
+    assert cell("accuracy", 1.0, 1.0, 1.0, 40, judge_failed=1.0, judge_over=True).endswith("judge failed 100%!")
+    assert cell("accuracy", 0.5, 0.4, 0.6, 40, judge_failed=0.02, judge_over=False).endswith("judge failed 2%")
     assert "judge" not in cell("accuracy", 0.5, 0.4, 0.6, 40)
 
 

@@ -111,7 +111,7 @@ def test_cli_writes_markdown_rounded_and_csv_full_precision_and_logs_to_mlflow(t
     md = (s / "leaderboard.md").read_text()  # a single suite: files beside its suite.json
     assert "| gemma-b | llm | 0.123 [0.010, 0.200] n=1† | 0.583 [0.383, 0.783] n=5† |" in md
     assert "| user-average | baseline | 0.050 [—] n=—† | — |" in md
-    assert "†: n < 30, too few to rank" in md
+    assert "†: n < 30 or fewer than 10 clusters, too few to rank" in md
     csv = pd.read_csv(s / "leaderboard.csv")
     assert csv[(csv.subject == "gemma-a") & (csv.metric == "accuracy")].value.item() == 0.41666666666666663
     assert len(csv) == 2 * (3 + 2) + 4  # every headline metric, LLMs and the baseline

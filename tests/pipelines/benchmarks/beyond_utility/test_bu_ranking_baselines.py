@@ -34,3 +34,27 @@ def test_a_ranker_ranks_each_samples_candidates_and_is_scored_like_the_llm():
     assert m["hr"] == 1.0 and m["ndcg"] == 1.0 and m["hallucination"] == 0.0 and m["unanswered"] == 0.0
     assert math.isnan(m["compliance"])  # a recommender is never asked
     assert len(BENCHMARK.predictions(rows, assets)) == 3
+
+
+def test_a_ranker_whose_scores_all_tie_is_reported_as_tied():
+    """A recommender that scores every candidate alike (BM25 with no word in common, MostPop on unseen items) keeps
+    the candidates' given order: its rows say a tie decided their top list, and the metrics count them."""
+    from llmrec.models.candidates import Ranked
+
+    data = require_data("ml-100k", "u.data").parents[1]
+    require_data("evallmasrecommender", "eva", "templates", "template.txt")
+    cfg = BeyondUtilityConfig(users=UserSampling(n_users=3))
+    samples, assets = BENCHMARK.build_samples(cfg, data), BENCHMARK.assets(cfg, data)
+
+    def flat(users: list[str], candidates: list[list[str]]) -> list[Ranked]:
+        out = []
+        for c in candidates:
+            r = Ranked(c)
+            r.scores = (0.0,) * len(c)
+            out.append(r)
+        return out
+
+    rows = BENCHMARK.ranking_baselines(cfg, samples, assets).rows(flat)
+    assert all(r["tied"] is True for r in rows)
+    m = BENCHMARK.aggregate(cfg, rows, assets)
+    assert m["n_tied"] == 3 and m["tied_share"] == 1.0

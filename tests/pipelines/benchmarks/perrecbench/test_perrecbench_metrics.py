@@ -64,6 +64,9 @@ def expected_metrics() -> dict:
         "ptc_pair": 1 / 3, "ptc_rank_pair": -1.0, "exact_match_pair": 0.0, "missed_pair": 0,
         "ptc_list": T, "ptc_rank_list": 1 / 3, "exact_match_list": 0.0, "missed_list": 1,
         "mae": 5 / 4, "rmse": math.sqrt(7 / 4),
+        # g5's list names user 1 twice: the one usable line whose prediction has ties
+        "n_tied": 1, "tied_share": 1 / 3, "n_tied_point": 0, "tied_share_point": 0.0, "n_tied_pair": 0,
+        "tied_share_pair": 0.0, "n_tied_list": 1, "tied_share_list": 1.0,
     }
 
 
@@ -96,9 +99,10 @@ def test_score_cli_writes_the_metrics_file(tmp_path):
 
 def test_only_present_modes_and_no_rating_metrics_without_ratings():
     got = score_predictions([dict(LINES[2]), dict(LINES[3])])
-    assert set(got) == {"ptc", "ptc_rank", "exact_match", "missed", "ptc_pair", "ptc_rank_pair",
-                        "exact_match_pair", "missed_pair", "ptc_list", "ptc_rank_list", "exact_match_list",
-                        "missed_list"}
+    assert set(got) == {"ptc", "ptc_rank", "exact_match", "missed", "n_tied", "tied_share", "ptc_pair",
+                        "ptc_rank_pair", "exact_match_pair", "missed_pair", "n_tied_pair", "tied_share_pair",
+                        "ptc_list", "ptc_rank_list", "exact_match_list", "missed_list", "n_tied_list",
+                        "tied_share_list"}
     assert got["ptc_list"] is None and got["missed_list"] == 1  # no usable list line: undefined, not 0
 
 

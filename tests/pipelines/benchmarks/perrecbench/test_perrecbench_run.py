@@ -42,7 +42,7 @@ def test_movielens_perrecbench_end_to_end(tmp_path, local_ray):
     m = out.metrics
     assert m["n_samples"] == 2 * 2 * 3 and m["failed"] == 0  # levels x groups x modes
     for key in ("ptc", "ptc_rank", "exact_match", "missed", "ptc_point", "ptc_pair", "ptc_list", "mae",
-                "mae_user_avg", "mae_item_avg", "ptc.avg"):
+                "mae_user_avg", "mae_item_avg", "ptc.avg", "n_tied", "tied_share"):
         assert key in m, sorted(m)
     # the easy groups' list answer [2, 1, 3] has 3 entries for 2 users: the reference's check_format rejects it
     assert m["missed.easy.list"] == 2
@@ -51,6 +51,7 @@ def test_movielens_perrecbench_end_to_end(tmp_path, local_ray):
 
     scored = score_file("perrecbench", out.files["predictions"])["metrics"]
     assert scored["ptc"] == pytest.approx(m["ptc"]) and scored["missed"] == m["missed"]
+    assert scored["n_tied"] == m["n_tied"]  # pair lines carry their tied pairs into the file
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlruns.db")
     run = mlflow.get_run(out.mlflow_run_id)
     protocol = json.loads(run.data.tags["protocol"])
