@@ -81,7 +81,7 @@ def _value(run, metric: str) -> str:
         return ""
     if tracking.is_count(metric):
         return f"{m[metric]:.0f}"
-    from llmrec.pipelines.common.stats import CI_CLUSTERS, few_mark
+    from llmrec.small_samples import CI_CLUSTERS, few_mark
 
     lo, hi = m.get(f"{metric}_ci_low"), m.get(f"{metric}_ci_high")
     if lo is None or hi is None:
@@ -132,7 +132,7 @@ def runs_table(uri: str | None, experiment: str | None, metrics: list[str], limi
                width: int | None = None) -> Table:
     """The runs as a table: one line each, fitted to ``width`` (default: the terminal's) by cutting names;
     ``wide``: every column."""
-    from llmrec.pipelines.common.stats import MIN_CLUSTERS
+    from llmrec.small_samples import MIN_CLUSTERS
 
     runs, names = _search(uri, experiment, limit)
     cols = _checked(runs, metrics) if metrics else []

@@ -3,32 +3,10 @@ on too few independent units to say much (``MIN_CLUSTERS``, marked ``FEW`` by ev
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-
-MIN_CLUSTERS = 10  # a CI, p-value or kappa from fewer clusters than this is marked FEW wherever it is shown
-FEW = "†"
-FEW_LEGEND = (f"{FEW}: from fewer than {MIN_CLUSTERS} clusters (independent units: users, preferences, items, or "
-              "samples where each is its own), too few for the CI / p-value / κ to say much")
-CI_CLUSTERS = "_ci_clusters"  # metrics.json: ``<metric>_ci_clusters`` = the units its CI resampled
-CHANCE = "_chance"  # metrics.json: ``<metric>_chance`` = the metric's value under uniform random guessing
-
-
-def few_clusters(n) -> bool:
-    """True when ``n`` (a cluster count) is known and below ``MIN_CLUSTERS``."""
-    try:
-        n = float(n)
-    except (TypeError, ValueError):
-        return False
-    return math.isfinite(n) and n < MIN_CLUSTERS
-
-
-def few_mark(n) -> str:
-    """``FEW`` when ``n`` clusters are too few (``few_clusters``), else ``""``."""
-    return FEW if few_clusters(n) else ""
-
+# the one rule for too few clusters, and the metric-key suffixes it reads (a core module: `llmrec runs` shows them too)
+from llmrec.small_samples import CHANCE, CI_CLUSTERS, FEW, FEW_LEGEND, MIN_CLUSTERS, few_clusters, few_mark  # noqa: F401
 
 BOOTSTRAP_CELLS = 4_000_000  # resampled values held at once (float64 values + int64 indices: about 64 MB)
 

@@ -11,7 +11,7 @@ Every cell carries its n (the metric's units: the benchmark's per-unit outcomes,
 95% CI: the benchmark's own where its metrics hold one, else a cluster bootstrap over the per-unit outcomes,
 clustered as the benchmark clusters them (e.g. by user). A cell with n < ``MIN_N`` is marked ``SMALL``: too few
 units to rank by; so is one from fewer than ``stats.MIN_CLUSTERS`` clusters. A metric with a chance level
-(``<metric>_chance`` in metrics.json, e.g. an MCQ accuracy) shows it beside the value. Benchmarks are looked up
+(``<metric>_chance`` in the run's metrics, e.g. an MCQ accuracy) shows it beside the value. Benchmarks are looked up
 among the installed ones only: reading results imports nothing.
 """
 
