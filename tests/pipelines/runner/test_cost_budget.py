@@ -192,12 +192,14 @@ def test_budget_stops_cleanly_and_a_larger_budget_resumes(tmp_path, local_ray):
     said = [line for line in res.output.splitlines() if "budget reached" in line]
     stored = len(store.finished_ids())
     assert 3 <= stored <= 4 and not RunDir(run_dir).has_metrics()
-    assert len(said) == 1 and f"tokens {5 * stored} of 12" in said[0], res.output
-    assert f"{stored} of 8 samples stored, {8 - stored} not run" in said[0]
     # the rest never started: the request cache saw at most the block in flight when the loop stopped
     with sqlite3.connect(tmp_path / "runs" / "request_cache.sqlite") as db:
         asked = db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
-    assert stored <= asked <= stored + 2
+        abandoned = db.execute("SELECT COUNT(*) FROM unsettled").fetchone()[0]  # answered, never stored
+    assert stored <= asked <= stored + 2 and abandoned == asked - stored
+    # what the engine processed: the stored samples and the answered calls of the abandoned batch
+    assert len(said) == 1 and f"tokens {5 * asked} of 12" in said[0], res.output
+    assert f"{stored} of 8 samples stored, {8 - stored} not run" in said[0]
     # every actor of the run is gone (Ray Data's pool, the cache service): their CPUs are free again
     total, deadline = ray.cluster_resources()["CPU"], time.monotonic() + 30
     while ray.available_resources().get("CPU", 0.0) < total and time.monotonic() < deadline:
