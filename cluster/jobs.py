@@ -29,9 +29,10 @@ import time
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from typing import Callable
 
 from llmrec import settings, tracking
-from llmrec.errors import ConfigError
+from llmrec.errors import ConfigError, RunFailed
 from llmrec.rundir import RunDir
 from llmrec.cluster.resolve import dump, env_names_in, resolve_for_cluster, resolve_suite_for_cluster
 
@@ -162,3 +163,39 @@ def build_job(config: str | Path, stage_dir: Path, overrides: list[str] | None =
             "llmrec.output_dir": str(raw["output"]["dir"]), "llmrec.tracking_uri": str(raw["tracking"]["uri"]),
             "llmrec.git_commit": git_commit(), "llmrec.code": code, "llmrec.require_env": ",".join(names)}
     return JobSpec(submission_id(raw), entry, runtime_env, meta)
+
+
+# What Ray's Jobs API answers while the head's job agent (the dashboard agent, which runs a job's driver) is not up:
+# the dashboard itself answers before it, for about half a minute after `ray start --head`
+AGENT_NOT_READY = "No available agent to submit job"
+AGENT_WAIT_S = 60.0
+
+
+def submit_when_ready(c, spec: JobSpec, wait_s: float = AGENT_WAIT_S, say: Callable[[str], None] = print,
+                      clock: Callable[[], float] | None = None, sleep: Callable[[float], None] | None = None,
+                      poll_s: float = 2.0) -> str:
+    """``c.submit_job`` for ``spec``; while the head answers that it has no job agent yet (a head just started),
+    ask again for up to ``wait_s`` seconds, saying so once (``say``). Any other refusal is raised as it is
+    (RuntimeError, the Jobs client's). Returns the submission id. Raises ``RunFailed`` naming what to check when the
+    agent is not up in time. Asking again is safe: a refused submission created no job, so its id is still free."""
+    clock, sleep = clock or time.monotonic, sleep or time.sleep
+    t0, said = clock(), False
+    while True:
+        try:
+            return c.submit_job(**spec.submit_kwargs())
+        except RuntimeError as e:
+            if AGENT_NOT_READY not in str(e):
+                raise
+            waited = clock() - t0
+            if waited >= wait_s:
+                raise RunFailed(
+                    f"the cluster's head has no job agent after {waited:.0f} s (Ray's dashboard agent on the head runs "
+                    "submitted jobs; it answered: no available agent to submit job). A head just started needs up "
+                    "to a minute: re-run `llmrec submit` (--agent-wait <seconds> to wait longer). If it keeps "
+                    "failing, the agent did not start: check `ray status` on the head and dashboard_agent.log in "
+                    "its session's logs folder (/tmp/ray/session_latest/logs by default, or under --temp-dir)") \
+                    from None
+            if not said:
+                say(f"waiting for the head's job agent (Ray's dashboard agent) to come up, up to {wait_s:.0f} s ...")
+                said = True
+            sleep(min(poll_s, max(0.0, wait_s - waited)))

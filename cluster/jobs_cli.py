@@ -121,6 +121,9 @@ def submit(
     wait: bool = typer.Option(False, "--wait", help="Block until the job ends; exit 0 only if it SUCCEEDED."),
     follow: bool = typer.Option(False, "--follow", help="Stream the job's log until it ends (implies --wait)."),
     dry_run: bool = typer.Option(False, "--dry-run", help=DRY_HELP),
+    agent_wait: float = typer.Option(60.0, "--agent-wait", min=0,
+                                     help="Seconds to wait for the head's job agent when the cluster has none up yet "
+                                          "(a head just started)."),
 ) -> None:
     """Submit a run to a Ray cluster as a Ray Job (see docs/cluster.md).
 
@@ -134,7 +137,7 @@ def submit(
     Example: llmrec submit configs/prefeval_mcq_demo.yaml --address http://127.0.0.1:8265
     --set tracking.uri=http://127.0.0.1:5000 --follow
     """
-    from llmrec.cluster.jobs import RESOLVED, build_job
+    from llmrec.cluster.jobs import RESOLVED, build_job, submit_when_ready
 
     with tempfile.TemporaryDirectory(prefix="llmrec-submit-") as tmp:
         spec = build_job(config, Path(tmp), set_, env, code=code, deps=deps)
@@ -144,7 +147,8 @@ def submit(
             return
         c = client(address)
         with _job_errors(spec.submission_id):
-            job_id = c.submit_job(**spec.submit_kwargs())  # uploads the staged files before returning
+            # uploads the staged files before returning; waits (bounded) for the job agent of a head just started
+            job_id = submit_when_ready(c, spec, agent_wait, say=lambda m: err.print(m, markup=False, highlight=False))
     console.print(f"submitted [bold]{job_id}[/]  (results: {escape(spec.metadata['llmrec.output_dir'])}, "
                   f"MLflow: {spec.metadata['llmrec.tracking_uri']})")
     console.print(f"watch: llmrec jobs logs {job_id} --follow    stop: llmrec jobs stop {job_id}")

@@ -6,6 +6,10 @@ stranger on the network could not pass, so they are not on the network at all (R
 interface). No dashboard is started. To open a local instance on purpose (e.g. to let another machine join
 it), set ``$LLMREC_RAY_HOST`` to this machine's address; see docs/cluster.md, "What listens where".
 
+A local instance ends with the process that started it, however that process ends: its processes carry a mark
+(``OWNER_ENV``) and a watchdog process kills what is left of them a few seconds after the driver is gone
+(``_start_watchdog``); the next local start reaps what a killed watchdog left (``reap_local_sessions``).
+
 Below every layer that drives Ray (the runner, tuning, SFT), so each of them may import it; Ray itself
 is imported only when called.
 """
@@ -40,6 +44,14 @@ _FILTER = ("import sys\nout = sys.stdout.buffer\ndrop = [a.encode() for a in sys
 _quiet = {"wanted": False, "done": False}
 RAY_CLUSTER_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # Ray's switch: "0" keeps a node on the loopback address
 LOCAL_SESSIONS_DIR = "ray-local"  # under the per-user cache: one record per local Ray instance llmrec started
+# The mark of a local instance's processes: set in the environment its GCS and raylet start with, so that every
+# worker the raylet starts later (engine actors, Ray Data's map actors) inherits it, whoever its parent is by then
+OWNER_ENV = "LLMREC_RAY_OWNER"
+WATCHDOG_GRACE_S = 5.0  # after its driver ended, how long a local instance's processes get to end on their own
+# the watchdog: waits for end of file on its stdin (the driver holds the only writer, so it comes however the driver
+# ends: a return, an exception, SIGTERM, kill -9), then ends what is left of the instance (:func:`end_instance`)
+_WATCHDOG = ("import sys\nsys.stdin.buffer.read()\nfrom llmrec.ray_start import end_instance\n"
+             "end_instance(sys.argv[1], sys.argv[2])\n")
 
 
 def quiet_false_alarms() -> None:
@@ -79,6 +91,12 @@ def _filter_native_stderr(drop: tuple[str, ...]) -> None:
 # statistics and task events (what the dashboard, `ray list tasks` and `ray timeline` read). On 2 cores, beside two
 # engine actors, they took about 1.5 of the 10 CPU-seconds Ray's processes used in a 2-minute run (docs/measurements.md)
 QUIET_RAY_CONFIG = {"enable_metrics_collection": False, "event_stats": False, "task_events_report_interval_ms": 0}
+# Ray's notice, printed on the driver's console as a "(raylet)" line, that a task failed and will be retried. A run
+# whose output is its progress bar (worker_logs=False) ends its map actors with tasks in flight when its budget stops
+# it (Ray Data kills the pool when the loop leaves it), and each prints "Task MapWorker(...) failed ... killed by
+# `ray.kill`"; an engine actor that Ray restarts retries its batch and the run says what it redid. Read by the
+# driver's core worker from its environment (set before ray.init) and by the processes of a local instance.
+RETRY_NOTICE_ENV = "RAY_enable_output_error_log_if_still_retry"
 
 
 def start_ray(address: str | None = None, num_cpus: int | None = None, worker_niceness: int | None = None,
@@ -104,6 +122,7 @@ def start_ray(address: str | None = None, num_cpus: int | None = None, worker_ni
         kwargs["configure_logging"] = False
     else:
         kwargs.update(log_to_driver=False, logging_level=logging.WARNING)
+        os.environ.setdefault(RETRY_NOTICE_ENV, "0")
     if local:  # this process starts its raylet, so these apply
         kwargs["include_dashboard"] = False
         kwargs["_node_ip_address"] = listen_address()
@@ -115,16 +134,20 @@ def start_ray(address: str | None = None, num_cpus: int | None = None, worker_ni
         if system:
             kwargs["_system_config"] = system
         reap_local_sessions()
+        mark = f"{os.getpid()}-{os.urandom(4).hex()}"
+        os.environ[OWNER_ENV] = mark  # for the processes ray.init starts, not for those this process starts later
     else:
         check_reachable(address)
     try:
         ray.init(**kwargs)
     except Exception as e:  # noqa: BLE001 - whatever Ray raises: one line that says what to do, Ray's chained
         raise _start_failed(e, address, local) from e
+    finally:
+        os.environ.pop(OWNER_ENV, None)
     if local:
         if not worker_logs:
             _stop_log_monitor()
-        record_local_session()
+        _start_watchdog(mark, record_local_session(mark))
     log.info("Ray ready: %s", ray.cluster_resources())
     return True
 
@@ -258,25 +281,105 @@ def _alive(stamp: list):
         return None
 
 
-def record_local_session() -> None:
-    """Write down the local Ray instance this process just started: its own stamp and those of every process
-    below it (GCS, raylet, the raylet's dashboard and runtime-env agents, ...). A normal exit removes the
-    record (``ray.shutdown`` stops them); after a kill -9 the next start finds it (:func:`reap_local_sessions`)."""
+def record_local_session(mark: str | None = None) -> dict:
+    """Write down the local Ray instance this process just started: its own stamp, those of every process
+    below it (GCS, raylet, the raylet's dashboard and runtime-env agents, ...) and the ``mark`` its processes
+    carry (:data:`OWNER_ENV`; the workers the raylet starts later too). A normal exit removes the record
+    (``ray.shutdown`` stops them); after a kill -9 the next start finds it (:func:`reap_local_sessions`).
+    Returns the record."""
     import psutil
 
     me = psutil.Process()
-    record = {"driver": _stamps([me])[0], "processes": _stamps(me.children(recursive=True))}
+    record = {"driver": _stamps([me])[0], "processes": _stamps(me.children(recursive=True)), "mark": mark}
     path = _sessions_dir() / f"{me.pid}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record))
     atexit.register(path.unlink, missing_ok=True)
+    return record
+
+
+def _start_watchdog(mark: str, record: dict) -> None:
+    """A small process that outlives this one by a few seconds: once this process has ended, however it ended, it
+    ends every process of the local instance still running (:func:`end_instance`). Ray ends its GCS and raylet
+    with their driver, but a worker busy in native code (an engine's generation, a killed batch's threads) was seen
+    still running an hour later with no raylet left. Its own session: a Ctrl-C or a signal to this process's group
+    does not reach it. The pipe's writing end is this process's only: Ray's processes do not inherit it."""
+    read, write = os.pipe()
+    try:
+        subprocess.Popen([sys.executable, "-P", "-c", _WATCHDOG, mark, json.dumps(record["processes"])], stdin=read,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True,
+                         start_new_session=True)
+    except OSError as e:  # no process to spare: the next start still reaps what a killed run left
+        log.debug("no watchdog for the local Ray instance: %s", e)
+        os.close(write)
+    else:
+        _watchdog_pipes.append(write)  # open until this process ends
+    finally:
+        os.close(read)
+
+
+_watchdog_pipes: list[int] = []
+
+
+def _marked(mark: str) -> list:
+    """This user's processes that carry ``mark`` in the environment they started with (:data:`OWNER_ENV`)."""
+    import psutil
+
+    needle, out = f"{OWNER_ENV}={mark}".encode(), []
+    for proc in psutil.process_iter():
+        if proc.pid == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{proc.pid}/environ", "rb") as fh:
+                if needle in fh.read().split(b"\0"):
+                    out.append(proc)
+        except OSError:  # another user's, or ended meanwhile
+            continue
+    return out
+
+
+def instance_processes(mark: str | None, stamps: list) -> list:
+    """The processes of a local instance still running: the recorded ones (``stamps``) and those carrying its
+    ``mark`` (not a zombie)."""
+    import psutil
+
+    found = {p.pid: p for p in (_alive(s) for s in stamps) if p is not None}
+    for proc in _marked(mark) if mark else []:
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                found.setdefault(proc.pid, proc)
+        except psutil.Error:
+            continue
+    return list(found.values())
+
+
+def end_instance(mark: str, stamps: str, grace_s: float = WATCHDOG_GRACE_S) -> list[int]:
+    """After a driver ended: give its local instance's processes ``grace_s`` seconds to end on their own (a normal
+    ``ray.shutdown`` ends them), then kill those left (SIGKILL: Ray's agents ignore SIGTERM). Returns their pids."""
+    import time
+
+    import psutil
+
+    deadline, recorded = time.monotonic() + grace_s, json.loads(stamps)
+    while (left := instance_processes(mark, recorded)) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    killed = []
+    for proc in left:
+        try:
+            proc.kill()
+            killed.append(proc.pid)
+        except psutil.Error:
+            continue
+    return killed
 
 
 def reap_local_sessions() -> list[int]:
     """Before starting a local Ray instance: stop what is left of the instances earlier llmrec processes
-    started and did not stop because they were killed (kill -9, OOM). After its driver dies, Ray ends its
-    GCS and raylet, but the raylet's DashboardAgent and RuntimeEnvAgent linger for a minute or more and ignore
-    SIGTERM meanwhile, so the recorded processes that still run are killed. Records of a driver that still
+    started and did not stop because they were killed (kill -9, OOM) and whose watchdog did not end them
+    (:func:`_start_watchdog`). After its driver dies, Ray ends its GCS and raylet, but the raylet's DashboardAgent
+    and RuntimeEnvAgent linger for a minute or more and ignore SIGTERM meanwhile, and a worker busy in native code
+    may run on with no raylet, so the recorded processes and those carrying the instance's mark that still run are
+    killed. Records of a driver that still
     runs are left alone, and so is every process llmrec did not record (a cluster it joined, another
     user's instance). Returns the pids killed."""
     import psutil
@@ -289,12 +392,10 @@ def reap_local_sessions() -> list[int]:
             continue  # being written, or not ours to read
         if _alive(record["driver"]) is not None:
             continue
-        for stamp in record["processes"]:
-            proc = _alive(stamp)
+        for proc in instance_processes(record.get("mark"), record["processes"]):
             try:
-                if proc is not None:
-                    proc.kill()
-                    killed.append(proc.pid)
+                proc.kill()
+                killed.append(proc.pid)
             except psutil.Error:  # ended meanwhile, or not ours to stop
                 continue
         path.unlink(missing_ok=True)

@@ -14,6 +14,13 @@ a hit whose prompt would not fit the asking engine's context (the hit's prompt t
 ``context_limit``) is not taken: the request goes to the engine, which answers ``over_context`` as it would
 without the cache. Each entry records the run that wrote it (``run``, the run directory); a hit written for
 another run is marked on its result (``computed_for``), so a run can say how many answers it did not compute.
+
+Work not yet in a stored record. A run's engine actors tell the cache whose work a fresh answer is (``Work``: the
+run, the invocation, the role); it stays in the run's *unsettled* work until the driver has stored the record that
+holds it (``settle``). A batch that was running when its run stopped (a budget, a crash) never reaches the store, so
+its answers stay unsettled: the run's cost ledger counts them (``unsettled``), and when a later invocation of the
+same run asks the same request, the answer is handed over as that run's own engine call (``claim``), not as a free
+cache hit, so the work is counted once, as in a run made in one go.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import hashlib
 import json
 import sqlite3
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from llmrec.serving.engine import run_facts
@@ -36,6 +44,15 @@ def cache_key(identity: dict, request: Request) -> str:
 
 def cacheable(request: Request) -> bool:
     return request.sampling.temperature == 0 or request.sampling.seed is not None
+
+
+@dataclass(frozen=True)
+class Work:
+    """Whose engine calls an engine actor makes: a run (its directory's URI), one invocation of it, a role."""
+
+    run: str
+    invocation: str
+    role: str
 
 
 UNRECORDED = "(not recorded)"  # the writer of an entry stored before the cache recorded its runs
@@ -59,13 +76,16 @@ class RequestCache:
             except sqlite3.OperationalError as e:  # another process added it first
                 if "duplicate column" not in str(e):
                     raise
+        # a run's engine work whose record is not stored yet (see the module docstring)
+        self._conn.execute("CREATE TABLE IF NOT EXISTS unsettled (run TEXT NOT NULL, key TEXT NOT NULL, "
+                           "invocation TEXT NOT NULL, role TEXT NOT NULL, PRIMARY KEY (run, key))")
         self._conn.commit()
 
     def get(self, key: str) -> Result | None:
         return self.get_many([key]).get(key)
 
-    def put(self, key: str, result: Result, run: str | None = None) -> None:
-        self.put_many({key: result}, run)
+    def put(self, key: str, result: Result, by: "str | Work | None" = None) -> None:
+        self.put_many({key: result}, by)
 
     def get_many(self, keys: list[str]) -> dict[str, Result]:
         """The stored answers, each with ``computed_for`` = the run that wrote it (``UNRECORDED``: not said)."""
@@ -79,10 +99,50 @@ class RequestCache:
                     out[k] = Result.model_validate_json(v).model_copy(update={"computed_for": run or UNRECORDED})
         return out
 
-    def put_many(self, items: dict[str, Result], run: str | None = None) -> None:
-        """Store answers, recording ``run`` (the run they were computed for) as their writer."""
+    def put_many(self, items: dict[str, Result], by: "str | Work | None" = None) -> None:
+        """Store fresh answers, recording the run they were computed for (``by``: the run, or its ``Work``) as their
+        writer; with a ``Work``, they are also that run's unsettled work until ``settle``."""
+        run = by.run if isinstance(by, Work) else by
         with self._lock:
             self._conn.executemany(_INSERT, [(k, _stored(r), run) for k, r in items.items()])
+            if isinstance(by, Work):
+                self._conn.executemany("INSERT OR REPLACE INTO unsettled VALUES (?, ?, ?, ?)",
+                                       [(by.run, k, by.invocation, by.role) for k in items])
+            self._conn.commit()
+
+    def claim(self, keys: list[str], work: Work) -> set[str]:
+        """Of ``keys``, those that are ``work.run``'s unsettled work from another invocation (a batch that never
+        reached the store): they become this invocation's, once (a second claim in the same invocation gets none)."""
+        out: set[str] = set()
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i: i + 500]
+                marks = ",".join("?" * len(chunk))
+                out.update(k for (k,) in self._conn.execute(
+                    f"SELECT key FROM unsettled WHERE run=? AND invocation<>? AND key IN ({marks})",
+                    [work.run, work.invocation, *chunk]))
+            self._conn.executemany("UPDATE unsettled SET invocation=? WHERE run=? AND key=?",
+                                   [(work.invocation, work.run, k) for k in out])
+            self._conn.commit()
+        return out
+
+    def settle(self, run: str, keys: list[str]) -> None:
+        """The records holding these answers of ``run`` are stored: they are no longer unsettled."""
+        with self._lock:
+            self._conn.executemany("DELETE FROM unsettled WHERE run=? AND key=?", [(run, k) for k in keys])
+            self._conn.commit()
+
+    def unsettled(self, run: str) -> list[tuple[str, Result]]:
+        """(role, answer) of each engine call of ``run`` that no stored record holds."""
+        with self._lock:
+            rows = self._conn.execute("SELECT u.role, r.result FROM unsettled u JOIN responses r ON r.key = u.key "
+                                      "WHERE u.run=? ORDER BY u.key", (run,)).fetchall()
+        return [(role, Result.model_validate_json(v)) for role, v in rows]
+
+    def drop_unsettled(self, run: str) -> None:
+        """Forget ``run``'s unsettled work (a fresh start: its ledger starts afresh with its results)."""
+        with self._lock:
+            self._conn.execute("DELETE FROM unsettled WHERE run=?", (run,))
             self._conn.commit()
 
     def __len__(self) -> int:
@@ -105,15 +165,26 @@ _UNKNOWN = object()
 
 
 class CachedEngine:
-    """Wraps any engine; counts hits and misses. ``run``: the run asking (its directory), recorded as the writer of
-    the entries it stores; a hit written by another run carries that run in ``computed_for``."""
+    """Wraps any engine; counts hits and misses. ``by``: the run asking (its directory), or its ``Work`` (the run,
+    this invocation, the role), recorded as the writer of the entries it stores; a hit written by another run
+    carries that run in ``computed_for``. With a ``Work``, fresh answers are that run's unsettled work, and an
+    answer the same run's earlier invocation computed but never stored is handed over as an engine call
+    (``from_cache`` False, its own tokens and latency) rather than a cache hit; ``take_worked`` gives the keys of
+    both since it was last called (the driver settles them once stored)."""
 
-    def __init__(self, engine, cache: RequestCache, run: str | None = None):
-        self.engine, self.cache, self.run = engine, cache, run
+    def __init__(self, engine, cache: RequestCache, by: "str | Work | None" = None):
+        self.engine, self.cache = engine, cache
+        self.work = by if isinstance(by, Work) else None
+        self.run = by.run if isinstance(by, Work) else by
         self.config = engine.config
         self.hits = self.misses = 0
         self._identity = None
         self._limit = _UNKNOWN
+        self._worked: set[str] = set()
+
+    def take_worked(self) -> list[str]:
+        out, self._worked = sorted(self._worked), set()
+        return out
 
     def start(self) -> None:
         self.engine.start()
@@ -150,11 +221,17 @@ class CachedEngine:
     def generate(self, requests: list[Request]) -> list[Result]:
         keys = {i: cache_key(self.identity(), r) for i, r in enumerate(requests) if cacheable(r)}
         found = self.cache.get_many(sorted(set(keys.values())))  # one round trip per batch
+        mine = self.cache.claim(sorted(found), self.work) if self.work is not None and found else set()
+        self._worked.update(mine)
         out: list[Result | None] = [None] * len(requests)
         todo = []
         for i, req in enumerate(requests):
             hit = found.get(keys[i]) if i in keys else None
-            if hit is not None and self._fits(hit, req):
+            if hit is not None and keys[i] in mine:  # this run's own unstored work: its engine call, counted once
+                mine.discard(keys[i])
+                self.misses += 1
+                out[i] = hit.model_copy(update={"request_id": req.request_id, "computed_for": None})
+            elif hit is not None and self._fits(hit, req):
                 self.hits += 1
                 out[i] = self._from_cache(hit, req)
             else:  # a miss, or an answer this engine could not have given: the engine decides (over_context)
@@ -174,7 +251,11 @@ class CachedEngine:
             fresh = self.engine.generate([requests[i] for i in unique])
             for i, res in zip(unique, fresh):
                 out[i] = res
-            self.cache.put_many({keys[i]: out[i] for i in unique if i in keys and out[i].ok}, self.run)
+            fresh_ok = {keys[i]: out[i] for i in unique if i in keys and out[i].ok}
+            if fresh_ok:
+                self.cache.put_many(fresh_ok, self.work if self.work is not None else self.run)
+                if self.work is not None:
+                    self._worked.update(fresh_ok)
         for i in todo:
             if out[i] is None:  # the same request as an earlier one of this batch: this run's own call
                 self.hits += 1

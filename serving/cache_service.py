@@ -19,7 +19,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from llmrec.errors import DataError, wrapped_llmrec_error
-from llmrec.serving.cache import NOT_STORED, RequestCache
+from llmrec.serving.cache import NOT_STORED, RequestCache, Work
 from llmrec.types import Result
 
 
@@ -51,10 +51,14 @@ class RequestCacheService:
         with cache_errors(self.path, "read"):
             return {k: r.model_dump_json() for k, r in self.cache.get_many(keys).items()}
 
-    def put_many(self, items: dict[str, str], run: str | None = None) -> int:
+    def put_many(self, items: dict[str, str], by: "str | Work | None" = None) -> int:
         with cache_errors(self.path, "write"):
-            self.cache.put_many({k: Result.model_validate_json(v) for k, v in items.items()}, run)
+            self.cache.put_many({k: Result.model_validate_json(v) for k, v in items.items()}, by)
         return len(items)
+
+    def claim(self, keys: list[str], work: Work) -> set[str]:
+        with cache_errors(self.path, "write"):
+            return self.cache.claim(keys, work)
 
     def size(self) -> int:
         with cache_errors(self.path, "read"):
@@ -73,11 +77,14 @@ class RemoteRequestCache:
         found = ray.get(self.handle.get_many.remote(keys))
         return {k: Result.model_validate_json(v) for k, v in found.items()}
 
-    def put_many(self, items: dict[str, Result], run: str | None = None) -> None:
+    def put_many(self, items: dict[str, Result], by: "str | Work | None" = None) -> None:
         if items:
             # the rendered prompt is not cached: it does not cross to the service either
             ray.get(self.handle.put_many.remote({k: r.model_dump_json(exclude=NOT_STORED) for k, r in items.items()},
-                                                run))
+                                                by))
+
+    def claim(self, keys: list[str], work: Work) -> set[str]:
+        return ray.get(self.handle.claim.remote(keys, work)) if keys else set()
 
     def __len__(self) -> int:
         return ray.get(self.handle.size.remote())

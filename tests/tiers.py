@@ -32,20 +32,25 @@ import pytest
 TIERS = ("integration", "model", "cluster", "browser", "vllm_cpu")
 
 
-def tier_of(keywords) -> str:
-    """The tier of a test from its markers (an item's or a report's keywords)."""
+def tier_of(markers) -> str:
+    """The tier of a test from the names of its markers."""
     for tier in ("vllm_cpu", "browser", "cluster", "model", "integration"):
-        if tier in keywords:
+        if tier in markers:
             return tier
-    return "integration" if "slow" in keywords else "unit"
+    return "integration" if "slow" in markers else "unit"
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: a test that names only its tier is `slow` by then
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if "local_ray" in getattr(item, "fixturenames", ()) and not any(item.get_closest_marker(t) for t in TIERS):
             item.add_marker(pytest.mark.integration)  # the shared local Ray (tests/conftest.py) is the integration tier's
-        if any(item.get_closest_marker(t) for t in TIERS) and not item.get_closest_marker("slow"):
+        named = [t for t in TIERS if item.get_closest_marker(t)]
+        if named and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.slow)
+        # markers only (a report's keywords also hold the names of its folders and module: tests/cluster/...)
+        item.user_properties.append(("tier", tier_of(named + (["slow"] if item.get_closest_marker("slow") else []))))
+        item.user_properties.append(("tier_named", bool(named)))
 
 
 def budget_s() -> float:
@@ -63,9 +68,10 @@ class TierTimes:
         self.started = time.monotonic()
 
     def pytest_runtest_logreport(self, report):
+        props = dict(report.user_properties)
         self.seconds[report.nodeid] += report.duration
-        self.tier[report.nodeid] = tier_of(report.keywords)
-        self.named[report.nodeid] = any(t in report.keywords for t in TIERS)
+        self.tier[report.nodeid] = props.get("tier", "unit")
+        self.named[report.nodeid] = bool(props.get("tier_named"))
 
     def over_budget(self) -> list[tuple[str, float]]:
         limit = budget_s()

@@ -46,18 +46,21 @@ def check_budget_prices(budget: BudgetConfig | None, prices: Prices | None) -> s
 class Budget:
     """What a run has spent against its limits. ``spent``: the run's usage before this invocation (stored
     records and earlier reservations); ``reservations``: role → (CPUs, GPUs) this invocation holds, counted
-    from the budget's creation (just before the engines are placed) on."""
+    from the budget's creation (just before the engines are placed) on; ``unsettled``: role → the engine work no
+    stored record holds yet, read when asked (a batch abandoned earlier, the batches running now)."""
 
     def __init__(self, cfg: BudgetConfig, prices: Prices | None, roles: dict[str, str], spent: dict[str, Usage],
-                 reservations: dict[str, tuple[float, float]], clock: Callable[[], float] = time.monotonic):
+                 reservations: dict[str, tuple[float, float]], clock: Callable[[], float] = time.monotonic,
+                 unsettled: Callable[[], dict[str, Usage]] | None = None):
         self.cfg, self.prices, self._roles = cfg, prices, roles
         self._spent = merged(spent)
         self._reservations, self._clock, self._t0 = reservations, clock, clock()
+        self._unsettled = unsettled or dict
         self.stopped = False  # set once ``charge`` said to stop
 
     def usage(self) -> dict[str, Usage]:
         """role → the run's usage so far, this invocation's held resources up to now included."""
-        return merged(self._spent, reserved_usage(self._reservations, self._clock() - self._t0))
+        return merged(self._spent, reserved_usage(self._reservations, self._clock() - self._t0), self._unsettled())
 
     def reached(self) -> str | None:
         """Which limit is reached, as ``usd 0.0123 of 0.01``; None while none is."""
@@ -73,7 +76,8 @@ class Budget:
         return None
 
     def charge(self, samples: list[dict]) -> bool:
-        """Add a written batch's records; True when the run must stop (a limit is reached)."""
+        """Add a written batch's records (their work settled: no longer unsettled); True when the run must stop (a
+        limit is reached)."""
         self._spent = merged(self._spent, record_usage(samples, self._roles))
         self.stopped = self.stopped or self.reached() is not None
         return self.stopped

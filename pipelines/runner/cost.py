@@ -3,7 +3,9 @@
 Computed from the run's stored records (every record in every result shard: a failed attempt retried later
 cost what it cost), so a resumed run counts the whole run, not only the work of its last invocation. What a
 record cannot say, the CPUs and GPUs each invocation held while its engines were up, is kept per invocation in
-the run directory (``RunDir.COST_LEDGER``) and summed. Keys (``cost/`` then an optional role, see docs/cost.md):
+the run directory (``RunDir.COST_LEDGER``) and summed. Engine work no stored record holds (a batch that was running
+when a budget stopped the run) is the request cache's *unsettled* work of the run (``serving.cache``), counted
+until a later invocation stores it as the run's own call: every call an engine served counts once. Keys (``cost/`` then an optional role, see docs/cost.md):
 
 - ``requests``, ``requests_from_cache``: engine calls an engine served / the request cache answered;
   ``requests_from_other_runs``: of those the cache answered, the ones whose answer was computed for another run
@@ -134,6 +136,19 @@ def answer_sources(records: Iterable[dict]) -> dict[str, int]:
     return out
 
 
+def call_usage(calls: Iterable[tuple[str, object]]) -> dict[str, Usage]:
+    """role → the counts of engine calls given as (role, ``Result``): the run's unsettled work (``serving.cache``)."""
+    out: dict[str, Usage] = {}
+    for role, res in calls:
+        u = out.setdefault(role, Usage())
+        u.requests += 1
+        u.engine_seconds += float(res.latency_s or 0.0)
+        u.prompt_tokens += int(res.prompt_tokens or 0)
+        u.cached_tokens += int(res.cached_prompt_tokens or 0)
+        u.completion_tokens += int(res.completion_tokens or 0)
+    return out
+
+
 def stored_records(store) -> list[dict]:
     """Every record of every shard of a ``ResultStore`` (not only the newest per sample), in write order, typed and
     JSON shards alike (a damaged shard is the store's to quarantine; it adds nothing here)."""
@@ -225,24 +240,38 @@ class RunCost:
     results (a new run, ``--fresh``) starts the ledger file afresh: reservations go with the results they bought."""
 
     def __init__(self, p, shared_subject: bool = False):
+        from llmrec.pipelines.runner.execution import WorkLedger, cache_path_for, run_key
         from llmrec.pipelines.runner.placement import role_reservations
 
         cfg = p.config
         self.rd, self.store, self.prices = RunDir(p.run_dir), p.store, cfg.execution.prices
+        path = cache_path_for(cfg)
+        self.work = WorkLedger(path, run_key(p)) if path else None
         if not self.store.shards():
             self.rd.drop_cost_invocations()
+            if self.work is not None:
+                self.work.drop()
         self.roles = stage_roles(p.bench, cfg.benchmark)
         self.reservations = role_reservations(cfg.engine, cfg.judge, cfg.execution, shared_subject)
 
-    def usage(self) -> dict[str, Usage]:
+    def stored(self) -> dict[str, Usage]:
         """role → the run's usage as stored: every record, every recorded invocation's reservation."""
         return merged(record_usage(stored_records(self.store), self.roles), past_reservations(self.rd))
+
+    def unsettled(self) -> dict[str, Usage]:
+        """role → the run's engine work that no stored record holds (the request cache's record of it)."""
+        return call_usage(self.work.calls()) if self.work is not None else {}
+
+    def usage(self) -> dict[str, Usage]:
+        """role → the run's usage: as stored, plus the engine work no stored record holds."""
+        return merged(self.stored(), self.unsettled())
 
     def budget(self, cfg):
         """The invocation's :class:`budget.Budget` (``cfg``: ``execution.budget``), None without one."""
         from llmrec.pipelines.runner.budget import Budget
 
-        return None if cfg is None else Budget(cfg, self.prices, self.roles, self.usage(), self.reservations)
+        return None if cfg is None else Budget(cfg, self.prices, self.roles, self.stored(), self.reservations,
+                                               unsettled=self.unsettled)
 
     def record(self, timings: dict[str, float]) -> None:
         """Add this invocation's reservation (nothing when it placed no engine: nothing was pending)."""

@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import time
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,7 @@ from llmrec.serving.engine import run_facts
 from llmrec.transcripts import TextStore
 
 if TYPE_CHECKING:
+    from llmrec.types import Result
     from llmrec.pipelines.runner.budget import Budget
     from llmrec.pipelines.runner.provision import SharedSubject
 
@@ -54,7 +56,8 @@ class StageWorker:
     request cache service; ``run``: the run directory, recorded with the cache entries its calls write."""
 
     def __init__(self, bench_cfg: BenchmarkConfig, engines: dict, cache, retries: int, backoff_s: float,
-                 assets: tuple = (), transcripts: bool = True, judging: dict | None = None, run: str | None = None):
+                 assets: tuple = (), transcripts: bool = True, judging: dict | None = None, run: str | None = None,
+                 work: tuple[str, str] | None = None):
         import ray
 
         self.bench = get_benchmark(bench_cfg.name)
@@ -65,6 +68,7 @@ class StageWorker:
         self._load_s = 0.0  # engine start-up time not yet reported to the driver
         self._transcripts = transcripts  # collect every call's request reference and texts (output.transcripts)
         self._judging = judging  # pinned judge sampling, a jury, stages of a rejudge (runner.judges.judging_spec)
+        self._work = work  # (run, invocation): whose engine work the request cache records (serving.cache.Work)
         # the benchmark's shared read-only assets: one object in the object store, fetched once per actor
         self._assets = ray.get(assets[0]) if assets else None
 
@@ -74,12 +78,16 @@ class StageWorker:
             if opener is None:
                 raise ConfigError(f"benchmark stage needs a '{role}' engine; add a '{role}:' section to the config")
             t0 = time.perf_counter()
-            self._engines[role] = cached(opener(), self._cache, self._run)
+            from llmrec.serving.cache import Work
+
+            by = Work(*self._work, role) if self._work is not None else self._run
+            self._engines[role] = cached(opener(), self._cache, by)
             self._load_s += time.perf_counter() - t0
         return self._engines[role]
 
     def __call__(self, batch: dict) -> dict:
         t0 = time.perf_counter()
+        self._worked()  # a batch that failed before handing its work over: it stays unsettled, counted as such
         groups = decode(batch)
         samples = [s for g in groups for s in g]
         texts: dict[str, str] | None = {} if self._transcripts else None
@@ -97,18 +105,30 @@ class StageWorker:
         out = encode(groups, {"engine_start_s": load, "worker_s": time.perf_counter() - t0 - load}, texts)
         facts = {role: f for role, engine in self._engines.items() if (f := run_facts(engine))}
         out["facts"] = [json.dumps(facts)] * len(groups)  # what the engines learned so far (see run_facts)
+        # the request-cache keys of the engine work this batch holds: the driver settles them once it is stored
+        worked = self._worked()
+        out["work"] = [json.dumps(worked if i == 0 else []) for i in range(len(groups))]
         return out
 
+    def _worked(self) -> list[str]:
+        """The request-cache keys of the engine work done since the last call (``CachedEngine.take_worked``)."""
+        return sorted({k for e in self._engines.values() if hasattr(e, "take_worked") for k in e.take_worked()})
 
-def cached(engine, cache, run: str | None = None):
-    """``engine`` wrapped by the run's request cache (``cache``: the cache service actor handle, or None; ``run``:
-    the run directory, the writer of the entries)."""
+
+def cached(engine, cache, by=None):
+    """``engine`` wrapped by the run's request cache (``cache``: the cache service actor handle, or None; ``by``:
+    whose engine calls these are, the run directory or its ``serving.cache.Work``: the writer of the entries)."""
     if cache is None:
         return engine
     from llmrec.serving.cache import CachedEngine
     from llmrec.serving.cache_service import RemoteRequestCache
 
-    return CachedEngine(engine, RemoteRequestCache(cache), run)
+    return CachedEngine(engine, RemoteRequestCache(cache), by)
+
+
+def batch_work(batch: dict) -> list[str]:
+    """The request-cache keys of the engine work a batch's rows hold (``StageWorker.__call__``)."""
+    return sorted({k for w in batch.get("work", ()) for k in json.loads(w)})
 
 
 @dataclass
@@ -267,6 +287,51 @@ def cache_path_for(cfg: RunConfig) -> str | None:
     return str(Path(storage.resolve(cfg.output.dir)) / REQUEST_CACHE_FILE)
 
 
+def run_key(p: RunPlan) -> str:
+    """What names a run in the request cache's record of unsettled work: its directory, as the cache records the
+    writer of an entry (``run_id``: a URI without credentials)."""
+    return run_id(p.run_dir)
+
+
+class WorkLedger:
+    """The driver's side of a run's unsettled engine work (``serving.cache``): what the request cache holds as the
+    run's (``run``) engine work that no stored record holds yet. The file is on the driver's disk
+    (``cache_path_for``); the driver reads it and settles what it stored through its own connection (sqlite's
+    locking covers the two writers on one local disk)."""
+
+    def __init__(self, path: str, run: str):
+        self.path, self.run = path, run
+
+    @contextmanager
+    def _cache(self, doing: str):
+        from llmrec.serving.cache import RequestCache
+        from llmrec.serving.cache_service import cache_errors
+
+        with cache_errors(self.path, doing):
+            cache = RequestCache(self.path)
+            try:
+                yield cache
+            finally:
+                cache.close()
+
+    def settle(self, keys: list[str]) -> None:
+        if keys:
+            with self._cache("write") as cache:
+                cache.settle(self.run, keys)
+
+    def calls(self) -> list[tuple[str, "Result"]]:
+        """(role, answer) of the run's unsettled engine calls; none without a cache file."""
+        if not Path(self.path).exists():
+            return []
+        with self._cache("read") as cache:
+            return cache.unsettled(self.run)
+
+    def drop(self) -> None:
+        if Path(self.path).exists():
+            with self._cache("write") as cache:
+                cache.drop_unsettled(self.run)
+
+
 @dataclass
 class _Setup:
     """What a run's map actors are given (``StageWorker``'s arguments) and how they are placed."""
@@ -276,6 +341,7 @@ class _Setup:
     rows: list[dict]
     batch_size: int
     blocks: int  # Ray Data blocks the rows are read in
+    ledger: "WorkLedger | None" = None  # the run's unsettled engine work in the request cache (None: no cache)
 
 
 @contextmanager
@@ -300,11 +366,13 @@ def _provisioned(p: RunPlan, subject: "SharedSubject | None"):
         # Ray Data's own progress output would interleave with the CLI's bar; its switch lives in
         # the process-global DataContext, so it is set here, once per run.
         ray.data.DataContext.get_current().enable_progress_bars = False
+        ledger = WorkLedger(cache_path, run_key(p)) if cache_path else None
         worker = dict(bench_cfg=cfg.benchmark, engines=engines.clients(), cache=cache, retries=ex.retries,
                       backoff_s=ex.serve_backoff_s if ex.mode == "serve" else ex.backoff_s,
                       assets=(ray.put(p.assets),) if p.assets is not None else (),  # once, shared by every actor
-                      transcripts=cfg.output.transcripts, judging=judging_spec(cfg, p.bench), run=run_id(p.run_dir))
-        setup = _Setup(worker, actor_resources(cfg.engine, ex, engines.thin), *_rows(p))
+                      transcripts=cfg.output.transcripts, judging=judging_spec(cfg, p.bench), run=run_id(p.run_dir),
+                      work=(run_key(p), uuid.uuid4().hex) if ledger else None)
+        setup = _Setup(worker, actor_resources(cfg.engine, ex, engines.thin), *_rows(p), ledger)
         t.update(time_ray_start_s=t_ray - t0, time_setup_s=time.perf_counter() - t_ray, time_engine_start_s=0.0,
                  time_worker_s=0.0, time_store_write_s=0.0)
         yield setup
@@ -382,6 +450,8 @@ def stream(p: RunPlan, progress: Progress | None = None, subject: "SharedSubject
             t_w = time.perf_counter()
             samples = _absorb(p, batch)
             p.store.write(samples)
+            if setup.ledger is not None:  # the work these records hold is in the store now: counted from them
+                setup.ledger.settle(batch_work(batch))
             written.extend(samples)
             t["time_store_write_s"] += time.perf_counter() - t_w
             if progress:

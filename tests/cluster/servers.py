@@ -67,6 +67,11 @@ def auth_env() -> dict[str, str]:
     return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
 
 
+# what keeps `ray start --head --node-ip-address=127.0.0.1` on the loopback (docs/cluster.md, section 1): without it
+# Ray takes the node for a cluster node, replaces 127.0.0.1 by the machine's outward address and listens there
+LOOPBACK_HEAD_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
+
 @contextmanager
 def ray_head(tmp: Path, env: dict[str, str], num_cpus: int = 2, job_python: Path = BIN):
     """`ray start --head --block` on 127.0.0.1 with the dashboard; yields the Jobs API URL.
@@ -91,7 +96,7 @@ def ray_head(tmp: Path, env: dict[str, str], num_cpus: int = 2, job_python: Path
     # machine other people's processes would get this head's workers killed
     proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
                             env={**os.environ, **env, "PATH": path, "RAY_USAGE_STATS_ENABLED": "0",
-                                 "RAY_memory_monitor_refresh_ms": "0"})
+                                 "RAY_memory_monitor_refresh_ms": "0", **LOOPBACK_HEAD_ENV})
     url = f"http://127.0.0.1:{dash}"
     try:
         wait_http(f"{url}/api/version", 180, proc, log, ok=(200, 401))  # 401: up, token auth on

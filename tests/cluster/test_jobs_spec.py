@@ -6,8 +6,10 @@ import json
 import os
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -223,3 +225,82 @@ def test_a_credential_in_a_base_urls_query_is_not_submitted(tmp_path, query):
     ok = config(tmp_path, name="ok.yaml",
                 engine={"type": "openai", "model": "m", "base_url": "http://h:8000/v1?api-version=2024-02"})
     assert resolve_for_cluster(ok)["engine"]["base_url"] == "http://h:8000/v1?api-version=2024-02"
+
+
+class _AgentlessHead:
+    """A Jobs client whose head answers "no available agent" for its first ``refusals`` submissions (Ray's text)."""
+
+    def __init__(self, refusals: int, other: str | None = None):
+        self.refusals, self.other, self.calls = refusals, other, []
+
+    def submit_job(self, **kwargs):
+        self.calls.append(kwargs["submission_id"])
+        if self.other:
+            raise RuntimeError(f"Request failed with status code 400: {self.other}.")
+        if len(self.calls) <= self.refusals:
+            raise RuntimeError("Request failed with status code 500: No available agent to submit job, please try "
+                               "again later..")
+        return kwargs["submission_id"]
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.now += s
+
+
+def test_submit_waits_for_the_job_agent_of_a_fresh_head(tmp_path):
+    from llmrec.cluster.jobs import JobSpec, submit_when_ready
+
+    spec, clock, said = JobSpec("llmrec-x-1", "true", {}), _Clock(), []
+    head = _AgentlessHead(refusals=3)
+    assert submit_when_ready(head, spec, 60, said.append, clock, clock.sleep, poll_s=2) == "llmrec-x-1"
+    assert head.calls == ["llmrec-x-1"] * 4 and clock.now == 6.0  # the same id each time: a refusal made no job
+    assert len(said) == 1 and "job agent" in said[0] and "60 s" in said[0]
+
+
+def test_submit_gives_up_on_an_agent_that_never_comes_and_says_what_to_do(tmp_path):
+    from llmrec.cluster.jobs import JobSpec, submit_when_ready
+    from llmrec.errors import RunFailed
+
+    spec, clock = JobSpec("llmrec-x-1", "true", {}), _Clock()
+    head = _AgentlessHead(refusals=10**6)
+    with pytest.raises(RunFailed) as e:
+        submit_when_ready(head, spec, 30, lambda m: None, clock, clock.sleep, poll_s=2)
+    text = str(e.value)
+    assert clock.now == 30.0 and len(head.calls) == 16  # bounded: asked every 2 s for 30 s, then stopped
+    for what in ("no job agent after 30 s", "re-run `llmrec submit`", "--agent-wait", "ray status",
+                 "dashboard_agent.log"):
+        assert what in text, text
+    # any other refusal is not waited for
+    with pytest.raises(RuntimeError, match="invalid runtime_env"):
+        submit_when_ready(_AgentlessHead(0, other="invalid runtime_env"), spec, 30, lambda m: None, clock,
+                          clock.sleep)
+
+
+def test_cli_submit_waits_for_the_agent_then_submits(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from llmrec.cli import _mount_extra_verbs, app
+    from llmrec.cluster import jobs, jobs_cli
+
+    _mount_extra_verbs()
+    head = _AgentlessHead(refusals=2)
+    monkeypatch.setattr(jobs_cli, "client", lambda address: head)
+    clock = _Clock()  # no real waiting: the module's clock and sleep are the test's
+    monkeypatch.setattr(jobs, "time", SimpleNamespace(monotonic=clock, sleep=clock.sleep, strftime=time.strftime))
+    out = CliRunner().invoke(app, ["submit", str(config(tmp_path)), "--code", "installed", "--address",
+                                   "http://127.0.0.1:1"])
+    assert out.exit_code == 0, out.output
+    assert "waiting for the head's job agent" in out.output and f"submitted {head.calls[0]}" in out.output
+    assert len(head.calls) == 3
+    never = _AgentlessHead(refusals=10**6)
+    monkeypatch.setattr(jobs_cli, "client", lambda address: never)
+    failed = CliRunner().invoke(app, ["submit", str(config(tmp_path)), "--code", "installed", "--agent-wait", "4"])
+    assert failed.exit_code == 1 and "no job agent after 4 s" in failed.output, failed.output
+    assert clock.now == 2 * 2.0 + 4.0  # two seconds apart, in test time

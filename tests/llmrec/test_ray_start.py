@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 import time
@@ -29,6 +30,7 @@ def fake_ray(monkeypatch, tmp_path):
 
     mod = types.SimpleNamespace(init=init, is_initialized=lambda: state["up"], cluster_resources=lambda: {})
     monkeypatch.setitem(sys.modules, "ray", mod)
+    monkeypatch.setattr(ray_start, "_start_watchdog", lambda mark, record: None)  # no instance to watch
     return calls
 
 
@@ -154,11 +156,19 @@ def test_a_killed_drivers_leftovers_are_stopped_and_nothing_else(tmp_path, monke
 
 
 def test_start_ray_records_its_local_instance_and_reaps_first(fake_ray, tmp_path, monkeypatch):
-    order = []
+    order, marks = [], []
+
+    def init(**kw):
+        marks.append(os.environ.get(ray_start.OWNER_ENV))  # what the processes ray.init starts inherit
+        fake_ray.append(kw)
+
+    monkeypatch.setattr(sys.modules["ray"], "init", init)
     monkeypatch.setattr(ray_start, "reap_local_sessions", lambda: order.append("reap"))
-    monkeypatch.setattr(ray_start, "record_local_session", lambda: order.append("record"))
+    monkeypatch.setattr(ray_start, "record_local_session", lambda mark: order.append(("record", mark)) or {})
+    monkeypatch.setattr(ray_start, "_start_watchdog", lambda mark, record: order.append(("watchdog", mark)))
     start_ray(None, num_cpus=1)
-    assert order == ["reap", "record"]
+    assert marks[0] and order == ["reap", ("record", marks[0]), ("watchdog", marks[0])]
+    assert ray_start.OWNER_ENV not in os.environ  # processes this one starts later do not carry the mark
 
 
 def test_the_stderr_filter_drops_only_rays_false_alarm():
@@ -211,3 +221,63 @@ def test_a_local_start_never_joins_a_local_ray_another_process_started(tmp_path)
     finally:
         other.terminate()
         other.wait(timeout=60)
+
+
+def test_a_run_whose_console_is_its_progress_bar_gets_no_retry_notices(fake_ray, monkeypatch):
+    """A budget stop ends its map actors with tasks in flight; Ray would print each as a "(raylet) Task MapWorker
+    ... failed ... will be retried" line under the run's one line."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.delenv(ray_start.RETRY_NOTICE_ENV, raising=False)
+    start_ray(None, num_cpus=2, worker_logs=False)
+    assert ray_start.RETRY_NOTICE_ENV == "RAY_enable_output_error_log_if_still_retry"
+    assert __import__("os").environ[ray_start.RETRY_NOTICE_ENV] == "0"
+
+
+def _marked_sleeper(mark: str) -> subprocess.Popen:
+    return subprocess.Popen(["sleep", "300"], env={**os.environ, ray_start.OWNER_ENV: mark}, start_new_session=True)
+
+
+def test_end_instance_kills_what_carries_the_mark_or_was_recorded(tmp_path):
+    """After its driver: a worker the raylet started (it carries the instance's mark, whoever its parent is now) and
+    a recorded process are killed once the grace period is over; another instance's and an unmarked one are not."""
+    import psutil
+
+    mine, recorded, theirs, plain = _marked_sleeper("m-1"), _sleeper(), _marked_sleeper("m-2"), _sleeper()
+    try:
+        stamps = json.dumps([[recorded.pid, psutil.Process(recorded.pid).create_time()]])
+        t0 = time.monotonic()
+        assert sorted(ray_start.end_instance("m-1", stamps, grace_s=0.5)) == sorted([mine.pid, recorded.pid])
+        assert time.monotonic() - t0 >= 0.5  # they had their time to end on their own
+        assert mine.wait(timeout=10) == -9 and recorded.wait(timeout=10) == -9
+        assert theirs.poll() is None and plain.poll() is None
+    finally:
+        for p in (mine, recorded, theirs, plain):
+            p.kill()
+
+
+def test_the_watchdog_ends_the_instance_of_a_driver_killed_with_sigkill(tmp_path):
+    """A driver's watchdog outlives it: kill -9 of the driver, and the process carrying its mark (a Ray worker whose
+    raylet is gone) is killed a few seconds later."""
+    script = ("import os, signal, subprocess, sys\n"
+              "from llmrec import ray_start\n"
+              "ray_start._start_watchdog('m-kill', {'processes': []})\n"
+              "w = subprocess.Popen(['sleep', '300'], env={**os.environ, ray_start.OWNER_ENV: 'm-kill'}, "
+              "start_new_session=True)\n"
+              "print(w.pid, flush=True)\n"
+              "os.kill(os.getpid(), signal.SIGKILL)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == -9, out.stderr
+    worker = int(out.stdout.split()[0])
+    deadline = time.monotonic() + ray_start.WATCHDOG_GRACE_S + 20
+    while _exists(worker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _exists(worker), "the marked process outlived its driver's watchdog"
+
+
+def _exists(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False

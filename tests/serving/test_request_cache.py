@@ -72,3 +72,39 @@ def test_a_cache_file_without_the_run_column_is_migrated(tmp_path):
     assert (fresh.text, fresh.computed_for) == ("ok", None) and eng.calls == 1
     again = RequestCache(path)  # opening a migrated file again changes nothing
     assert sorted(r or "-" for (r,) in again._conn.execute("SELECT run FROM responses")) == ["-", "runs/new"]
+
+
+def test_unstored_work_is_handed_to_the_same_runs_next_invocation_once(tmp_path):
+    """An answer computed for a run whose batch was never stored stays that run's unsettled work; the run's next
+    invocation gets it as its own engine call (tokens and latency of the call that made it, not a cache hit), once;
+    another run, or the same invocation, gets a plain cache hit; settled work is no longer the run's."""
+    from llmrec.serving.cache import Work
+
+    path, cfg = tmp_path / "c.sqlite", FakeEngineConfig(default="ok", delay_s=0.01)
+    first = CachedEngine(FakeEngine(cfg), RequestCache(path),
+                         Work("runs/r", "inv1", "subject"))
+    made = first.generate([req("a"), req("b")])
+    assert not any(r.from_cache for r in made) and sorted(first.take_worked()) == sorted(
+        cache_key(first.identity(), req(t)) for t in "ab") and first.take_worked() == []
+    assert [r.prompt_tokens for _, r in RequestCache(path).unsettled("runs/r")] == [3, 3]  # "a", "b": 1 + 2 each
+    # the same invocation (another batch of it): a cache hit, the work stays where it is
+    assert all(r.from_cache for r in CachedEngine(FakeEngine(cfg), RequestCache(path),
+                                                  Work("runs/r", "inv1", "subject")).generate([req("a")]))
+    # another run: a cache hit
+    other = CachedEngine(FakeEngine(cfg), RequestCache(path), Work("runs/other", "x", "subject"))
+    assert all(r.from_cache for r in other.generate([req("a")])) and other.take_worked() == []
+    # the run's next invocation: "a" twice in one batch is its own call once, then a hit; the engine is not asked
+    again = CachedEngine(FakeEngine(cfg), RequestCache(path), Work("runs/r", "inv2", "subject"))
+    a1, a2 = again.generate([req("a", request_id="s1"), req("a", request_id="s2")])
+    assert again.engine.calls == 0 and (a1.from_cache, a2.from_cache) == (False, True)
+    assert (a1.prompt_tokens, a1.latency_s, a1.cached_prompt_tokens, a1.request_id) == \
+        (made[0].prompt_tokens, made[0].latency_s, made[0].cached_prompt_tokens, "s1")
+    assert again.take_worked() == [cache_key(again.identity(), req("a"))]
+    # claimed once: a third invocation (or another actor of the second) no longer gets it
+    third = CachedEngine(FakeEngine(cfg), RequestCache(path), Work("runs/r", "inv2", "subject"))
+    assert third.generate([req("a")])[0].from_cache
+    cache = RequestCache(path)
+    cache.settle("runs/r", [cache_key(again.identity(), req("a"))])
+    assert len(cache.unsettled("runs/r")) == 1  # "b": still nobody's stored record
+    cache.drop_unsettled("runs/r")
+    assert cache.unsettled("runs/r") == [] and len(cache) == 2  # the answers themselves stay cached

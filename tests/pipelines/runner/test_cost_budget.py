@@ -192,12 +192,14 @@ def test_budget_stops_cleanly_and_a_larger_budget_resumes(tmp_path, local_ray):
     said = [line for line in res.output.splitlines() if "budget reached" in line]
     stored = len(store.finished_ids())
     assert 3 <= stored <= 4 and not RunDir(run_dir).has_metrics()
-    assert len(said) == 1 and f"tokens {5 * stored} of 12" in said[0], res.output
-    assert f"{stored} of 8 samples stored, {8 - stored} not run" in said[0]
     # the rest never started: the request cache saw at most the block in flight when the loop stopped
     with sqlite3.connect(tmp_path / "runs" / "request_cache.sqlite") as db:
         asked = db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
-    assert stored <= asked <= stored + 2
+        abandoned = db.execute("SELECT COUNT(*) FROM unsettled").fetchone()[0]  # answered, never stored
+    assert stored <= asked <= stored + 2 and abandoned == asked - stored
+    # what the engine processed: the stored samples and the answered calls of the abandoned batch
+    assert len(said) == 1 and f"tokens {5 * asked} of 12" in said[0], res.output
+    assert f"{stored} of 8 samples stored, {8 - stored} not run" in said[0]
     # every actor of the run is gone (Ray Data's pool, the cache service): their CPUs are free again
     total, deadline = ray.cluster_resources()["CPU"], time.monotonic() + 30
     while ray.available_resources().get("CPU", 0.0) < total and time.monotonic() < deadline:
@@ -246,3 +248,41 @@ def test_each_batch_is_written_when_it_finishes_not_with_the_next(tmp_path, loca
     assert [done for done, _ in seen] == [2, 4], seen
     # handed over one batch late (Ray Data's default prefetch), both would arrive together at the end
     assert seen[1][1] - seen[0][1] >= 0.5, seen
+
+
+COUNTS = ("requests", "requests_from_cache", "prompt_tokens", "cached_tokens", "completion_tokens")
+
+
+def test_a_budget_stop_and_its_resume_count_what_one_run_counts(tmp_path, local_ray):
+    """Two actors answer at once; the budget stops the loop after the first batch it wrote, so the other actor's
+    batch, already answered (its answer in the request cache), is abandoned. The stopped run's ledger counts that
+    call, and the resumed run stores it as the run's own engine call, not as a free cache hit: stop + resume record
+    what one run in one go records."""
+    from llmrec.pipelines.runner.api import run_evaluation
+    from llmrec.pipelines.runner.cost import call_usage
+    from llmrec.serving.cache import RequestCache
+
+    def cfg(where: str, budget: int | None) -> RunConfig:
+        data = _cfg(tmp_path / where, {"batch_size": 1, "concurrency": 2, **({"budget": {"tokens": budget}}
+                                                                             if budget else {})}, n=4, rounds=0)
+        data["output"]["run_name"] = "r"
+        return validate(RunConfig, data)
+
+    one = run_evaluation(cfg("one", None)).cost
+    assert one["cost/requests"] == 4 and one["cost/requests_from_cache"] == 0  # four distinct questions
+
+    stopped = pytest.raises(BudgetReached, run_evaluation, cfg("two", 5))
+    run_dir = tmp_path / "two" / "runs" / "r"
+    stored = len(ResultStore(run_dir / RunDir.RESULTS).finished_ids())
+    cache = RequestCache(tmp_path / "two" / "runs" / "request_cache.sqlite")
+    abandoned = call_usage(cache.unsettled(str(run_dir)))
+    cache.close()
+    # the work of the abandoned batches is the run's: counted in the stop's line, then once more nowhere
+    assert stored < 4 and abandoned["subject"].requests >= 1, (stored, abandoned)
+    assert f"tokens {5 * (stored + abandoned['subject'].requests)} of 5" in str(stopped.value)
+
+    resumed = run_evaluation(cfg("two", 10_000)).cost
+    assert {k: resumed[f"cost/{k}"] for k in COUNTS} == {k: one[f"cost/{k}"] for k in COUNTS}
+    cache = RequestCache(tmp_path / "two" / "runs" / "request_cache.sqlite")
+    assert cache.unsettled(str(run_dir)) == []  # all of it stored now: counted from the records
+    cache.close()
