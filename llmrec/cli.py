@@ -19,7 +19,7 @@ from llmrec.exits import EXIT_CODES_HELP, ErrorsToExitCodes, exit_on_error
 from llmrec.cli_options import (SET_HELP, STORE_HELP, data_dir_option, tracking_uri_option,
                                  with_tracking_uri)
 from llmrec.ray_start import filter_false_alarms, quiet_false_alarms
-from llmrec.rundir import RunDir, SuiteDir, dumps_json
+from llmrec.rundir import RunDir, SuiteDir, dumps_json, refuse_inside_runs
 from llmrec.tracking import tracking_uri
 
 # `llmrec --help` lists the verbs in the order a user works: run, read the results, compare and share them; then
@@ -275,6 +275,7 @@ def score(
 
     from llmrec.paths import refuse_overwriting_inputs
 
+    refuse_inside_runs(out, "--out")
     if out is not None and out.is_dir():
         raise ConfigError(f"--out {out} is a directory; give the path of the metrics file to write, "
                           f"e.g. {out / RunDir.METRICS}")
@@ -347,6 +348,7 @@ def data_fetch(
     from llmrec.pipelines.registry import get_benchmark
     from llmrec.pipelines.common.datasets import fetch, resolve_data_dir
 
+    refuse_inside_runs(dest, "--dest")
     bench = get_benchmark(benchmark)
     if bench.data is None:
         raise ConfigError(f"benchmark '{benchmark}' has no downloadable data")

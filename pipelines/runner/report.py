@@ -90,6 +90,23 @@ def run_title(p: RunPlan) -> str:
     return f"{p.bench.name} · {tracking.model_label(p.config.engine)}"
 
 
+def bound_run(client, run_id: str | None, run_dir) -> str | None:
+    """``run_id`` (the id a run directory holds) when the store still has that run and the run was made for this
+    directory (its location tag; for a run logged before that tag, its directory name); else None, with a warning
+    when the run exists but belongs to another directory (a copied directory, or an id copied in): the caller
+    starts a new MLflow run instead of writing over another directory's record."""
+    run_id = existing_run(client, run_id)
+    if run_id is None:
+        return None
+    tags = client.get_run(run_id).data.tags
+    here, named = redact_text(run_dir.uri), tags.get(tracking.TAG_RUN_LOCATION)
+    if named == here or (named is None and tags.get(tracking.TAG_RUN_DIR) == run_dir.name):
+        return run_id
+    log.warning("%s: its %s names MLflow run %s, which was made for %s; this directory gets a new MLflow run",
+                here, RunDir.MLFLOW_ID, run_id, named or tags.get(tracking.TAG_RUN_DIR))
+    return None
+
+
 def existing_run(client, run_id: str | None) -> str | None:
     """``run_id`` when the store still has that run, else None."""
     import mlflow
@@ -128,11 +145,12 @@ def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Pat
     tags = tracking.run_tags("run", protocol, data_fingerprint(p), headline, benchmark=p.bench.name,
                              engine=engine.type, model=tracking.model_label(engine), **{
                                  tracking.TAG_CONFIG_HASH: fingerprint(cfg.semantic()),
-                                 tracking.TAG_RUN_DIR: p.run_dir.name})
+                                 tracking.TAG_RUN_DIR: p.run_dir.name,
+                                 tracking.TAG_RUN_LOCATION: redact_text(p.run_dir.uri)})
     if parent:
         tags[tracking.TAG_PARENT] = parent
     rd = RunDir(p.run_dir)
-    run_id = existing_run(client, rd.mlflow_run_id())
+    run_id = bound_run(client, rd.mlflow_run_id(), p.run_dir)
     if run_id is None:
         run_id = client.create_run(exp_id, start_time=int(started * 1000), tags=tags, run_name=name).info.run_id
         rd.set_mlflow_run_id(run_id)

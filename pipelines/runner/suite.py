@@ -331,6 +331,19 @@ def _run_baselines(cfg: SuiteConfig, data_dir: Path | None, index: SuiteIndex, o
         run.close()
 
 
+def _discard_entries(cfg: SuiteConfig, only: list[str] | None) -> None:
+    from llmrec.pipelines.runner.execution import discard_results, run_dir_for
+    from llmrec.pipelines.runner.run_config import absolute_locations
+
+    for s in only or list(cfg.subjects):
+        for e in cfg.benchmarks:
+            rd = RunDir(run_dir_for(absolute_locations(cfg.run_config(s, e))))
+            if rd.path is not None and not rd.path.is_dir():
+                continue
+            with rd.writer():
+                discard_results(rd)
+
+
 def run_suite(cfg: SuiteConfig, data_dir: Path | None = None, only: list[str] | None = None,
               progress: ProgressFor | None = None) -> SuiteOutcome:
     """Run every entry for every subject (``only``: these subjects), then the baselines; write suite.json."""
@@ -344,6 +357,8 @@ def run_suite(cfg: SuiteConfig, data_dir: Path | None = None, only: list[str] | 
     check_before_work([cfg.run_config(s, e) for s in only or list(cfg.subjects) for e in cfg.benchmarks])
     where = suite_dir(cfg)
     where.mkdir()
+    if not cfg.output.resume:  # --fresh: every entry in scope starts over now, so an entry that stops or fails
+        _discard_entries(cfg, only)  # later shows no earlier numbers
     index = SuiteIndex(where, cfg.name)
     out = SuiteOutcome(str(where), index.data)
     for subject in only or list(cfg.subjects):
