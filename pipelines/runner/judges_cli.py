@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from llmrec.cli_options import RUNS_STORE_HELP, data_dir_option, tracking_uri_option
+from llmrec.cli_options import RUNS_STORE_HELP, data_dir_option, tracking_uri_option, with_tracking_uri
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 
@@ -43,6 +43,9 @@ def register(app: typer.Typer) -> None:
         out: Optional[Path] = typer.Option(None, "--out", help="the new run directory (default: <the source's "
                                                                "output.dir>/<benchmark>-<config hash>)"),
         data_dir: Optional[Path] = data_dir_option(),
+        tracking_uri_: Optional[str] = tracking_uri_option(
+            "MLflow store of the new run (= --set tracking.uri=URI; default $MLFLOW_TRACKING_URI or the default store, "
+            "never the one the source run's config names)."),
         fresh: bool = typer.Option(False, "--fresh", help="discard the new run's stored results and start over"),
         verbose: bool = typer.Option(False, "-v", "--verbose"),
     ) -> None:
@@ -62,7 +65,7 @@ def register(app: typer.Typer) -> None:
 
             for name, level in (("ray", logging.WARNING), ("ray.data", logging.ERROR)):
                 logging.getLogger(name).setLevel(level)
-        overrides = list(set_) + (["output.resume=false"] if fresh else [])
+        overrides = with_tracking_uri(list(set_), tracking_uri_) + (["output.resume=false"] if fresh else [])
         with storage.local_folders([run]) as (local,):
             with installed_only():
                 cfg, _ = rejudge_config(local, judge, overrides, out, run if storage.is_uri(run) else None)

@@ -79,6 +79,10 @@ def rejudge_config(source: Path, judge_file: Path, overrides: list[str] | None =
     raw = rd.config()
     judge = read_judge(judge_file)
     new = {k: v for k, v in raw.items() if k not in ("judge", "judging", "rejudge")}
+    # the MLflow store is this invocation's (--tracking-uri / --set, $MLFLOW_TRACKING_URI, the default), never the one
+    # the source directory's config names; whether to log and the experiment's name are kept
+    tracking = raw.get("tracking") if isinstance(raw.get("tracking"), dict) else {}
+    new["tracking"] = {k: v for k, v in tracking.items() if k not in ("uri", "artifact_root")}
     new["judge"] = judge["judge"]
     if judge["judging"] is not None:
         new["judging"] = judge["judging"]

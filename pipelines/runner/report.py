@@ -92,7 +92,8 @@ def run_title(p: RunPlan) -> str:
 
 def bound_run(client, run_id: str | None, run_dir) -> str | None:
     """``run_id`` (the id a run directory holds) when the store still has that run and the run was made for this
-    directory (its location tag; for a run logged before that tag, its directory name); else None, with a warning
+    directory (its location tag; for a run logged before that tag, its directory name if it has one); else None, with
+    a warning
     when the run exists but belongs to another directory (a copied directory, or an id copied in): the caller
     starts a new MLflow run instead of writing over another directory's record."""
     run_id = existing_run(client, run_id)
@@ -100,7 +101,7 @@ def bound_run(client, run_id: str | None, run_dir) -> str | None:
         return None
     tags = client.get_run(run_id).data.tags
     here, named = redact_text(run_dir.uri), tags.get(tracking.TAG_RUN_LOCATION)
-    if named == here or (named is None and tags.get(tracking.TAG_RUN_DIR) == run_dir.name):
+    if named == here or (named is None and tags.get(tracking.TAG_RUN_DIR, run_dir.name) == run_dir.name):
         return run_id
     log.warning("%s: its %s names MLflow run %s, which was made for %s; this directory gets a new MLflow run",
                 here, RunDir.MLFLOW_ID, run_id, named or tags.get(tracking.TAG_RUN_DIR))

@@ -49,7 +49,7 @@ from llmrec.pipelines.protocol import Benchmark, RankingBaselines, protocol_reco
 from llmrec.pipelines.runner.api import RunOutcome, run_evaluation
 from llmrec.pipelines.runner.execution import Progress, RunPlan, build_samples, data_root
 from llmrec.pipelines.runner.provision import SharedSubject
-from llmrec.pipelines.runner.report import existing_run, publish, staging_dir, write_outputs
+from llmrec.pipelines.runner.report import bound_run, publish, staging_dir, write_outputs
 from llmrec.pipelines.runner.run_config import RunConfig
 from llmrec.pipelines.runner.suite_config import SuiteConfig, SuiteEntry
 from llmrec.rundir import RunDir, SuiteDir
@@ -117,9 +117,10 @@ class SubjectRun:
         self.exp_id = tracking.setup(tr.uri, tr.experiment or self.cfg.name, tr.artifact_root, view_columns(self.cfg),
                                      tracking.view_params(suite_params(self.cfg)))
         client = tracking.client(tr.uri)
-        self.run_id = existing_run(client, RunDir(self.folder).mlflow_run_id())
+        self.run_id = bound_run(client, RunDir(self.folder).mlflow_run_id(), self.folder)  # a copied suite: its own
         tags = tracking.run_tags("suite" if self.kind == "llm" else "baseline", self.protocol, model=self.model, **{
-            tracking.TAG_SUITE: self.cfg.name, tracking.TAG_SUBJECT: self.subject})
+            tracking.TAG_SUITE: self.cfg.name, tracking.TAG_SUBJECT: self.subject,
+            tracking.TAG_RUN_LOCATION: self.folder.uri})
         name = subject_run_name(self.cfg.name, self.subject)
         if self.run_id is None:
             self.run_id = client.create_run(self.exp_id, start_time=int(started * 1000), tags=tags,

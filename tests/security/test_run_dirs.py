@@ -337,3 +337,21 @@ def test_a_cache_path_on_the_tracking_database_or_inside_a_run_is_refused(tmp_pa
 def test_a_boolean_is_not_a_number(tmp_path, section, key):
     with pytest.raises(ConfigError, match=f"'{key}': .*expected a number, got the boolean"):
         validate(RunConfig, _cfg(tmp_path, execution=section))
+
+
+def test_rejudge_takes_its_store_from_the_invocation_not_from_the_source(hand_run, tmp_path, monkeypatch):
+    from llmrec.pipelines.runner.rejudge import rejudge_config
+
+    cfg = yaml.safe_load((hand_run / "resolved.yaml").read_text())
+    cfg["benchmark"] = {"name": "prefeval", "task": "gen", "topics": ["travel_hotel"], "forms": ["explicit"],
+                        "methods": ["zero-shot"], "turns": [0]}
+    cfg["judge"] = {"type": "fake", "default": "yes"}
+    cfg["tracking"] = {"enabled": True, "uri": "http://127.0.0.1:9/", "artifact_root": "s3://theirs/art",
+                       "experiment": "theirs"}
+    (hand_run / "resolved.yaml").write_text(yaml.safe_dump(cfg))
+    judge = tmp_path / "judge.yaml"
+    judge.write_text(yaml.safe_dump({"type": "fake", "default": "no"}))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mine.db")
+    new, _ = rejudge_config(hand_run, judge, [], tmp_path / "rejudged")
+    assert new.tracking.uri in (None, f"sqlite:///{tmp_path}/mine.db") and new.tracking.experiment == "theirs"
+    assert not new.tracking.artifact_root.startswith("s3://")
