@@ -355,3 +355,20 @@ def test_rejudge_takes_its_store_from_the_invocation_not_from_the_source(hand_ru
     new, _ = rejudge_config(hand_run, judge, [], tmp_path / "rejudged")
     assert new.tracking.uri in (None, f"sqlite:///{tmp_path}/mine.db") and new.tracking.experiment == "theirs"
     assert not new.tracking.artifact_root.startswith("s3://")
+
+
+def test_bound_run_resumes_only_the_directory_s_own_mlflow_run(tmp_path):
+    """What a run directory and a suite's subject folder both go through before resuming their MLflow run."""
+    from llmrec import storage, tracking
+    from llmrec.pipelines.runner.report import bound_run
+
+    client = tracking.client(f"sqlite:///{tmp_path}/mlruns.db")
+    exp = client.create_experiment("e", artifact_location=(tmp_path / "art").as_uri())
+    here, other = storage.Storage(str(tmp_path / "suite" / "gemma")), storage.Storage(str(tmp_path / "copy" / "gemma"))
+    made = client.create_run(exp, tags={tracking.TAG_RUN_LOCATION: here.uri}).info.run_id
+    legacy = client.create_run(exp, tags={}).info.run_id  # logged before the location tag
+    named = client.create_run(exp, tags={tracking.TAG_RUN_DIR: "R2"}).info.run_id
+    assert bound_run(client, made, here) == made
+    assert bound_run(client, made, other) is None  # a copy: a new run, the original is not touched
+    assert bound_run(client, legacy, other) == legacy
+    assert bound_run(client, named, other) is None and bound_run(client, "no-such-run", here) is None
