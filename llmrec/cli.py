@@ -20,7 +20,7 @@ from llmrec.cli_options import (SET_HELP, STORE_HELP, data_dir_option, tracking_
                                  with_tracking_uri)
 from llmrec.pipelines.runner import judge_failures
 from llmrec.ray_start import filter_false_alarms, quiet_false_alarms
-from llmrec.rundir import RunDir, SuiteDir, dumps_json
+from llmrec.rundir import RunDir, SuiteDir, dumps_json, refuse_inside_runs
 from llmrec.tracking import tracking_uri
 
 # `llmrec --help` lists the verbs in the order a user works: run, read the results, compare and share them; then
@@ -311,6 +311,7 @@ def score(
 
     from llmrec.paths import refuse_overwriting_inputs
 
+    refuse_inside_runs(out, "--out")
     if out is not None and out.is_dir():
         raise ConfigError(f"--out {out} is a directory; give the path of the metrics file to write, "
                           f"e.g. {out / RunDir.METRICS}")
@@ -383,6 +384,7 @@ def data_fetch(
     from llmrec.pipelines.registry import get_benchmark
     from llmrec.pipelines.common.datasets import fetch, resolve_data_dir
 
+    refuse_inside_runs(dest, "--dest")
     bench = get_benchmark(benchmark)
     if bench.data is None:
         raise ConfigError(f"benchmark '{benchmark}' has no downloadable data")

@@ -9,8 +9,8 @@ from llmrec.settings import DEFAULT_TRACKING_URI
 
 DATA_DIR_HELP = "Data folder (default: the config's data.dir, else $LLMREC_DATA_DIR, else the per-user cache)."
 STORE_HELP = f"MLflow store (default $MLFLOW_TRACKING_URI or {DEFAULT_TRACKING_URI})"
-RUNS_STORE_HELP = ("MLflow store to log to (default: the one the runs were logged to, their config's tracking.uri, "
-                   f"else $MLFLOW_TRACKING_URI or {DEFAULT_TRACKING_URI}).")
+RUNS_STORE_HELP = (f"MLflow store to log to (default $MLFLOW_TRACKING_URI or {DEFAULT_TRACKING_URI}; never the store "
+                   "a run directory's config names).")
 SET_HELP = ("Override a config key, e.g. --set engine.n_ctx=4096 --set benchmark.turns=[2,10]; a list entry by "
             "its index (models.0.label=x, or models[0].label=x). Repeatable.")
 

@@ -12,10 +12,11 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+import types
+from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from llmrec.errors import ConfigError, read_utf8
 from llmrec.redact import redact_text, redacted
@@ -25,9 +26,31 @@ NAME_MAX_BYTES = 255  # the longest file or folder name of common file systems (
 
 
 class StrictModel(BaseModel):
-    """Base for every config model: unknown keys are errors, assignment is validated."""
+    """Base for every config model: unknown keys are errors, assignment is validated, and a boolean is not a number
+    (``tokens: true`` is refused, not taken as 1)."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_number(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, bool) and info.field_name in cls.model_fields:
+            kinds = _scalar_kinds(cls.model_fields[info.field_name].annotation)
+            if bool not in kinds and kinds & {int, float}:
+                raise ValueError(f"expected a number, got the boolean {str(value).lower()}")
+        return value
+
+
+def _scalar_kinds(annotation: Any) -> set:
+    """The plain types an annotation admits (through Optional, unions and Annotated); ``Any`` admits bool."""
+    if annotation is Any:
+        return {bool}
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _scalar_kinds(get_args(annotation)[0])
+    if origin is Union or origin is types.UnionType:
+        return set().union(*(_scalar_kinds(a) for a in get_args(annotation)))
+    return {annotation} if isinstance(annotation, type) else set()
 
 
 def _one_component(name: str) -> str:

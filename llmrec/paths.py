@@ -1,5 +1,6 @@
-"""No verb writes over its inputs: a file a verb writes (``--out``, ``--plot``) is refused when it is one of the
-files the verb reads, or a results file (metrics, config, samples, suite index) inside a folder it reads."""
+"""No verb writes over its inputs: a file a verb writes (``--out``, ``--plot``) is refused when it lies inside a run
+directory (``llmrec.rundir.refuse_inside_runs``), is one of the files the verb reads, or a results file (metrics,
+config, samples, suite index) inside a folder it reads."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 from typing import Iterable
 
 from llmrec.errors import ConfigError
-from llmrec.rundir import RunDir, SuiteDir
+from llmrec.rundir import RunDir, SuiteDir, refuse_inside_runs
 
 # what a run or suite directory holds that readers read: never an output's target
 RESULT_FILES = frozenset({RunDir.CONFIG, RunDir.METRICS, RunDir.SAMPLES, RunDir.PREDICTIONS, RunDir.FACTS,
@@ -27,6 +28,7 @@ def refuse_overwriting_inputs(out: Path | None, inputs: Iterable[Path | str | No
     results file inside an input folder. Storage URIs among the inputs are read into temporary copies: skipped."""
     if out is None:
         return
+    refuse_inside_runs(out, flag)
     out = Path(out).expanduser()
     for given in inputs:
         if given is None or "://" in str(given):

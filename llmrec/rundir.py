@@ -19,22 +19,35 @@ A run directory holds::
     transcripts/         content-addressed texts of every engine call (see llmrec.transcripts)
     plots/               figures; plots/left_out.json: figure → why it was not drawn
     comparisons/         comparisons written for this run (``llmrec compare``)
+    .llmrec.lock         held (``fcntl.flock``) by the one process writing the run (``RunDir.writer``)
 
 Reading a run directory never imports code: configs are read as plain YAML mappings here; typed configs are built by
 the caller from the installed registries.
+
+Only the run itself writes inside its directory. Every other verb's output (``--out``, ``--plot``, ``--dest``, a
+config's output folder or cache file) goes through :func:`refuse_inside_runs`, which refuses a path inside a run
+directory, whatever file it names, and a suite's index; and one process at a time writes a local run directory
+(:meth:`RunDir.writer`: a lock the operating system releases when its holder dies).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import socket
+import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from llmrec.errors import DataError
+from llmrec.errors import ConfigError, DataError
 from llmrec.storage import Storage, is_uri, resolve
+
+
+_HELD: dict[str, list] = {}  # lock file → [descriptor, holds] of the run directories this process writes
 
 
 class _Folder:
@@ -88,6 +101,12 @@ class RunDir(_Folder):
     COMPARISONS = "comparisons"
     COST_LEDGER = "cost_ledger.json"  # what each invocation held (CPU/GPU seconds per role): the cost ledger's part
     # that no record carries (see llmrec.pipelines.runner.cost)
+    LOCK = ".llmrec.lock"  # the writer's lock (``writer``)
+    # what marks a folder as a run directory for refuse_inside_runs (any one of them; a metrics.json alone is not one:
+    # `llmrec score --out` writes such files anywhere)
+    MARKERS = (CONFIG, SAMPLES, PROTOCOL, COST_LEDGER, LOCK)
+    # what a run's start with --fresh removes: every file derived from the results it discards
+    DERIVED = (METRICS, SAMPLES, PREDICTIONS, FACTS, MLFLOW_ID, COST_LEDGER)
 
     @property
     def local(self) -> bool:
@@ -212,6 +231,60 @@ class RunDir(_Folder):
     def comparisons(self) -> Storage:
         return self.storage / self.COMPARISONS
 
+    # ---- one writer -----------------------------------------------------------------------------------------
+    @contextmanager
+    def writer(self):
+        """Hold the run directory for this process while the block runs: a second writer (another ``llmrec run``
+        of the same config, a suite entry, a rejudge into it) fails at once with a ``ConfigError`` naming the
+        holder's pid. A local directory is locked with ``fcntl.flock`` on ``LOCK``, which the operating system
+        releases when the holder exits or is killed; the file is left in place (deleting it would race with the
+        next writer). A storage URI (``s3://…``) has no such lock: one writer per remote run directory is the
+        user's to keep (logged)."""
+        if self.path is None:
+            import logging
+
+            logging.getLogger(__name__).info("%s: a storage URI is not locked; run one writer at a time", self.uri)
+            yield
+            return
+        import fcntl
+
+        self.mkdir()
+        lock = self.path / self.LOCK
+        key = str(lock.resolve())
+        if key not in _HELD:  # else this process holds it already (e.g. a plan made again in the same process)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 512, 0).decode("utf-8", "replace").strip() or "another process"
+                os.close(fd)
+                raise ConfigError(f"{self.uri}: another llmrec process is writing this run directory ({holder}); "
+                                  "wait for it to end or stop it, then run again (one writer per run directory; "
+                                  f"the lock {lock} is released when its holder exits)") from None
+            except BaseException:
+                os.close(fd)
+                raise
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}, since "
+                          f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime())}\n".encode(), 0)
+            _HELD[key] = [fd, 0]
+        _HELD[key][1] += 1
+        try:
+            yield
+        finally:
+            _HELD[key][1] -= 1
+            if _HELD[key][1] == 0:
+                os.close(_HELD.pop(key)[0])  # closing the descriptor releases the lock
+
+    def drop_derived(self) -> None:
+        """Remove every file derived from the results (metrics, samples, predictions, facts, the MLflow run id, the
+        cost ledger, the plots): a fresh start leaves nothing a reader could take for the new run's."""
+        for name in self.DERIVED:
+            self.storage.delete(name)
+        plots = self.plots
+        for name in plots.list():
+            plots.delete(name)
+
     # ---- helpers --------------------------------------------------------------------------------------------
     def _json(self, name: str) -> dict:
         where = f"{self.uri}/{name}"
@@ -264,6 +337,35 @@ class SuiteDir(_Folder):
     @property
     def comparisons(self) -> Storage:
         return self.storage / self.COMPARISONS
+
+
+def run_dir_of(path: str | Path) -> Path | None:
+    """The run directory ``path`` is or lies inside (the nearest one: a folder holding one of ``RunDir.MARKERS``),
+    else None. Local paths only; symbolic links are followed."""
+    p = Path(path).expanduser().resolve()
+    for d in (p, *p.parents):
+        if d.is_dir() and any((d / m).exists() for m in RunDir.MARKERS):
+            return d
+    return None
+
+
+def refuse_inside_runs(path: str | Path | None, flag: str) -> None:
+    """Raise a ``ConfigError`` when a verb's output ``path`` (a file or a folder it writes; ``flag`` names the
+    option or key that gave it) is a run directory, lies inside one, or is a suite's index: only the run itself
+    writes there, whatever the path names. A storage URI is not checked here (outputs are local)."""
+    if path is None or is_uri(path):
+        return
+    run = run_dir_of(path)
+    if run is not None:
+        raise ConfigError(f"{flag} {path}: inside the run directory {run}; only the run itself writes there. Write "
+                          "the output elsewhere")
+    p = Path(path).expanduser().resolve()
+    if p.name == SuiteDir.INDEX and SuiteDir.is_suite(p.parent):
+        raise ConfigError(f"{flag} {path}: the index of the suite {p.parent}; only `llmrec suite` writes it. Write "
+                          "the output elsewhere")
+    if p.name == RunDir.MLFLOW_ID and p.is_file():
+        raise ConfigError(f"{flag} {path}: the MLflow run id of {p.parent}; only its run writes it. Write the output "
+                          "elsewhere")
 
 
 def dumps_json(value: Any) -> str:

@@ -51,6 +51,7 @@ TAG_SETTING = "llmrec.setting"
 TAG_PARENT = "mlflow.parentRunId"
 TAG_CONFIG_HASH = "llmrec.config_hash"  # hash of the settings that determine the results (run names stay readable)
 TAG_RUN_DIR = "llmrec.run_dir"  # the run directory's name
+TAG_RUN_LOCATION = "llmrec.run_location"  # the run directory's whole path or URI: the one directory a run is bound to
 TAG_SUITE = "llmrec.suite"
 TAG_SUBJECT = "llmrec.subject"
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
@@ -97,6 +98,17 @@ def default_tracking(default_experiment: str) -> Any:
     return Field(default_factory=lambda: TrackingConfig(experiment=default_experiment))
 
 
+def reader_section(section: TrackingConfig | dict | None, uri: str | None = None) -> TrackingConfig:
+    """The tracking section a verb that reads run directories (leaderboard, compare, judges) logs with: whether to log
+    and the experiment's name from the directory's ``section``, but the store and the artifact root are the
+    reader's own: ``uri`` (its ``--tracking-uri``), else ``$MLFLOW_TRACKING_URI``, else the default, and the default
+    artifact root. A directory's config never chooses where a reader connects or writes."""
+    if isinstance(section, dict):
+        section = TrackingConfig.model_validate(section)
+    section = section or TrackingConfig()
+    return section.model_copy(update={"uri": tracking_uri(uri), "artifact_root": settings.DEFAULT_ARTIFACT_ROOT})
+
+
 def tracking_uri(configured: str | None = None) -> str:
     return configured or settings.env_tracking_uri() or settings.DEFAULT_TRACKING_URI
 
@@ -109,6 +121,9 @@ def _local_store(uri: str) -> Path | None:
     if uri.startswith("file://"):
         return Path(urlparse(uri).path)
     return None if _URI.match(uri) else Path(uri)
+
+
+local_store = _local_store  # the file of a sqlite or file store (None for a server)
 
 
 def existing_store(configured: str | None = None) -> str:

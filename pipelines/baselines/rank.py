@@ -196,6 +196,9 @@ def full_topk(model, data, users: list[str], k: int) -> dict[str, list[str]]:
 
 
 def run_baselines(cfg: BaselinesConfig) -> dict[str, dict]:
+    from llmrec.rundir import refuse_inside_runs
+
+    refuse_inside_runs(cfg.out, "out:")  # a folder of predictions and metrics of its own, never inside a run
     cands = read_candidates(cfg.candidates)
     users = [str(c["user_id"]) for c in cands]
     results, tops = {}, []

@@ -5,7 +5,9 @@ Every shard gets a unique, write-once name and is published atomically (local: t
 name then rename; object store: one whole-object upload), so a kill at any moment leaves
 either a whole shard or none. Loading de-duplicates by ``sample_id`` (the newest record wins:
 a failed sample retried on resume supersedes its failure). A shard damaged outside llmrec (a
-truncated copy) is moved aside to ``<shard>.corrupt`` with a warning and its samples are redone.
+truncated copy) is moved aside by the run's writer (``writer=True``) to ``<shard>.corrupt`` with a warning and its
+samples are redone; a reader (``llmrec compare``, ``rejudge``'s source, an export) changes nothing in the store: it
+fails with a ``DataError`` naming the shard.
 
 Each shard carries, in its parquet metadata, the provenance of its results (``pipelines.common.provenance``:
 the result-determining config and the content fingerprint of the data read), so resume can take only the
@@ -33,6 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from llmrec.pipelines.record import cell, json_columns
+from llmrec.errors import DataError
 from llmrec.redact import redacted_errors
 from llmrec.storage import Storage
 
@@ -54,11 +57,15 @@ CORRUPT = ".corrupt"  # suffix of a quarantined shard
 
 
 class ResultStore:
-    def __init__(self, root: str | Path | Storage, provenance: dict | None = None, schema=None):
+    def __init__(self, root: str | Path | Storage, provenance: dict | None = None, schema=None, writer: bool = True):
         """``provenance``: what this run's results are produced from, written with every shard. ``schema``: the
-        benchmark's ``RecordSchema``: shards are typed (else one JSON ``record`` column)."""
+        benchmark's ``RecordSchema``: shards are typed (else one JSON ``record`` column). ``writer``: the run that
+        owns the store (creates its folder, writes shards, quarantines a damaged one); False: a reader, which
+        changes nothing."""
         self.root = Storage.of(root)
-        self.root.mkdir()
+        self.writer = writer
+        if writer:
+            self.root.mkdir()
         self.provenance, self.schema = provenance, schema
         self._seen: dict[str, tuple[dict | None, int]] = {}  # shard → (provenance, finished records), by load()
 
@@ -66,6 +73,8 @@ class ResultStore:
         """records: dicts with sample_id, status, error and the full sample. Returns the shard name."""
         if not records:
             return None
+        if not self.writer:
+            raise DataError(f"{self.root}: opened for reading; only the run writes its result store")
         # an error may quote the configured URL it failed on: its credentials go; what a model said stays as said
         records = redacted_errors(records)
         now = time.time()
@@ -131,6 +140,9 @@ class ResultStore:
                 f = pq.ParquetFile(io.BytesIO(data))
                 table = f.read(columns=None if columns is None else [c for c in columns if c in f.schema_arrow.names])
             except Exception as e:  # noqa: BLE001 - any decode error means a damaged shard
+                if not self.writer:  # a reader leaves the store as it found it and says which shard it cannot use
+                    raise DataError(f"{self.root}/{shard}: an unreadable result shard ({e}); nothing was changed. "
+                                    "The run's next `llmrec run` moves it aside and redoes its samples") from None
                 self._quarantine(shard, data, e)
                 continue
             final = sum(s in FINAL for s in table.column("status").to_pylist())
@@ -188,6 +200,8 @@ class ResultStore:
         return {sid for sid, status in latest.items() if status in FINAL}
 
     def clear(self) -> None:
+        if not self.writer:
+            raise DataError(f"{self.root}: opened for reading; only the run clears its result store")
         for name in self.root.list(".parquet") + self.root.list(".tmp"):
             self.root.delete(name)
 

@@ -46,6 +46,13 @@ def run_evaluation(cfg: RunConfig, data_dir: Path | None = None, progress: Progr
     if subject is None:  # a suite checks all its runs before its first one
         check_before_work([cfg])
     p = plan(cfg, data_dir)
+    with p.hold:  # the run directory is this process's until the run ends, however it ends
+        return _run(p, cfg, data_dir, progress, subject, title, parent_run_id, prepare, started)
+
+
+def _run(p: RunPlan, cfg: RunConfig, data_dir: Path | None, progress: Progress | None, subject: SharedSubject | None,
+         title: str | None, parent_run_id: str | None, prepare: Callable[[RunPlan], None] | None,
+         started: float) -> RunOutcome:
     if prepare is not None:
         prepare(p)
     log.info("%s: %d samples, %d already in the store, %d to run", p.run_dir, len(p.samples),

@@ -41,7 +41,7 @@ from llmrec.pipelines.registry import get_benchmark
 from llmrec.pipelines.runner.outcomes import read_stored_rows, unit_outcomes
 from llmrec.pipelines.runner.suite_config import read_index
 from llmrec.registry import installed_only
-from llmrec.rundir import RunDir, SuiteDir, dumps_json
+from llmrec.rundir import RunDir, SuiteDir, dumps_json, refuse_inside_runs
 
 ALL = "all"  # the setting label of a metric's settings pooled
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -309,12 +309,14 @@ def default_out(paths: list[Path], runs: list[Run], here: Path | None = None) ->
 
 
 def check_out(out: Path, runs: list[Run]) -> Path:
-    """``out`` unless it is one of the compared runs or inside one: a comparison never writes into its inputs."""
+    """``out`` unless it is one of the compared runs or inside one, or inside any other run directory: a comparison
+    never writes into its inputs, nor into a run."""
     target = out.resolve()
     for r in runs:
         if target == r.path or r.path in target.parents:
             raise ConfigError(f"--out {out}: inside the compared run {r.path}; a comparison is written beside its "
                               "inputs, never into them (give another folder)")
+    refuse_inside_runs(out, "--out")
     return out
 
 
@@ -351,9 +353,10 @@ def log_mlflow(comp: Comparison, files: dict[str, Path], enabled: bool | None = 
                uri: str | None = None) -> str | None:
     """One MLflow run (kind ``compare``) in the experiment of the last run: params = the run directories,
     metrics = each row's diff, CI and p-values, artifacts = the two files. ``enabled`` / ``uri``: the verb's
-    ``--tracking/--no-tracking`` and ``--tracking-uri`` (default: the last run's tracking section)."""
+    ``--tracking/--no-tracking`` (default: the last run's tracking.enabled) and ``--tracking-uri`` (default: the
+    environment's or the default store, never the one a run's config names)."""
     last = comp.runs[-1]
-    tr = last.cfg.tracking.model_copy(update={"uri": uri} if uri else {})
+    tr = tracking.reader_section(last.cfg.tracking, uri)
     if not (tr.enabled if enabled is None else enabled):
         return None
     exp_id = tracking.setup(tr.uri, tr.experiment or last.bench.name, tr.artifact_root)
@@ -553,6 +556,7 @@ def register(app: typer.Typer) -> None:
         """Paired comparison of runs of one benchmark on the samples they share: per headline metric and
         setting, B − A with a cluster bootstrap 95% CI, an exact McNemar or paired permutation p-value and
         Holm's correction. Writes comparison.json and per_sample.parquet and logs an MLflow run."""
+        refuse_inside_runs(out, "--out")
         with storage.local_folders(runs) as local, installed_only():
             remote = any(storage.is_uri(r) for r in runs)
             _compare(local, metric, allow_protocol_diff, out, resamples, seed, data_dir, Path(".") if remote else None,

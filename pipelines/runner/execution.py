@@ -15,7 +15,7 @@ import os
 import re
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -144,6 +144,8 @@ class RunPlan:
     facts: dict[str, dict] = field(default_factory=dict)  # role → the engine's run_facts (RUN_FACTS_FILE)
     texts: TextStore | None = None  # the run's transcript texts (RunDir.transcripts)
     budget: "Budget | None" = None  # execution.budget (budget.py): consulted after each written batch
+    hold: ExitStack = field(default_factory=ExitStack)  # the run directory's writer lock (RunDir.writer): close it
+    # when the run ends
 
 
 def run_dir_for(cfg: RunConfig) -> storage.Storage:
@@ -206,11 +208,22 @@ def plan(cfg: RunConfig, data_dir: Path | None = None) -> RunPlan:
     run_dir = run_dir_for(cfg)
     run_dir.mkdir()
     rd = RunDir(run_dir)
-    store = ResultStore(rd.results, provenance, record_schema(bench))  # typed shards
+    hold = ExitStack()
+    hold.enter_context(rd.writer())  # one writer per run directory, from here to the end of the run
+    try:
+        return _plan(cfg, bench, samples, assets, provenance, rd, hold, t0)
+    except BaseException:
+        hold.close()
+        raise
+
+
+def _plan(cfg: RunConfig, bench: Benchmark, samples: list[Sample], assets: dict | None, provenance: dict, rd: RunDir,
+          hold: ExitStack, t0: float) -> RunPlan:
+    run_dir = rd.storage
+    store = ResultStore(rd.results, provenance, record_schema(bench), writer=True)  # typed shards
     texts = TextStore(rd.transcripts)
-    if not cfg.output.resume:  # --fresh: the results and the transcripts they refer to go together
-        store.clear()
-        texts.clear()
+    if not cfg.output.resume:  # --fresh
+        discard_results(rd, store, texts)
     done = store.finished_ids()
     differ = check_resumable(cfg, rd, store, done)
     if differ and rd.mlflow_run_id() is not None:
@@ -223,7 +236,16 @@ def plan(cfg: RunConfig, data_dir: Path | None = None) -> RunPlan:
     elif rd.exists(RunDir.FACTS):
         rd.drop_facts()
     return RunPlan(cfg, bench, samples, run_dir, store, pending, assets, {"time_plan_s": time.perf_counter() - t0},
-                   facts, texts)
+                   facts, texts, hold=hold)
+
+
+def discard_results(rd: RunDir, store: ResultStore | None = None, texts: TextStore | None = None) -> None:
+    """``--fresh``: the results, the transcripts they refer to and every file derived from them go together, before
+    any work, so a run stopped before its end (a budget, a failure) leaves no earlier numbers for a reader to take
+    as its own. The caller holds the run directory (``RunDir.writer``)."""
+    (store or ResultStore(rd.results)).clear()
+    (texts or TextStore(rd.transcripts)).clear()
+    rd.drop_derived()
 
 
 def check_resumable(cfg: RunConfig, rd: RunDir, store: ResultStore, done: set[str]) -> list[str]:

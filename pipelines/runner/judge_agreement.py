@@ -255,11 +255,12 @@ def mlflow_metrics(report: dict) -> dict[str, float]:
     return out
 
 
-def log_mlflow(report: dict, run: Run, files: list[Path]) -> str | None:
-    """One MLflow run (kind ``judges``) in the experiment of ``run``: the agreement and the metric differences."""
+def log_mlflow(report: dict, run: Run, files: list[Path], uri: str | None = None) -> str | None:
+    """One MLflow run (kind ``judges``) in the experiment of ``run``: the agreement and the metric differences. The
+    store: ``uri`` (``--tracking-uri``), else the environment's or the default, never the one ``run``'s config names."""
     from llmrec import tracking
 
-    tr = run.cfg.tracking
+    tr = tracking.reader_section(run.cfg.tracking, uri)
     if not tr.enabled:
         return None
     exp_id = tracking.setup(tr.uri, tr.experiment or run.bench.name, tr.artifact_root)

@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from llmrec.cli_options import data_dir_option
+from llmrec.cli_options import RUNS_STORE_HELP, data_dir_option, tracking_uri_option, with_tracking_uri
 from llmrec.errors import RunFailed
 from llmrec.pipelines.runner import judge_failures
 
@@ -57,6 +57,9 @@ def register(app: typer.Typer) -> None:
         out: Optional[Path] = typer.Option(None, "--out", help="the new run directory (default: <the source's "
                                                                "output.dir>/<benchmark>-<config hash>)"),
         data_dir: Optional[Path] = data_dir_option(),
+        tracking_uri_: Optional[str] = tracking_uri_option(
+            "MLflow store of the new run (= --set tracking.uri=URI; default $MLFLOW_TRACKING_URI or the default store, "
+            "never the one the source run's config names)."),
         fresh: bool = typer.Option(False, "--fresh", help="discard the new run's stored results and start over"),
         verbose: bool = typer.Option(False, "-v", "--verbose"),
     ) -> None:
@@ -66,8 +69,10 @@ def register(app: typer.Typer) -> None:
         the new judge's answers could not be read for more than execution.max_judge_failed_share of the judged
         units (default 0.1; --set execution.max_judge_failed_share=X), and always when none could be read."""
         from llmrec import storage
-        from llmrec.pipelines.runner.rejudge import rejudge_config, run_rejudge
+        from llmrec.pipelines.runner.rejudge import refuse_out, rejudge_config, run_rejudge
         from llmrec.registry import installed_only
+
+        refuse_out(out, run)
 
         logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                             format="%(levelname)s %(name)s: %(message)s")
@@ -76,7 +81,7 @@ def register(app: typer.Typer) -> None:
 
             for name, level in (("ray", logging.WARNING), ("ray.data", logging.ERROR)):
                 logging.getLogger(name).setLevel(level)
-        overrides = list(set_) + (["output.resume=false"] if fresh else [])
+        overrides = with_tracking_uri(list(set_), tracking_uri_) + (["output.resume=false"] if fresh else [])
         with storage.local_folders([run]) as (local,):
             with installed_only():
                 cfg, _ = rejudge_config(local, judge, overrides, out, run if storage.is_uri(run) else None)
@@ -102,6 +107,7 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, "--seed", help="seed of the bootstrap draws"),
         data_dir: Optional[Path] = data_dir_option(),
         tracking: bool = typer.Option(True, "--tracking/--no-tracking", help="log an MLflow run (kind judges)"),
+        tracking_uri_: Optional[str] = tracking_uri_option(RUNS_STORE_HELP),
     ) -> None:
         """Agreement between judges: per judged decision raw agreement, Cohen's kappa with a cluster bootstrap CI
         and the confusion matrix; then the headline metrics under each judge, B − A with its paired CI."""
@@ -109,17 +115,21 @@ def register(app: typer.Typer) -> None:
         from llmrec.pipelines.runner.compare import _slug, load_run
         from llmrec.pipelines.runner.judge_agreement import judges_report, log_mlflow, tables, write_report
         from llmrec.registry import installed_only
-        from llmrec.rundir import RunDir
+        from llmrec.rundir import RunDir, refuse_inside_runs
 
+        refuse_inside_runs(out, "--out")
         with storage.local_folders(runs) as local, installed_only():
             report = judges_report(local, data_dir, resamples, seed)
             for t in tables(report):
                 console.print(t)
             names = "--vs--".join(Path(p).name for p in local)
             here = Path(".") if any(storage.is_uri(r) for r in runs) else Path(local[0]).resolve().parent
-            f = write_report(report, out or here / RunDir.COMPARISONS / _slug(f"judges-{names}")[:200])
+            target = out or here / RunDir.COMPARISONS / _slug(f"judges-{names}")[:200]
+            refuse_inside_runs(target, "--out")
+            f = write_report(report, target)
             console.print(f"wrote {f}", markup=False)
             if tracking:
-                run_id = log_mlflow(report, load_run(Path(local[-1]).resolve(), Path(local[-1]).name), [f])
+                run_id = log_mlflow(report, load_run(Path(local[-1]).resolve(), Path(local[-1]).name), [f],
+                                    tracking_uri_)
                 if run_id:
                     console.print(f"MLflow run {run_id} (kind judges)", markup=False)

@@ -381,11 +381,11 @@ def write(df: pd.DataFrame, out_dir: Path, primary_only: bool = False, stem: str
 
 
 def tracking_config(entries: list[Entry], uri: str | None = None) -> tracking.TrackingConfig:
-    """The tracking section of the first entry whose directory has a config, else the defaults; ``uri`` (the
-    verb's ``--tracking-uri``) replaces its store."""
-    cfg = next((tracking.TrackingConfig.model_validate(e.config["tracking"]) for e in entries
-                if e.config.get("tracking")), tracking.TrackingConfig())
-    return cfg.model_copy(update={"uri": uri}) if uri else cfg
+    """The tracking section of the first entry whose directory has a config, else the defaults, with the reader's
+    own store (``uri``: the verb's ``--tracking-uri``, else the environment's or the default; never the store the
+    directory names: ``tracking.reader_section``)."""
+    cfg = next((e.config["tracking"] for e in entries if e.config.get("tracking")), None)
+    return tracking.reader_section(cfg, uri)
 
 
 def log_mlflow(df: pd.DataFrame, entries: list[Entry], files: dict[str, Path], experiment: str,

@@ -38,7 +38,7 @@ def read_stored_rows(rd: RunDir) -> list[dict] | None:
     from llmrec.pipelines.common.store import ResultStore
 
     if rd.path is not None and (rd.path / RunDir.RESULTS).is_dir():
-        return list(ResultStore(rd.path / RunDir.RESULTS).load().values())
+        return list(ResultStore(rd.path / RunDir.RESULTS, writer=False).load().values())  # a reader: changes nothing
     return read_samples(rd)
 
 

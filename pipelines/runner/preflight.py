@@ -5,9 +5,9 @@ failure is one line naming the key, variable, path or store (exit 2, nothing don
 
 - every variable a ``*_env`` key of the subject or judge names (``engine.api_key_env``) is set here;
 - ``output.dir`` is a folder (or can be made one) where a file can be written, read back and deleted, and
-  a local one has at least ``$LLMREC_MIN_FREE_MB`` (default 100) MB free;
+  a local one has at least ``$LLMREC_MIN_FREE_MB`` (default 100) MB free; it is not inside a run directory;
 - the run directory's name fits a file system's name limit;
-- the request cache file can be opened;
+- the request cache file can be opened; it is not the sqlite file of the tracking store, nor inside a run directory;
 - the tracking store answers (``tracking.check_store``: a few seconds, no retries), so a wrong or
   unreachable ``tracking.uri`` is found now and not after all the samples.
 """
@@ -22,6 +22,7 @@ from llmrec import settings, storage, tracking
 from llmrec.config import NAME_MAX_BYTES
 from llmrec.errors import ConfigError
 from llmrec.pipelines.runner.run_config import RunConfig
+from llmrec.rundir import refuse_inside_runs
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,8 @@ def check_name(run_dir: storage.Storage) -> None:
 def check_output(where: str) -> None:
     """``where`` (``output.dir``) can hold the run: a writable folder with free space."""
     loc = storage.Storage(where)
+    if loc.local:
+        refuse_inside_runs(loc.uri, "output.dir")  # a run's folder is its own: another run is never put inside it
     if loc.local and Path(loc.uri).exists() and not Path(loc.uri).is_dir():
         raise ConfigError(f"output.dir {loc.uri}: is a file, not a folder; give a folder for the run directories")
     try:
@@ -70,6 +73,18 @@ def check_output(where: str) -> None:
             raise ConfigError(f"output.dir {loc.uri}: only {free_mb:.1f} MB free on its disk, less than the "
                               f"{need:g} MB a run needs at least; free some space, or set ${settings.MIN_FREE_ENV} "
                               "to a smaller figure")
+
+
+def check_cache_place(path: str | None, tracking_uri: str | None) -> None:
+    """The request cache file is neither the tracking store's sqlite file (its table would be added to MLflow's
+    database) nor inside a run directory (only the run writes there)."""
+    if path is None:
+        return
+    store = tracking.local_store(tracking.tracking_uri(tracking_uri))
+    if store is not None and Path(storage.resolve(store)) == Path(path).expanduser().resolve():
+        raise ConfigError(f"output.cache_path {path}: is the MLflow tracking store's file "
+                          f"({tracking.tracking_uri(tracking_uri)}); give the request cache a file of its own")
+    refuse_inside_runs(path, "output.cache_path")
 
 
 def check_cache(path: str | None) -> None:
@@ -95,6 +110,7 @@ def check_before_work(cfgs: list[RunConfig]) -> None:
     for cfg in cfgs:
         check_env(cfg)
         check_name(run_dir_for(cfg))
+        check_cache_place(cache_path_for(cfg), cfg.tracking.uri)
         for key, check, arg in (("out", check_output, cfg.output.dir), ("cache", check_cache, cache_path_for(cfg)),
                                 ("tracking", tracking.check_store,
                                  cfg.tracking.uri if cfg.tracking.enabled else None)):

@@ -22,7 +22,7 @@ from llmrec.pipelines.protocol import judge_stage_names
 from llmrec.pipelines.record import RECORD_FIELDS
 from llmrec.pipelines.runner.execution import RunPlan
 from llmrec.pipelines.runner.judges import JURY_FIELD
-from llmrec.rundir import RunDir
+from llmrec.rundir import RunDir, refuse_inside_runs
 from llmrec.transcripts import TextStore
 
 log = logging.getLogger(__name__)
@@ -31,6 +31,20 @@ log = logging.getLogger(__name__)
 def _stage_of(name: str | None) -> str:
     """``judge_violate[gpt-j]`` (a juror's call or failure) → ``judge_violate``."""
     return (name or "").split("[", 1)[0]
+
+
+def refuse_out(out: Path | None, source: str) -> None:
+    """``--out`` (the new run directory) is neither the source run nor inside a run directory: a rejudge writes only
+    its own run directory (an earlier rejudge's, which it resumes)."""
+    if out is None:
+        return
+    from llmrec import storage
+
+    target = Path(out).expanduser().resolve()
+    if not storage.is_uri(source) and target == Path(source).expanduser().resolve():
+        raise ConfigError(f"--out {out}: is the source run {source}; a rejudge writes a new run directory (give "
+                          "another folder)")
+    refuse_inside_runs(target.parent, "--out")  # the folder itself may be this rejudge's own, resumed
 
 
 def read_judge(path: Path) -> dict[str, Any]:
@@ -65,6 +79,10 @@ def rejudge_config(source: Path, judge_file: Path, overrides: list[str] | None =
     raw = rd.config()
     judge = read_judge(judge_file)
     new = {k: v for k, v in raw.items() if k not in ("judge", "judging", "rejudge")}
+    # the MLflow store is this invocation's (--tracking-uri / --set, $MLFLOW_TRACKING_URI, the default), never the one
+    # the source directory's config names; whether to log and the experiment's name are kept
+    tracking = raw.get("tracking") if isinstance(raw.get("tracking"), dict) else {}
+    new["tracking"] = {k: v for k, v in tracking.items() if k not in ("uri", "artifact_root")}
     new["judge"] = judge["judge"]
     if judge["judging"] is not None:
         new["judging"] = judge["judging"]

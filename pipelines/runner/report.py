@@ -123,6 +123,24 @@ def names_by_difference(client, exp_id: str, p: RunPlan, run_id: str | None, bas
     return name(""), renamed
 
 
+def bound_run(client, run_id: str | None, run_dir) -> str | None:
+    """``run_id`` (the id a run directory holds) when the store still has that run and the run was made for this
+    directory (its location tag; for a run logged before that tag, its directory name if it has one); else None, with
+    a warning
+    when the run exists but belongs to another directory (a copied directory, or an id copied in): the caller
+    starts a new MLflow run instead of writing over another directory's record."""
+    run_id = existing_run(client, run_id)
+    if run_id is None:
+        return None
+    tags = client.get_run(run_id).data.tags
+    here, named = redact_text(run_dir.uri), tags.get(tracking.TAG_RUN_LOCATION)
+    if named == here or (named is None and tags.get(tracking.TAG_RUN_DIR, run_dir.name) == run_dir.name):
+        return run_id
+    log.warning("%s: its %s names MLflow run %s, which was made for %s; this directory gets a new MLflow run",
+                here, RunDir.MLFLOW_ID, run_id, named or tags.get(tracking.TAG_RUN_DIR))
+    return None
+
+
 def existing_run(client, run_id: str | None) -> str | None:
     """``run_id`` when the store still has that run, else None."""
     import mlflow
@@ -149,7 +167,7 @@ def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Pat
                             () if parent else headline)
     client = tracking.client(cfg.tracking.uri)
     rd = RunDir(p.run_dir)
-    run_id = existing_run(client, rd.mlflow_run_id())
+    run_id = bound_run(client, rd.mlflow_run_id(), p.run_dir)  # None: a new MLflow run (a copied directory too)
     renamed: dict[str, str] = {}
     if title:
         name = redact_text(title)  # names are shown everywhere: no credentials in them
@@ -167,7 +185,8 @@ def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Pat
     tags = tracking.run_tags("run", protocol, data_fingerprint(p), headline, benchmark=p.bench.name,
                              engine=engine.type, model=tracking.model_label(engine), **{
                                  tracking.TAG_CONFIG_HASH: fingerprint(cfg.semantic()),
-                                 tracking.TAG_RUN_DIR: p.run_dir.name})
+                                 tracking.TAG_RUN_DIR: p.run_dir.name,
+                                 tracking.TAG_RUN_LOCATION: redact_text(p.run_dir.uri)})
     if parent:
         tags[tracking.TAG_PARENT] = parent
     if run_id is None:

@@ -13,7 +13,7 @@ from llmrec import storage
 from llmrec.cli_options import RUNS_STORE_HELP, tracking_uri_option
 from llmrec.errors import ConfigError
 from llmrec.registry import installed_only
-from llmrec.rundir import RunDir, SuiteDir
+from llmrec.rundir import RunDir, SuiteDir, refuse_inside_runs
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 
@@ -36,7 +36,9 @@ def leaderboard(
     track: Optional[bool] = typer.Option(
         None, "--tracking/--no-tracking", help="Log the leaderboard to MLflow: one record per suite (and --metric "
                                                "selection), updated in place by every call (default: the runs' "
-                                               f"tracking.enabled; store and artifacts from their {RunDir.CONFIG})."),
+                                               "tracking.enabled; the store: --tracking-uri, else "
+                                               "$MLFLOW_TRACKING_URI or the default, never the one their "
+                                               f"{RunDir.CONFIG} names)."),
     tracking_uri_: Optional[str] = tracking_uri_option(RUNS_STORE_HELP),
 ) -> None:
     """Subject × benchmark headline metrics with 95% CIs, LLMs and baselines in one table.
@@ -49,6 +51,7 @@ def leaderboard(
     """
     from llmrec.pipelines.runner import leaderboard as lb
 
+    refuse_inside_runs(out, "--out")
     with storage.local_folders(paths) as local, installed_only():
         _leaderboard(lb, paths, local, out, metric, track, tracking_uri_)
 
@@ -63,6 +66,7 @@ def _leaderboard(lb, paths: list[str], local: list[Path], out: Path | None, metr
     suites = {e.suite for e in entries}
     one_suite = next(iter(suites)) if len(suites) == 1 and None not in suites else None
     out = out or (local[0] if one_suite and len(paths) == 1 and not storage.is_uri(paths[0]) else Path("leaderboard"))
+    refuse_inside_runs(out, "--out")
     primary = not metric
     stem = lb.file_stem(metric)
     files = lb.write(df, out, primary_only=primary, stem=stem)
@@ -70,7 +74,7 @@ def _leaderboard(lb, paths: list[str], local: list[Path], out: Path | None, metr
     console.print(f"wrote {files['md']} and {files['csv']}", markup=False, highlight=False)
     console.print(f"the samples behind a number: llmrec view {' '.join(paths)}  (then the printed address + "
                   "/samples?subject=…&entry=…&verdict=wrong)", markup=False, highlight=False)
-    cfg = lb.tracking_config(entries)
+    cfg = lb.tracking_config(entries, uri)
     if cfg.enabled if track is None else track:
         run_id = lb.log_mlflow(df, entries, files, one_suite or "llmrec-leaderboard", stem, uri)
         console.print(f"MLflow run {run_id} (experiment {one_suite or 'llmrec-leaderboard'})", markup=False,

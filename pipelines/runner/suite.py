@@ -50,7 +50,7 @@ from llmrec.pipelines.runner import judge_failures
 from llmrec.pipelines.runner.api import RunOutcome, run_evaluation
 from llmrec.pipelines.runner.execution import Progress, RunPlan, build_samples, data_root
 from llmrec.pipelines.runner.provision import SharedSubject
-from llmrec.pipelines.runner.report import existing_run, publish, staging_dir, write_outputs
+from llmrec.pipelines.runner.report import bound_run, publish, staging_dir, write_outputs
 from llmrec.pipelines.runner.run_config import RunConfig
 from llmrec.pipelines.runner.suite_config import SuiteConfig, SuiteEntry
 from llmrec.rundir import RunDir, SuiteDir
@@ -118,9 +118,10 @@ class SubjectRun:
         self.exp_id = tracking.setup(tr.uri, tr.experiment or self.cfg.name, tr.artifact_root, view_columns(self.cfg),
                                      tracking.view_params(suite_params(self.cfg)))
         client = tracking.client(tr.uri)
-        self.run_id = existing_run(client, RunDir(self.folder).mlflow_run_id())
+        self.run_id = bound_run(client, RunDir(self.folder).mlflow_run_id(), self.folder)  # a copied suite: its own
         tags = tracking.run_tags("suite" if self.kind == "llm" else "baseline", self.protocol, model=self.model, **{
-            tracking.TAG_SUITE: self.cfg.name, tracking.TAG_SUBJECT: self.subject})
+            tracking.TAG_SUITE: self.cfg.name, tracking.TAG_SUBJECT: self.subject,
+            tracking.TAG_RUN_LOCATION: self.folder.uri})
         name = subject_run_name(self.cfg.name, self.subject)
         if self.run_id is None:
             self.run_id = client.create_run(self.exp_id, start_time=int(started * 1000), tags=tags,
@@ -339,6 +340,19 @@ def _run_baselines(cfg: SuiteConfig, data_dir: Path | None, index: SuiteIndex, o
         run.close()
 
 
+def _discard_entries(cfg: SuiteConfig, only: list[str] | None) -> None:
+    from llmrec.pipelines.runner.execution import discard_results, run_dir_for
+    from llmrec.pipelines.runner.run_config import absolute_locations
+
+    for s in only or list(cfg.subjects):
+        for e in cfg.benchmarks:
+            rd = RunDir(run_dir_for(absolute_locations(cfg.run_config(s, e))))
+            if rd.path is not None and not rd.path.is_dir():
+                continue
+            with rd.writer():
+                discard_results(rd)
+
+
 def run_suite(cfg: SuiteConfig, data_dir: Path | None = None, only: list[str] | None = None,
               progress: ProgressFor | None = None) -> SuiteOutcome:
     """Run every entry for every subject (``only``: these subjects), then the baselines; write suite.json."""
@@ -352,6 +366,8 @@ def run_suite(cfg: SuiteConfig, data_dir: Path | None = None, only: list[str] | 
     check_before_work([cfg.run_config(s, e) for s in only or list(cfg.subjects) for e in cfg.benchmarks])
     where = suite_dir(cfg)
     where.mkdir()
+    if not cfg.output.resume:  # --fresh: every entry in scope starts over now, so an entry that stops or fails
+        _discard_entries(cfg, only)  # later shows no earlier numbers
     index = SuiteIndex(where, cfg.name)
     out = SuiteOutcome(str(where), index.data)
     for subject in only or list(cfg.subjects):

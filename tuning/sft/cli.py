@@ -79,6 +79,9 @@ def merge_cmd(
       llmrec sft merge --input runs/sft/point/adapter --weight 0.3333 --input runs/sft/pair/adapter
         --weight 0.3333 --input runs/sft/list/adapter --weight 0.3334 --out runs/sft/merged
     """
+    from llmrec.rundir import refuse_inside_runs
+
+    refuse_inside_runs(out, "--out")
     from llmrec.serving.hf_model import resolve_model_dir
     from llmrec.tuning.sft.merge import merge
 

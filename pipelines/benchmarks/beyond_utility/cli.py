@@ -29,7 +29,9 @@ def candidates_cmd(
     from llmrec.pipelines.benchmarks.beyond_utility import BENCHMARK, plots
     from llmrec.pipelines.benchmarks.beyond_utility.config import BeyondUtilityConfig
     from llmrec.pipelines.common.datasets import resolve_data_dir
+    from llmrec.rundir import refuse_inside_runs
 
+    refuse_inside_runs(out, "--out")
     raw = apply_overrides(read_yaml(config), list(set_))
     cfg = validate(BeyondUtilityConfig, dict(raw.get("benchmark") or {}), "benchmark")
     root = resolve_data_dir(data_dir or (raw.get("data") or {}).get("dir"), None)

@@ -76,12 +76,16 @@ def build_cmd(
     from llmrec.pipelines.benchmarks.lrworld.builders.common import SCHEMA_VERSION
     from llmrec.pipelines.benchmarks.lrworld.samples import build_sample_set, write_sample_set
     from llmrec.pipelines.common.datasets import resolve_data_dir
+    from llmrec.rundir import refuse_inside_runs
 
+    refuse_inside_runs(out, "--out")
     build = _build_config(config, sets, source, embeddings, images)
     root = resolve_data_dir(data_dir, None)
     result = build_sample_set(build, root, progress=lambda msg: typer.echo(f"  built {msg}", err=True))
     name = f"lrworld-v{SCHEMA_VERSION}-{fingerprint(build.model_dump(mode='json'), 8)}"
-    path = write_sample_set(result, build, out or Path("runs/lrworld") / name)
+    out = out or Path("runs/lrworld") / name
+    refuse_inside_runs(out, "--out")
+    path = write_sample_set(result, build, out)
     for measure, n in sorted(result["counts"].items()):
         typer.echo(f"{measure}\t{n}")
     for measure, why in sorted(result["not_built"].items()):
@@ -102,7 +106,9 @@ def plot_cmd(
     from llmrec.pipelines.benchmarks.lrworld.metrics import ContractLine, score_predictions
     from llmrec.pipelines.benchmarks.lrworld.plots import all_plots
     from llmrec.pipelines.common.jsonio import read_predictions
+    from llmrec.rundir import refuse_inside_runs
 
+    refuse_inside_runs(out, "--out")
     labels = label or [p.parent.name for p in predictions]
     if len(labels) != len(predictions):
         raise ConfigError(f"{len(predictions)} files but {len(labels)} labels")

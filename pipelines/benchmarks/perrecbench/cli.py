@@ -38,7 +38,9 @@ def export_sft_cmd(
     from llmrec.pipelines.benchmarks.perrecbench.config import PerRecBenchConfig
     from llmrec.pipelines.benchmarks.perrecbench.sft import export_sft
     from llmrec.pipelines.common.datasets import resolve_data_dir
+    from llmrec.rundir import refuse_inside_runs
 
+    refuse_inside_runs(out, "--out")
     raw = read_yaml(config)
     cfg = validate(PerRecBenchConfig, raw.get("benchmark") or {}, "benchmark")
     run_dir = (raw.get("data") or {}).get("dir")

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from llmrec.cli_options import data_dir_option
-from llmrec.rundir import RunDir, dumps_json
+from llmrec.rundir import RunDir, dumps_json, refuse_inside_runs
 
 app = typer.Typer(no_args_is_help=True, help="PrefEval extras: SFT data export, MCQ-vs-generation comparison.")
 
@@ -26,6 +26,7 @@ def export_sft_cmd(
     from llmrec.pipelines.benchmarks.prefeval import BENCHMARK
     from llmrec.pipelines.benchmarks.prefeval.sft import REFERENCE_TEST_TOPICS, export_sft
 
+    refuse_inside_runs(out, "--out")
     root = resolve_data_dir(data_dir, BENCHMARK.data)
     counts = export_sft(run, root, out, tuple(turns), tuple(test_topic) or REFERENCE_TEST_TOPICS)
     typer.echo(f"wrote {counts['train']} train and {counts['test']} test records to {out}")

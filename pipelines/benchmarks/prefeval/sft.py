@@ -38,7 +38,7 @@ def source_rows(run_dirs: list[Path], source_turns: int = 0) -> list[dict]:
         store = RunDir(d).file(RunDir.RESULTS)
         if not store.is_dir():
             raise DataError(f"{d}: no result store ({RunDir.RESULTS}/); give the run directory of a finished run")
-        for r in ResultStore(store).load().values():
+        for r in ResultStore(store, writer=False).load().values():
             if (r.get("status") == "ok" and r.get("task") == "gen" and r.get("form") == "explicit"
                     and r.get("method") == "reminder" and r.get("turns") == source_turns and r.get("output")):
                 rows.append(r)

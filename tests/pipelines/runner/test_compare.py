@@ -93,7 +93,7 @@ def test_a_comparison_is_never_written_into_a_compared_run(tmp_path):
     a, b = fake_run(tmp_path, "a", "no"), fake_run(tmp_path, "b", "yes")
     for inside in (a, f"{b}/cmp"):
         res = runner.invoke(app, ["compare", a, b, "--out", inside, "--resamples", "200"])
-        assert res.exit_code == 2 and "never into them" in " ".join(res.output.split()), res.output
+        assert res.exit_code == 2 and "inside the run directory" in " ".join(res.output.split()), res.output
     assert not (tmp_path / "runs" / "b" / "cmp").exists() and not (tmp_path / "runs" / "a" / "comparison.json").exists()
 
 
@@ -180,7 +180,9 @@ def test_suite_directory_compares_its_subjects_per_entry(tmp_path):
         " ".join(res.output.split())
 
 
-def test_metric_option_and_mlflow_comparison_run(tmp_path):
+def test_metric_option_and_mlflow_comparison_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the reader's own default artifact root
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlruns.db")  # the reader's store
     a = fake_run(tmp_path, "a", "no", tracking=True)
     b = fake_run(tmp_path, "b", "yes", tracking=True)
     res = runner.invoke(app, ["compare", a, b, "--metric", "nope"])

@@ -153,7 +153,9 @@ def test_rejudge_agreement_and_jury_end_to_end(tmp_path, data_root, local_ray):
     judge_file = tmp_path / "lenient.yaml"
     judge_file.write_text(yaml.safe_dump(judge("lenient", False)))
 
-    cfg, _ = rejudge_config(Path(source.run_dir), judge_file, [], tmp_path / "runs" / "rejudged")
+    store = [f"tracking.uri=sqlite:///{tmp_path}/mlruns.db", f"tracking.artifact_root={tmp_path}/mlartifacts"]
+    cfg, _ = rejudge_config(Path(source.run_dir), judge_file, store, tmp_path / "runs" / "rejudged")
+    assert cfg.tracking.uri == f"sqlite:///{tmp_path}/mlruns.db"  # given here: the source's config never chooses it
     outcome, src = run_rejudge(cfg, Path(source.run_dir), data_root)
     assert _lines(log) == sent  # the subject engine received 0 requests
     assert outcome.metrics["accuracy"] == 1.0 and outcome.metrics["n_judged"] == 6  # as the new judge dictates
@@ -173,7 +175,7 @@ def test_rejudge_agreement_and_jury_end_to_end(tmp_path, data_root, local_ray):
     # resuming that run directory under another judge is refused, naming the key (--fresh starts over)
     other = tmp_path / "other.yaml"
     other.write_text(yaml.safe_dump(judge("other", False)))
-    cfg_other, _ = rejudge_config(Path(source.run_dir), other, [], tmp_path / "runs" / "rejudged")
+    cfg_other, _ = rejudge_config(Path(source.run_dir), other, store, tmp_path / "runs" / "rejudged")
     with pytest.raises(ConfigError, match="judge.model: 'lenient' → 'other'"):
         run_rejudge(cfg_other, Path(source.run_dir), data_root)
 

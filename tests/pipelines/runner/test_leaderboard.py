@@ -100,10 +100,12 @@ def _cli(args):
     return CliRunner().invoke(app, args)
 
 
-def test_cli_writes_markdown_rounded_and_csv_full_precision_and_logs_to_mlflow(tmp_path):
+def test_cli_writes_markdown_rounded_and_csv_full_precision_and_logs_to_mlflow(tmp_path, monkeypatch):
     from llmrec import tracking
 
     store = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    monkeypatch.chdir(tmp_path)  # the reader's own default artifact root
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store)  # the reader's store (the runs' config names it too: not used)
     s = suite_dir(tmp_path, tracking={"enabled": True, "uri": store, "artifact_root": str(tmp_path / "art")})
     res = _cli(["leaderboard", str(s)])
     assert res.exit_code == 0, res.output
@@ -188,10 +190,12 @@ def test_every_cell_has_n_and_a_ci_and_small_cells_are_marked(tmp_path):
     assert cells.loc["small", "toy: failed"] == "0"  # a count: no CI, no n, never marked
 
 
-def test_metric_files_go_beside_the_defaults_and_mlflow_keeps_one_record(tmp_path):
+def test_metric_files_go_beside_the_defaults_and_mlflow_keeps_one_record(tmp_path, monkeypatch):
     from llmrec import tracking
 
     store = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
     s = suite_dir(tmp_path, tracking={"enabled": True, "uri": store, "artifact_root": str(tmp_path / "art")})
     assert _cli(["leaderboard", str(s)]).exit_code == 0
     default = (s / "leaderboard.md").read_text()
