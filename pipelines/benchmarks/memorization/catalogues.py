@@ -1,0 +1,114 @@
+"""Catalogue files → items (id, title, file order) and item popularity (unique users who rated / played each item).
+
+Each catalogue keeps its own line format: the probe shows lines as the file writes them (``id<sep>title``).
+ML-100K ``u.item`` (``id|title|date|video date|IMDb URL|19 genre flags``, latin-1) with ratings ``u.data``
+(``user\\titem\\trating\\ttime``); ML-1M ``movies.dat`` (``MovieID::Title::Genres``, latin-1), ratings
+``ratings.dat`` (``UserID::MovieID::Rating::Timestamp``) only when present (the shared copy has none); Last.fm
+(HetRec 2011) ``artists.dat`` (``id\\tname\\turl\\tpictureURL``, a header line) with ``user_artists.dat``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from llmrec.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    name: str
+    dataset: str  # the dataset's name in the prompt
+    sep: str  # the file's field separator, shown in the prompt lines
+    items: pd.DataFrame  # item_id (str), title, in file order
+    popularity: dict[str, int] | None  # item_id -> unique users; None: the folder has no interactions
+    popularity_source: str | None
+
+
+FOLDERS = {"ml-100k": "ml-100k", "ml-1m": "ml-1m", "lastfm": "hetrec2011-lastfm-2k"}
+
+
+def _need(path: Path, what: str) -> Path:
+    if not path.is_file():
+        raise ConfigError(f"memorization: {what} not found at {path} (benchmark.path / the data directory)")
+    return path
+
+
+def _rows(path: Path, sep: str, n_fields: int, what: str, skip_header: bool = False,
+          encoding: str = "latin-1") -> list[list[str]]:
+    out = []
+    lines = [x.rstrip("\r") for x in path.read_text(encoding=encoding).split("\n")]  # not splitlines: U+0085 is text
+    for no, line in enumerate(lines[1:] if skip_header else lines, start=2 if skip_header else 1):
+        if not line.strip():
+            continue
+        parts = line.split(sep)
+        if len(parts) < n_fields or not parts[0].strip():
+            raise ConfigError(f"memorization: {path} line {no}: a {what} line needs {n_fields} fields separated by "
+                              f"{sep!r}, got {line[:80]!r}")
+        out.append(parts)
+    return out
+
+
+def _unique_users(rows: list[list[str]], user: int, item: int) -> dict[str, int]:
+    df = pd.DataFrame({"u": [r[user] for r in rows], "i": [r[item] for r in rows]})
+    return {str(k): int(v) for k, v in df.groupby("i")["u"].nunique().items()}
+
+
+def load(name: str, folder: Path) -> Catalogue:
+    if name == "ml-100k":
+        rows = _rows(_need(folder / "u.item", "ML-100K u.item"), "|", 2, "u.item")
+        items = pd.DataFrame({"item_id": [r[0] for r in rows], "title": [r[1] for r in rows]})
+        ratings = folder / "u.data"
+        pop = _unique_users(_rows(ratings, "\t", 2, "u.data"), 0, 1) if ratings.is_file() else None
+        return Catalogue(name, "MovieLens 100K", "|", items, pop, "u.data" if pop is not None else None)
+    if name == "ml-1m":
+        rows = _rows(_need(folder / "movies.dat", "ML-1M movies.dat"), "::", 2, "movies.dat")
+        items = pd.DataFrame({"item_id": [r[0] for r in rows], "title": [r[1] for r in rows]})
+        ratings = folder / "ratings.dat"
+        pop = _unique_users(_rows(ratings, "::", 2, "ratings.dat"), 0, 1) if ratings.is_file() else None
+        return Catalogue(name, "MovieLens 1M", "::", items, pop, "ratings.dat" if pop is not None else None)
+    if name == "lastfm":
+        rows = _rows(_need(folder / "artists.dat", "Last.fm artists.dat"), "\t", 2, "artists.dat", skip_header=True,
+                     encoding="utf-8")
+        items = pd.DataFrame({"item_id": [r[0] for r in rows], "title": [r[1] for r in rows]})
+        plays = folder / "user_artists.dat"
+        pop = (_unique_users(_rows(plays, "\t", 2, "user_artists.dat", skip_header=True), 0, 1)
+               if plays.is_file() else None)
+        return Catalogue(name, "Last.fm (HetRec 2011)", "\t", items, pop,
+                         "user_artists.dat" if pop is not None else None)
+    raise ConfigError(f"memorization: unknown catalogue {name!r} (known: {', '.join(FOLDERS)})")
+
+
+def popularity_ranks(popularity: dict[str, int], order: list[str]) -> dict[str, int]:
+    """1-based rank of each item with interactions, most popular first (as the reference sorts by unique users,
+    descending); ties broken by file order (``order``), which the reference leaves to its sort."""
+    pos = {i: k for k, i in enumerate(order)}
+    ranked = sorted(popularity, key=lambda i: (-popularity[i], pos.get(i, len(pos)), i))
+    return {item: k + 1 for k, item in enumerate(ranked)}
+
+
+def bucket_edges(n_ranked: int, shares: list[float]) -> list[int]:
+    """The reference's percentile buckets: each share p ends a bucket at rank ceil(n * p) (at least 1, at most n),
+    and the last bucket always ends at n. [0.2, 0.8] → [ceil(0.2 n), n]: the top 20 % and the rest."""
+    edges = [min(n_ranked, max(1, math.ceil(n_ranked * p))) for p in shares]
+    edges[-1] = n_ranked
+    return edges
+
+
+def bucket_labels(shares: list[float]) -> list[str]:
+    """One label per bucket, by its share range of the ranking: [0.2, 0.8] → ['top0-20', 'top20-100']."""
+    ends = [round(p * 100) for p in shares[:-1]] + [100]
+    starts = [0] + ends[:-1]
+    return [f"top{a}-{b}" for a, b in zip(starts, ends)]
+
+
+def bucket_of(rank: int | None, n_ranked: int, shares: list[float]) -> str | None:
+    if rank is None:
+        return None
+    for edge, label in zip(bucket_edges(n_ranked, shares), bucket_labels(shares)):
+        if rank <= edge:
+            return label
+    return None

@@ -1,0 +1,45 @@
+"""MemorizationConfig: which catalogue is probed, how many of its items, and every option that changes what is
+measured (each deliberate difference from the reference code is one of them, recorded in the protocol tag)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from llmrec.pipelines.protocol import BenchmarkConfig
+
+Catalogue = Literal["ml-100k", "ml-1m", "lastfm"]
+
+
+class MemorizationConfig(BenchmarkConfig):
+    name: Literal["memorization"] = "memorization"
+    catalogue: Catalogue = Field("ml-100k", description="ml-100k (u.item, popularity from u.data), ml-1m "
+                                 "(movies.dat; popularity from ratings.dat when the folder has it), lastfm "
+                                 "(HetRec 2011 artists.dat, popularity from user_artists.dat)")
+    path: Path | None = Field(None, description="the catalogue's folder, relative to the data directory (default: "
+                              "ml-100k, ml-1m, hetrec2011-lastfm-2k)")
+    items: int | None = Field(None, ge=1, description="probe this many items drawn at random (seeded), kept in file "
+                              "order; absent: every item of the catalogue, as the reference does")
+    seed: int = Field(0, description="seed of the item draw")
+    shots: int = Field(3, ge=0, le=20, description="real lines shown before the asked ID: the first lines of the "
+                       "file, skipping the asked item (reference: 3, the first three at the start)")
+    fuzzy_threshold: float = Field(80.0, ge=0, lt=100, description="an answer is memorized when its similarity "
+                                   "to the real title (rapidfuzz fuzz.ratio, 0-100) is above this (reference: 80)")
+    answer_cut: Literal["none", "line"] = Field("none", description="none: the whole answer with the '<id><sep>' "
+                                                "echo removed (reference); line: also keep only its first line "
+                                                "and cut it at the next field separator")
+    popularity_buckets: list[float] = Field(default_factory=lambda: [0.2, 0.8], min_length=1,
+                                            description="cumulative shares of the popularity ranking where buckets "
+                                            "end; the last bucket always ends at the least popular item "
+                                            "(reference: [0.2, 0.8], which makes two buckets: top 20%, the rest)")
+    temperature: float = Field(0.0, ge=0, description="sampling temperature (reference: 0 for API models)")
+    max_tokens: int = Field(48, ge=1, description="answer tokens")
+
+    @field_validator("popularity_buckets")
+    @classmethod
+    def _shares(cls, v: list[float]) -> list[float]:
+        if any(not 0 < p <= 1 for p in v) or v != sorted(v):
+            raise ValueError(f"must be increasing shares in (0, 1], got {v}")
+        return v

@@ -1,0 +1,53 @@
+"""Reading an answer and matching it to the real title: the reference's fuzzy match, an exact match and a
+normalised match.
+
+- ``answer_text``: the reference removes every ``<id><sep>`` echo from the answer and strips it (``answer_cut``
+  ``none``); ``line`` also keeps only the first non-empty line, cut at the next field separator.
+- ``similarity``: rapidfuzz ``fuzz.ratio`` (0-100, Indel similarity) rounded to 2 decimals, as the reference
+  computes it; memorized when above ``fuzzy_threshold`` (reference: > 80).
+- ``exact``: the answer equals the title character for character (after the strip).
+- ``normalised``: equal after ``normalise``: Unicode NFKC, case folded, a trailing article moved to the front
+  (``Usual Suspects, The (1995)`` → ``the usual suspects (1995)``), punctuation dropped, spaces collapsed.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from rapidfuzz import fuzz
+
+_ARTICLE = re.compile(r"^(?P<body>.*?),\s*(?P<art>the|a|an|les|le|la|l'|il|die|der|das|el|los|las)"
+                      r"(?P<tail>\s*\(.*\))?$", re.IGNORECASE)
+_PUNCT = re.compile(r"[^\w\s]", re.UNICODE)
+
+
+def answer_text(output: str | None, item_id: str, sep: str, cut: str = "none") -> str:
+    text = (output or "").replace(f"{item_id}{sep}", "").strip()
+    if cut == "line":
+        lines = [x for x in text.splitlines() if x.strip()]
+        text = lines[0].split(sep)[0].strip() if lines else ""
+    return text
+
+
+def similarity(answer: str, gold: str) -> float:
+    return round(float(fuzz.ratio(answer, gold)), 2)
+
+
+def normalise(title: str) -> str:
+    t = unicodedata.normalize("NFKC", title).strip()
+    m = _ARTICLE.match(t)
+    if m:
+        t = f"{m['art']} {m['body']}{m['tail'] or ''}"
+    t = _PUNCT.sub(" ", t.casefold())
+    return " ".join(t.split())
+
+
+def match(output: str | None, item_id: str, sep: str, gold: str, threshold: float = 80.0,
+          cut: str = "none") -> dict:
+    """The scored fields of one answer: ``answer``, ``similarity``, ``correct`` (the reference's fuzzy match),
+    ``exact``, ``normalised``."""
+    ans = answer_text(output, item_id, sep, cut)
+    sim = similarity(ans, gold)
+    return {"answer": ans, "similarity": sim, "correct": sim > threshold, "exact": ans == gold.strip(),
+            "normalised": bool(ans) and normalise(ans) == normalise(gold)}

@@ -1,0 +1,79 @@
+"""Golden numbers for the probe's matching and popularity buckets: ten fixed answers whose similarities, matches and
+bucket coverages were computed by hand, following the reference code's rules (fuzzy ratio rounded to 2 decimals,
+memorized when > 80; items ranked by unique users, buckets ending at ceil(0.2 n) and n), with an independent
+longest-common-subsequence computation of the similarity rather than the library the package calls."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from llmrec.pipelines.benchmarks.memorization import BENCHMARK, catalogues, matching, metrics, samples
+from llmrec.pipelines.benchmarks.memorization.config import MemorizationConfig
+
+# item id, title in the file, the model's answer, unique users who rated the item
+GOLDEN = [
+    ("1", "Toy Story (1995)", "1|Toy Story (1995)", 452),
+    ("2", "GoldenEye (1995)", "Goldeneye (1995)", 131),
+    ("3", "Four Rooms (1995)", "Four Rooms", 90),
+    ("4", "Get Shorty (1995)", "4|Get Shorty (1996)", 209),
+    ("5", "Copycat (1995)", "Unknown", 86),
+    ("6", "Usual Suspects, The (1995)", "The Usual Suspects (1995)", 267),
+    ("7", "Twelve Monkeys (1995)", "twelve monkeys (1995)", 392),
+    ("8", "Babe (1995)", "", 219),
+    ("9", "Dead Man Walking (1995)", "9|Dead Man Walking (1995)\n10|Richard III (1995)", 299),
+    ("10", "Richard III (1995)", "Richard the Third", 89),
+]
+# by hand: 2 * LCS / (len(answer) + len(title)) * 100, rounded to 2 decimals
+SIMILARITY = [100.0, 93.75, 74.07, 94.12, 9.52, 82.35, 90.48, 0.0, 67.65, 51.43]
+FUZZY = [True, True, False, True, False, True, True, False, False, False]
+EXACT = [True, False, False, False, False, False, False, False, False, False]
+NORMALISED = [True, True, False, False, False, True, True, False, False, False]
+
+
+def _rows(cut: str = "none") -> list[dict]:
+    cat = catalogues.Catalogue("ml-100k", "MovieLens 100K", "|",
+                               pd.DataFrame({"item_id": [g[0] for g in GOLDEN], "title": [g[1] for g in GOLDEN]}),
+                               {g[0]: g[3] for g in GOLDEN}, "u.data")
+    cfg = MemorizationConfig(answer_cut=cut)
+    rows = samples.build(cfg, cat)
+    for r, g in zip(rows, GOLDEN):
+        r["output"] = g[2]
+        r.update(BENCHMARK.score(cfg, r))
+    return rows
+
+
+def test_matching_reproduces_the_hand_computed_similarities_and_matches():
+    rows = _rows()
+    assert [r["similarity"] for r in rows] == SIMILARITY
+    assert [r["correct"] for r in rows] == FUZZY
+    assert [r["exact"] for r in rows] == EXACT
+    assert [r["normalised"] for r in rows] == NORMALISED
+
+
+def test_coverage_and_popularity_buckets_match_the_hand_computed_numbers():
+    rows = _rows()
+    # ranking by unique users: 1, 7, 9, 6, 8, 4, 2, 3, 10, 5; buckets end at ceil(0.2 * 10) = 2 and 10
+    assert [r["pop_rank"] for r in rows] == [1, 7, 8, 6, 10, 4, 2, 5, 3, 9]
+    assert [r["pop_bucket"] for r in rows] == ["top0-20"] + ["top20-100"] * 5 + ["top0-20"] + ["top20-100"] * 3
+    m = metrics.aggregate_rows(rows)
+    assert m["coverage"] == 0.5 and m["coverage_exact"] == 0.1 and m["coverage_normalised"] == 0.4
+    assert m["n_items"] == 10 and m["failed"] == 0 and m["coverage_ci_clusters"] == 10
+    assert m["coverage_ci_low"] < 0.5 < m["coverage_ci_high"]
+    assert m["pop/top0-20/coverage"] == 1.0 and m["pop/top0-20/n"] == 2
+    assert m["pop/top20-100/coverage"] == 0.375 and m["pop/top20-100/n"] == 8
+    assert m["mean_similarity"] == pytest.approx(sum(SIMILARITY) / 10)
+
+
+def test_the_line_cut_option_reads_only_the_first_line():
+    """answer_cut: line (a named difference from the reference) keeps '9|Dead Man Walking (1995)' as the title."""
+    m = metrics.aggregate_rows(_rows("line"))
+    assert m["coverage"] == 0.6 and m["coverage_exact"] == 0.2 and m["coverage_normalised"] == 0.5
+
+
+def test_matching_edge_cases():
+    assert matching.normalise("Usual Suspects, The (1995)") == matching.normalise("the usual suspects (1995)")
+    assert matching.normalise("City of Lost Children, The (Cité des enfants perdus, La) (1995)").startswith("the city")
+    assert matching.answer_text("1::Toy Story (1995)::Animation", "1", "::", "line") == "Toy Story (1995)"
+    assert matching.match(None, "1", "|", "Toy Story (1995)")["correct"] is False
+    assert not matching.match("", "1", "|", "Toy Story (1995)")["normalised"]

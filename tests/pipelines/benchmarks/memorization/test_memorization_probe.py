@@ -1,0 +1,122 @@
+"""The probe without Ray: catalogues and popularity from the shared files, the prompt in the file's own line format,
+and the fake engine through the runner's per-sample worker: a subject that knows half of the items has coverage
+0.5; one that knows only the most popular ones has all its coverage in the top bucket."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from llmrec.errors import ConfigError
+from llmrec.pipelines.benchmarks.memorization import BENCHMARK, catalogues
+from llmrec.pipelines.benchmarks.memorization.config import MemorizationConfig
+from llmrec.pipelines.protocol import protocol_record
+from llmrec.pipelines.runner.worker import process_samples
+from llmrec.serving.engines.fake import FakeEngine, FakeEngineConfig
+from tests.conftest import require_data
+
+
+@pytest.fixture
+def data_dir() -> Path:
+    return require_data("ml-100k", "u.item").parent.parent
+
+
+class Recording(FakeEngine):
+    def __init__(self, config):
+        super().__init__(config)
+        self.requests = []
+
+    def generate(self, requests):
+        self.requests += requests
+        return super().generate(requests)
+
+
+def _run(cfg: MemorizationConfig, rows: list[dict], knows: list[dict]) -> tuple[list[dict], Recording]:
+    rules = [{"contains": f"Input: {r['item_id']}{r['sep']}", "reply": f"{r['item_id']}{r['sep']}{r['gold']}"}
+             for r in knows]
+    engine = Recording(FakeEngineConfig(type="fake", default="Unknown", rules=rules))
+    engine.start()
+    return process_samples(BENCHMARK, cfg, rows, lambda _: engine, retries=0, backoff_s=0, assets=None), engine
+
+
+def test_ml100k_items_prompt_in_the_files_line_format(data_dir):
+    cfg = MemorizationConfig(items=40, seed=0)
+    rows = BENCHMARK.build_samples(cfg, data_dir)
+    assert len(rows) == 40 and len({r["item_id"] for r in rows}) == 40
+    assert [int(r["item_id"]) for r in rows] == sorted(int(r["item_id"]) for r in rows)  # file order
+    assert rows == BENCHMARK.build_samples(cfg, data_dir)  # seeded
+    out, engine = _run(cfg, rows[:1], [])
+    msgs = engine.requests[0].messages
+    assert "MovieLens 100K dataset" in msgs[0].content
+    assert [m.content for m in msgs[1:3]] == ["Input: 1|", "1|Toy Story (1995)"]
+    assert msgs[-1].content == f"Input: {rows[0]['item_id']}|" and len(msgs) == 1 + 2 * 3 + 1
+    assert engine.requests[0].sampling.temperature == 0.0
+    assert "_shots" not in out[0] and out[0]["shot_ids"] == ["1", "2", "3"]
+
+
+def test_popularity_is_unique_raters_from_u_data_and_ml1m_has_none(data_dir):
+    cat = catalogues.load("ml-100k", data_dir / "ml-100k")
+    assert len(cat.items) == 1682 and cat.popularity["50"] == 583  # Star Wars: the most rated ML-100K item
+    ranks = catalogues.popularity_ranks(cat.popularity, list(cat.items["item_id"]))
+    assert ranks["50"] == 1 and catalogues.bucket_edges(len(ranks), [0.2, 0.8]) == [337, 1682]
+    if (data_dir / "ml-1m" / "movies.dat").is_file():
+        ml1m = catalogues.load("ml-1m", data_dir / "ml-1m")
+        assert ml1m.sep == "::" and ml1m.items.iloc[0].tolist() == ["1", "Toy Story (1995)"]
+        if not (data_dir / "ml-1m" / "ratings.dat").is_file():
+            rows = BENCHMARK.build_samples(MemorizationConfig(catalogue="ml-1m", items=5), data_dir)
+            assert all(r["pop_bucket"] is None for r in rows)
+            assert not any(k.startswith("pop/") for k in BENCHMARK.aggregate(
+                MemorizationConfig(catalogue="ml-1m"), [dict(r, correct=False, exact=False, normalised=False,
+                                                             similarity=0.0) for r in rows], None))
+
+
+def test_a_subject_that_knows_half_the_items_has_coverage_one_half(data_dir):
+    cfg = MemorizationConfig(items=40, seed=1)
+    rows = BENCHMARK.build_samples(cfg, data_dir)
+    out, engine = _run(cfg, rows, rows[::2])
+    assert len(engine.requests) == 40 and all(r["status"] == "ok" for r in out)
+    m = BENCHMARK.aggregate(cfg, out, None)
+    assert m["coverage"] == 0.5 and m["coverage_exact"] == 0.5 and m["coverage_normalised"] == 0.5
+    assert m["coverage_ci_low"] < 0.5 < m["coverage_ci_high"] and m["coverage_ci_clusters"] == 40
+    assert {o.metric for o in BENCHMARK.paired_outcomes(cfg, out, None)} == {"coverage", "coverage_exact",
+                                                                            "coverage_normalised"}
+    known = next(r for r in out if r["correct"])
+    assert BENCHMARK.explain(known).verdict == "right" and known["answer"] == known["gold"]
+    assert BENCHMARK.explain(next(r for r in out if not r["correct"])).verdict == "wrong"
+
+
+def test_a_subject_that_knows_the_popular_items_shows_it_per_bucket(data_dir):
+    cfg = MemorizationConfig(items=60, seed=2)
+    rows = BENCHMARK.build_samples(cfg, data_dir)
+    out, _ = _run(cfg, rows, [r for r in rows if r["pop_bucket"] == "top0-20"])
+    m = BENCHMARK.aggregate(cfg, out, None)
+    assert m["pop/top0-20/coverage"] == 1.0 and m["pop/top20-100/coverage"] == 0.0
+    assert m["pop/top0-20/n"] + m["pop/top20-100/n"] == 60
+
+
+def test_failed_calls_are_counted_not_scored_as_misses(data_dir):
+    cfg = MemorizationConfig(items=4)
+    rows = BENCHMARK.build_samples(cfg, data_dir)
+    out = [dict(r, status="failed", error="boom") for r in rows[:1]]
+    for r in rows[1:]:
+        out.append({**r, "output": f"{r['item_id']}|{r['gold']}", **BENCHMARK.score(cfg, {**r, "output": r["gold"]})})
+    m = BENCHMARK.aggregate(cfg, out, None)
+    assert m["failed"] == 1 and m["n_items"] == 3 and m["coverage"] == 1.0
+
+
+def test_protocol_records_every_option_that_changes_what_is_measured():
+    rec = protocol_record(BENCHMARK, MemorizationConfig(items=40, answer_cut="line"))
+    assert rec["answer_cut"] == "line" and rec["fuzzy_threshold"] == 80.0 and rec["popularity_buckets"] == [0.2, 0.8]
+    assert rec["shots"] == 3 and rec["items"] == 40 and rec["catalogue"] == "ml-100k"
+
+
+def test_bad_files_and_options_fail_naming_the_file_and_line(tmp_path):
+    (tmp_path / "ml-100k").mkdir()
+    with pytest.raises(ConfigError, match=r"ML-100K u\.item not found at .*ml-100k/u\.item"):
+        BENCHMARK.build_samples(MemorizationConfig(), tmp_path)
+    (tmp_path / "ml-100k" / "u.item").write_text("1|Toy Story (1995)|x\nno separator here\n", encoding="latin-1")
+    with pytest.raises(ConfigError, match=r"u\.item line 2: a u\.item line needs 2 fields separated by '\|'"):
+        BENCHMARK.build_samples(MemorizationConfig(), tmp_path)
+    with pytest.raises(ValueError, match="increasing shares"):
+        MemorizationConfig(popularity_buckets=[0.8, 0.2])
