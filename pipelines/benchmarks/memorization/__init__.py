@@ -39,6 +39,11 @@ class Memorization(Benchmark):
     headline_metrics = ("coverage", "coverage_normalised", "failed")
     score_tasks = ()
     data = None  # the shared MovieLens / Last.fm folders (`llmrec data fetch` does not fetch them)
+    absent_text = "not probed"  # the leaderboard's cell for a subject with no probe run beside its others
+
+    def entry_label(self, config: dict) -> str:
+        """``memorization ml-100k``: one leaderboard column per probed catalogue."""
+        return f"{self.name} {config.get('catalogue') or MemorizationConfig.model_fields['catalogue'].default}"
 
     def build_samples(self, cfg: MemorizationConfig, data_dir: Path) -> list[dict]:
         rows = samples.build(cfg, catalogues.load(cfg.catalogue, samples.folder(cfg, data_dir)))

@@ -58,7 +58,7 @@ def test_coverage_and_popularity_buckets_match_the_hand_computed_numbers():
     assert [r["pop_bucket"] for r in rows] == ["top0-20"] + ["top20-100"] * 5 + ["top0-20"] + ["top20-100"] * 3
     m = metrics.aggregate_rows(rows)
     assert m["coverage"] == 0.5 and m["coverage_exact"] == 0.1 and m["coverage_normalised"] == 0.4
-    assert m["n_items"] == 10 and m["failed"] == 0 and m["coverage_ci_clusters"] == 10
+    assert m["n_answered"] == 10 and m["failed"] == 0 and m["coverage_ci_clusters"] == 10
     assert m["coverage_ci_low"] < 0.5 < m["coverage_ci_high"]
     assert m["pop/top0-20/coverage"] == 1.0 and m["pop/top0-20/n"] == 2
     assert m["pop/top20-100/coverage"] == 0.375 and m["pop/top20-100/n"] == 8

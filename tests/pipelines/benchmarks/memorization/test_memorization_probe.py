@@ -102,7 +102,7 @@ def test_failed_calls_are_counted_not_scored_as_misses(data_dir):
     for r in rows[1:]:
         out.append({**r, "output": f"{r['item_id']}|{r['gold']}", **BENCHMARK.score(cfg, {**r, "output": r["gold"]})})
     m = BENCHMARK.aggregate(cfg, out, None)
-    assert m["failed"] == 1 and m["n_items"] == 3 and m["coverage"] == 1.0
+    assert m["failed"] == 1 and m["n_answered"] == 3 and m["coverage"] == 1.0
 
 
 def test_protocol_records_every_option_that_changes_what_is_measured():

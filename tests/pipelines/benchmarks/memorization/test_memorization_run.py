@@ -32,7 +32,7 @@ def test_llmrec_run_reports_coverage_with_a_ci_and_per_bucket(tmp_path, local_ra
     run_dir = tmp_path / "runs" / "probe"
     m = json.loads((run_dir / "metrics.json").read_text())
     m = m.get("metrics", m)
-    assert m["coverage"] == 0.5 and m["n_items"] == 20 and m["failed"] == 0
+    assert m["coverage"] == 0.5 and m["n_answered"] == 20 and m["failed"] == 0
     assert m["coverage_ci_low"] < 0.5 < m["coverage_ci_high"]
     buckets = [k for k in m if k.startswith("pop/") and k.endswith("/n")]
     assert sum(m[k] for k in buckets) == 20
