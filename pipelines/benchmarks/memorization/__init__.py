@@ -18,7 +18,7 @@ from llmrec.types import Request, Result, SamplingParams
 
 
 def render(cfg: MemorizationConfig, row: dict) -> Request:
-    return Request(messages=prompts.messages(row["dataset"], row["sep"], row["_shots"], row["item_id"]),
+    return Request(messages=prompts.messages(row),
                    sampling=SamplingParams(temperature=cfg.temperature, max_tokens=cfg.max_tokens),
                    prefix_key=f"memorization/{row['catalogue']}")
 
@@ -33,8 +33,8 @@ class Memorization(Benchmark):
     payload = MemorizationPayload
     transient = TRANSIENT
     group_keys = ("catalogue",)
-    cluster_key = "item_id"
-    protocol_keys = ("catalogue", "items", "seed", "shots", "fuzzy_threshold", "answer_cut", "popularity_buckets",
+    cluster_key = "key"
+    protocol_keys = ("probe", "catalogue", "items", "seed", "shots", "fuzzy_threshold", "answer_cut", "popularity_buckets",
                      "temperature", "max_tokens")
     headline_metrics = ("coverage", "coverage_normalised", "failed")
     score_tasks = ()
@@ -42,8 +42,12 @@ class Memorization(Benchmark):
     absent_text = "not probed"  # the leaderboard's cell for a subject with no probe run beside its others
 
     def entry_label(self, config: dict) -> str:
-        """``memorization ml-100k``: one leaderboard column per probed catalogue."""
-        return f"{self.name} {config.get('catalogue') or MemorizationConfig.model_fields['catalogue'].default}"
+        """``memorization ml-100k`` (``memorization ml-1m users``): one leaderboard column per probed catalogue (and
+        probe)."""
+        fields = MemorizationConfig.model_fields
+        catalogue = config.get("catalogue") or fields["catalogue"].default
+        probe = config.get("probe") or fields["probe"].default
+        return f"{self.name} {catalogue}" + ("" if probe == "item" else f" {probe}s")
 
     def build_samples(self, cfg: MemorizationConfig, data_dir: Path) -> list[dict]:
         rows = samples.build(cfg, catalogues.load(cfg.catalogue, samples.folder(cfg, data_dir)))
@@ -51,11 +55,11 @@ class Memorization(Benchmark):
 
     def stages(self, cfg: MemorizationConfig) -> list:
         return [LLMStage("recite", lambda row: render(cfg, row), accept,
-                         reads=("dataset", "sep", "item_id", "catalogue"), writes=("output", "prompt_tokens"))]
+                         reads=("probe", "dataset", "sep", "key", "catalogue"), writes=("output", "prompt_tokens"))]
 
     def score(self, cfg: MemorizationConfig, row: dict) -> dict:
-        return matching.match(row.get("output"), row["item_id"], row["sep"], row["gold"], cfg.fuzzy_threshold,
-                              cfg.answer_cut)
+        return matching.match(row.get("output"), row["key"], row["sep"], row["gold"], cfg.fuzzy_threshold,
+                              cfg.answer_cut, row.get("probe") or "item")
 
     def aggregate(self, cfg: MemorizationConfig, rows: list[dict], assets: dict | None) -> dict[str, float]:
         return metrics.aggregate_rows(rows)
@@ -71,7 +75,8 @@ class Memorization(Benchmark):
         sim = row.get("similarity")
         how = ("exactly" if row.get("exact") else "after normalising" if row.get("normalised") else
                f"by similarity {sim}" if row.get("correct") else None)
-        reason = f"the title was reproduced {how}" if how else f"not reproduced (similarity {sim})"
+        what = "user line" if row.get("probe") == "user" else "title"
+        reason = f"the {what} was reproduced {how}" if how else f"not reproduced (similarity {sim})"
         return Explanation(answer=row.get("answer"), gold=row.get("gold"), verdict=choice_verdict(row.get("correct")),
                            reason=reason, numbers={k: row.get(k) for k in ("similarity", "exact", "normalised",
                                                                            "popularity", "pop_bucket")
@@ -79,8 +84,8 @@ class Memorization(Benchmark):
 
     def drilldown(self, row: dict, assets: dict | None) -> dict:
         sep = row.get("sep", "")
-        shots = "\n".join(f"{i}{sep}…" for i in row.get("shot_ids") or [])
-        return {"prompt": f"{row.get('catalogue')}: {shots}\n{row.get('item_id')}{sep}", **self.explain(row).cells()}
+        shots = "\n".join(f"{i}{sep}…" for i in row.get("shot_ids") or [])  # the shot lines are not stored
+        return {"prompt": f"{row.get('catalogue')}: {shots}\n{row.get('key')}{sep}", **self.explain(row).cells()}
 
     def plots(self, cfg: MemorizationConfig, rows: list[dict], out_dir: Path, assets: dict | None) -> list[Path]:
         from llmrec.pipelines.benchmarks.memorization.plots import bucket_bars

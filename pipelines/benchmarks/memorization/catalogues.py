@@ -5,6 +5,8 @@ ML-100K ``u.item`` (``id|title|date|video date|IMDb URL|19 genre flags``, latin-
 (``user\\titem\\trating\\ttime``); ML-1M ``movies.dat`` (``MovieID::Title::Genres``, latin-1), ratings
 ``ratings.dat`` (``UserID::MovieID::Rating::Timestamp``) only when present (the shared copy has none); Last.fm
 (HetRec 2011) ``artists.dat`` (``id\\tname\\turl\\tpictureURL``, a header line) with ``user_artists.dat``.
+User records (the user probe): ML-100K ``u.user`` (``user id|age|gender|occupation|zip code``), ML-1M ``users.dat``
+(``UserID::Gender::Age::Occupation::Zip-code``); Last.fm has none.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ class Catalogue:
     name: str
     dataset: str  # the dataset's name in the prompt
     sep: str  # the file's field separator, shown in the prompt lines
-    items: pd.DataFrame  # item_id (str), title, in file order
-    popularity: dict[str, int] | None  # item_id -> unique users; None: the folder has no interactions
+    items: pd.DataFrame  # key (the item ID, str), title, in file order
+    popularity: dict[str, int] | None  # item ID -> unique users; None: the folder has no interactions
     popularity_source: str | None
+    users: pd.DataFrame | None = None  # key (the user ID), line (the whole user line), in file order; None: no file
+    user_fields: str | None = None  # the user line's fields after the ID, as the prompt names them
 
 
 FOLDERS = {"ml-100k": "ml-100k", "ml-1m": "ml-1m", "lastfm": "hetrec2011-lastfm-2k"}
@@ -57,23 +61,32 @@ def _unique_users(rows: list[list[str]], user: int, item: int) -> dict[str, int]
     return {str(k): int(v) for k, v in df.groupby("i")["u"].nunique().items()}
 
 
+def _users(path: Path, sep: str, what: str) -> pd.DataFrame | None:
+    if not path.is_file():
+        return None
+    rows = _rows(path, sep, 5, what)
+    return pd.DataFrame({"key": [r[0] for r in rows], "line": [sep.join(r) for r in rows]})
+
+
 def load(name: str, folder: Path) -> Catalogue:
     if name == "ml-100k":
         rows = _rows(_need(folder / "u.item", "ML-100K u.item"), "|", 2, "u.item")
-        items = pd.DataFrame({"item_id": [r[0] for r in rows], "title": [r[1] for r in rows]})
+        items = pd.DataFrame({"key": [r[0] for r in rows], "title": [r[1] for r in rows]})
         ratings = folder / "u.data"
         pop = _unique_users(_rows(ratings, "\t", 2, "u.data"), 0, 1) if ratings.is_file() else None
-        return Catalogue(name, "MovieLens 100K", "|", items, pop, "u.data" if pop is not None else None)
+        return Catalogue(name, "MovieLens 100K", "|", items, pop, "u.data" if pop is not None else None,
+                         _users(folder / "u.user", "|", "u.user"), "age, gender, occupation, zip code")
     if name == "ml-1m":
         rows = _rows(_need(folder / "movies.dat", "ML-1M movies.dat"), "::", 2, "movies.dat")
-        items = pd.DataFrame({"item_id": [r[0] for r in rows], "title": [r[1] for r in rows]})
+        items = pd.DataFrame({"key": [r[0] for r in rows], "title": [r[1] for r in rows]})
         ratings = folder / "ratings.dat"
         pop = _unique_users(_rows(ratings, "::", 2, "ratings.dat"), 0, 1) if ratings.is_file() else None
-        return Catalogue(name, "MovieLens 1M", "::", items, pop, "ratings.dat" if pop is not None else None)
+        return Catalogue(name, "MovieLens 1M", "::", items, pop, "ratings.dat" if pop is not None else None,
+                         _users(folder / "users.dat", "::", "users.dat"), "Gender, Age, Occupation, Zip-code")
     if name == "lastfm":
         rows = _rows(_need(folder / "artists.dat", "Last.fm artists.dat"), "\t", 2, "artists.dat", skip_header=True,
                      encoding="utf-8")
-        items = pd.DataFrame({"item_id": [r[0] for r in rows], "title": [r[1] for r in rows]})
+        items = pd.DataFrame({"key": [r[0] for r in rows], "title": [r[1] for r in rows]})
         plays = folder / "user_artists.dat"
         pop = (_unique_users(_rows(plays, "\t", 2, "user_artists.dat", skip_header=True), 0, 1)
                if plays.is_file() else None)

@@ -4,7 +4,7 @@ normalised match.
 - ``answer_text``: the reference removes every ``<id><sep>`` echo from the answer and strips it (``answer_cut``
   ``none``); ``line`` also keeps only the first non-empty line, cut at the next field separator.
 - ``similarity``: rapidfuzz ``fuzz.ratio`` (0-100, Indel similarity) rounded to 2 decimals, as the reference
-  computes it; memorized when above ``fuzzy_threshold`` (reference: > 80).
+  computes it; memorized when above ``fuzzy_threshold`` (reference: > 80 for titles, >= 90 for user lines).
 - ``exact``: the answer equals the title character for character (after the strip).
 - ``normalised``: equal after ``normalise``: Unicode NFKC, case folded, a trailing article moved to the front
   (``Usual Suspects, The (1995)`` → ``the usual suspects (1995)``), punctuation dropped, spaces collapsed.
@@ -22,8 +22,8 @@ _ARTICLE = re.compile(r"^(?P<body>.*?),\s*(?P<art>the|a|an|les|le|la|l'|il|die|d
 _PUNCT = re.compile(r"[^\w\s]", re.UNICODE)
 
 
-def answer_text(output: str | None, item_id: str, sep: str, cut: str = "none") -> str:
-    text = (output or "").replace(f"{item_id}{sep}", "").strip()
+def answer_text(output: str | None, key: str, sep: str, cut: str = "none") -> str:
+    text = (output or "").replace(f"{key}{sep}", "").strip()
     if cut == "line":
         lines = [x for x in text.splitlines() if x.strip()]
         text = lines[0].split(sep)[0].strip() if lines else ""
@@ -43,11 +43,19 @@ def normalise(title: str) -> str:
     return " ".join(t.split())
 
 
-def match(output: str | None, item_id: str, sep: str, gold: str, threshold: float = 80.0,
-          cut: str = "none") -> dict:
-    """The scored fields of one answer: ``answer``, ``similarity``, ``correct`` (the reference's fuzzy match),
-    ``exact``, ``normalised``."""
-    ans = answer_text(output, item_id, sep, cut)
+REFERENCE_RULE = {"item": (80.0, False), "user": (90.0, True)}
+"""Per probe, the reference's (threshold, inclusive): items match above 80, user lines at 90 or more."""
+
+
+def match(output: str | None, key: str, sep: str, gold: str, threshold: float | None = None,
+          cut: str = "none", probe: str = "item") -> dict:
+    """The scored fields of one answer: ``answer``, ``similarity``, ``correct`` (the reference's fuzzy match; a
+    given ``threshold``: above it), ``exact``, ``normalised``. A user line is compared whole, as the reference does
+    (its ID echo is part of the gold)."""
+    ans = (output or "").strip() if probe == "user" else answer_text(output, key, sep, cut)
+    if probe == "user" and cut == "line":
+        ans = next((x.strip() for x in ans.splitlines() if x.strip()), "")
     sim = similarity(ans, gold)
-    return {"answer": ans, "similarity": sim, "correct": sim > threshold, "exact": ans == gold.strip(),
-            "normalised": bool(ans) and normalise(ans) == normalise(gold)}
+    limit, inclusive = REFERENCE_RULE[probe] if threshold is None else (threshold, False)
+    return {"answer": ans, "similarity": sim, "correct": sim >= limit if inclusive else sim > limit,
+            "exact": ans == gold.strip(), "normalised": bool(ans) and normalise(ans) == normalise(gold)}

@@ -1,4 +1,4 @@
-"""A memorization row's fields: one catalogue item asked once."""
+"""A memorization row's fields: one catalogue item (or user) asked once."""
 
 from __future__ import annotations
 
@@ -7,16 +7,17 @@ from pydantic import Field
 from llmrec.pipelines.record import Payload
 
 TRANSIENT = ("_shots",)
-"""Rendering inputs never stored: the shot lines ([id, title] pairs; their ids are kept in ``shot_ids``)."""
+"""Rendering inputs never stored: the shots ([key, line] pairs; their keys are kept in ``shot_ids``)."""
 
 
 class MemorizationPayload(Payload):
-    probe: str = Field(description="item (the title from the ID)")
+    probe: str = Field(description="item (the title from the item ID) or user (the user line from the user ID)")
     catalogue: str
     dataset: str = Field(description="the dataset's name in the prompt")
     sep: str = Field(description="the file's field separator")
-    item_id: str
-    gold: str = Field(description="the title the file stores")
+    key: str = Field(description="the ID asked: an item's (item probe) or a user's (user probe)")
+    gold: str = Field(description="the title the file stores (item), or the user's whole line (user)")
+    fields: str | None = Field(None, description="user probe: the user line's fields, as the prompt names them")
     shot_ids: list[str]
     popularity: int | None = Field(None, description="unique users with an interaction; None: no interaction data")
     pop_rank: int | None = Field(None, description="1 = most popular")

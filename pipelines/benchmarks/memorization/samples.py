@@ -1,5 +1,6 @@
-"""Catalogue → probe rows: the items asked (all, or a seeded draw kept in file order), each with its shots and its
-popularity bucket (computed on the whole catalogue's ranking, so a slice keeps the full catalogue's buckets)."""
+"""Catalogue → probe rows: the keys asked (all, or a seeded draw kept in file order), each with its shots and, for
+items, its popularity bucket (computed on the whole catalogue's ranking, so a slice keeps the full catalogue's
+buckets)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from llmrec.errors import ConfigError
 from llmrec.pipelines.benchmarks.memorization import catalogues
 from llmrec.pipelines.benchmarks.memorization.config import MemorizationConfig
 
@@ -16,22 +18,45 @@ def folder(cfg: MemorizationConfig, data_dir: Path | None) -> Path:
     return rel if rel.is_absolute() or data_dir is None else Path(data_dir) / rel
 
 
+def _picked(cfg: MemorizationConfig, n: int) -> list[int]:
+    if cfg.items is not None and cfg.items < n:
+        return sorted(np.random.default_rng(cfg.seed).choice(n, size=cfg.items, replace=False).tolist())
+    return list(range(n))
+
+
 def build(cfg: MemorizationConfig, cat: catalogues.Catalogue) -> list[dict]:
-    ids = list(cat.items["item_id"])
-    titles = dict(zip(cat.items["item_id"], cat.items["title"]))
-    picked = range(len(ids))
-    if cfg.items is not None and cfg.items < len(ids):
-        picked = sorted(np.random.default_rng(cfg.seed).choice(len(ids), size=cfg.items, replace=False).tolist())
+    if cfg.probe == "user":
+        return build_users(cfg, cat)
+    ids = list(cat.items["key"])
+    titles = dict(zip(cat.items["key"], cat.items["title"]))
     ranks = catalogues.popularity_ranks(cat.popularity, ids) if cat.popularity is not None else {}
     rows = []
-    for k in picked:
+    for k in _picked(cfg, len(ids)):
         item = ids[k]
         shots = [i for i in ids if i != item][: cfg.shots]
         rank = ranks.get(item)
         rows.append({"sample_id": f"{cat.name}/item/{item}", "probe": "item", "catalogue": cat.name,
-                     "dataset": cat.dataset, "sep": cat.sep, "item_id": item, "gold": titles[item],
-                     "shot_ids": shots, "_shots": [[i, titles[i]] for i in shots],
+                     "dataset": cat.dataset, "sep": cat.sep, "key": item, "gold": titles[item],
+                     "shot_ids": shots, "_shots": [[i, f"{i}{cat.sep}{titles[i]}"] for i in shots],
                      "popularity": cat.popularity.get(item, 0) if cat.popularity is not None else None,
                      "pop_rank": rank,
                      "pop_bucket": catalogues.bucket_of(rank, len(ranks), cfg.popularity_buckets)})
+    return rows
+
+
+def build_users(cfg: MemorizationConfig, cat: catalogues.Catalogue) -> list[dict]:
+    """The user probe: the key is the user ID, the gold the user's whole line (ID included, as the reference
+    compares it)."""
+    if cat.users is None:
+        raise ConfigError(f"memorization: probe 'user' needs user records, and catalogue '{cat.name}' has none "
+                          "(ml-100k: u.user, ml-1m: users.dat)")
+    ids = list(cat.users["key"])
+    lines = dict(zip(cat.users["key"], cat.users["line"]))
+    rows = []
+    for k in _picked(cfg, len(ids)):
+        user = ids[k]
+        shots = [u for u in ids if u != user][: cfg.shots]
+        rows.append({"sample_id": f"{cat.name}/user/{user}", "probe": "user", "catalogue": cat.name,
+                     "dataset": cat.dataset, "sep": cat.sep, "key": user, "gold": lines[user],
+                     "fields": cat.user_fields, "shot_ids": shots, "_shots": [[u, lines[u]] for u in shots]})
     return rows

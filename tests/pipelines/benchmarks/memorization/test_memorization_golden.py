@@ -33,7 +33,7 @@ NORMALISED = [True, True, False, False, False, True, True, False, False, False]
 
 def _rows(cut: str = "none") -> list[dict]:
     cat = catalogues.Catalogue("ml-100k", "MovieLens 100K", "|",
-                               pd.DataFrame({"item_id": [g[0] for g in GOLDEN], "title": [g[1] for g in GOLDEN]}),
+                               pd.DataFrame({"key": [g[0] for g in GOLDEN], "title": [g[1] for g in GOLDEN]}),
                                {g[0]: g[3] for g in GOLDEN}, "u.data")
     cfg = MemorizationConfig(answer_cut=cut)
     rows = samples.build(cfg, cat)
@@ -77,3 +77,12 @@ def test_matching_edge_cases():
     assert matching.answer_text("1::Toy Story (1995)::Animation", "1", "::", "line") == "Toy Story (1995)"
     assert matching.match(None, "1", "|", "Toy Story (1995)")["correct"] is False
     assert not matching.match("", "1", "|", "Toy Story (1995)")["normalised"]
+
+
+def test_user_lines_follow_the_references_inclusive_90_rule():
+    """A user line is compared whole (the reference keeps the ID in both) and matches at similarity >= 90; by hand:
+    the answer '1|2|M|x|1' is a 9-character prefix of the 11-character line '1|2|M|x|123', 2 * 9 / 20 = 90.0."""
+    m = matching.match("1|2|M|x|1", "1", "|", "1|2|M|x|123", probe="user")
+    assert m["similarity"] == 90.0 and m["correct"] and not m["exact"]
+    assert not matching.match("1|2|M|x|1", "1", "|", "1|2|M|x|123", threshold=90.0, probe="user")["correct"]
+    assert matching.match(" 7::F::1::10::48067\n", "7", "::", "7::F::1::10::48067", probe="user")["exact"]

@@ -33,8 +33,13 @@ class Recording(FakeEngine):
 
 
 def _run(cfg: MemorizationConfig, rows: list[dict], knows: list[dict]) -> tuple[list[dict], Recording]:
-    rules = [{"contains": f"Input: {r['item_id']}{r['sep']}", "reply": f"{r['item_id']}{r['sep']}{r['gold']}"}
-             for r in knows]
+    """The fake engine replies with the gold line to the keys in ``knows`` and 'Unknown' to the others (a rule per
+    key, longest key first: a rule matches a substring, and '1|' is in '21|')."""
+    known = {r["key"] for r in knows}
+    ask = "{k}{sep}" if cfg.probe == "user" else "Input: {k}{sep}"
+    rules = [{"contains": ask.format(k=r["key"], sep=r["sep"]),
+              "reply": (r["gold"] if cfg.probe == "user" else f"{r['key']}{r['sep']}{r['gold']}")
+              if r["key"] in known else "Unknown"} for r in sorted(rows, key=lambda r: -len(r["key"]))]
     engine = Recording(FakeEngineConfig(type="fake", default="Unknown", rules=rules))
     engine.start()
     return process_samples(BENCHMARK, cfg, rows, lambda _: engine, retries=0, backoff_s=0, assets=None), engine
@@ -43,14 +48,14 @@ def _run(cfg: MemorizationConfig, rows: list[dict], knows: list[dict]) -> tuple[
 def test_ml100k_items_prompt_in_the_files_line_format(data_dir):
     cfg = MemorizationConfig(items=40, seed=0)
     rows = BENCHMARK.build_samples(cfg, data_dir)
-    assert len(rows) == 40 and len({r["item_id"] for r in rows}) == 40
-    assert [int(r["item_id"]) for r in rows] == sorted(int(r["item_id"]) for r in rows)  # file order
+    assert len(rows) == 40 and len({r["key"] for r in rows}) == 40
+    assert [int(r["key"]) for r in rows] == sorted(int(r["key"]) for r in rows)  # file order
     assert rows == BENCHMARK.build_samples(cfg, data_dir)  # seeded
     out, engine = _run(cfg, rows[:1], [])
     msgs = engine.requests[0].messages
     assert "MovieLens 100K dataset" in msgs[0].content
     assert [m.content for m in msgs[1:3]] == ["Input: 1|", "1|Toy Story (1995)"]
-    assert msgs[-1].content == f"Input: {rows[0]['item_id']}|" and len(msgs) == 1 + 2 * 3 + 1
+    assert msgs[-1].content == f"Input: {rows[0]['key']}|" and len(msgs) == 1 + 2 * 3 + 1
     assert engine.requests[0].sampling.temperature == 0.0
     assert "_shots" not in out[0] and out[0]["shot_ids"] == ["1", "2", "3"]
 
@@ -58,7 +63,7 @@ def test_ml100k_items_prompt_in_the_files_line_format(data_dir):
 def test_popularity_is_unique_raters_from_u_data_and_ml1m_has_none(data_dir):
     cat = catalogues.load("ml-100k", data_dir / "ml-100k")
     assert len(cat.items) == 1682 and cat.popularity["50"] == 583  # Star Wars: the most rated ML-100K item
-    ranks = catalogues.popularity_ranks(cat.popularity, list(cat.items["item_id"]))
+    ranks = catalogues.popularity_ranks(cat.popularity, list(cat.items["key"]))
     assert ranks["50"] == 1 and catalogues.bucket_edges(len(ranks), [0.2, 0.8]) == [337, 1682]
     if (data_dir / "ml-1m" / "movies.dat").is_file():
         ml1m = catalogues.load("ml-1m", data_dir / "ml-1m")
@@ -100,14 +105,15 @@ def test_failed_calls_are_counted_not_scored_as_misses(data_dir):
     rows = BENCHMARK.build_samples(cfg, data_dir)
     out = [dict(r, status="failed", error="boom") for r in rows[:1]]
     for r in rows[1:]:
-        out.append({**r, "output": f"{r['item_id']}|{r['gold']}", **BENCHMARK.score(cfg, {**r, "output": r["gold"]})})
+        out.append({**r, "output": f"{r['key']}|{r['gold']}", **BENCHMARK.score(cfg, {**r, "output": r["gold"]})})
     m = BENCHMARK.aggregate(cfg, out, None)
     assert m["failed"] == 1 and m["n_answered"] == 3 and m["coverage"] == 1.0
 
 
 def test_protocol_records_every_option_that_changes_what_is_measured():
     rec = protocol_record(BENCHMARK, MemorizationConfig(items=40, answer_cut="line"))
-    assert rec["answer_cut"] == "line" and rec["fuzzy_threshold"] == 80.0 and rec["popularity_buckets"] == [0.2, 0.8]
+    assert rec["answer_cut"] == "line" and rec["fuzzy_threshold"] is None and rec["popularity_buckets"] == [0.2, 0.8]
+    assert rec["probe"] == "item"
     assert rec["shots"] == 3 and rec["items"] == 40 and rec["catalogue"] == "ml-100k"
 
 
@@ -120,3 +126,20 @@ def test_bad_files_and_options_fail_naming_the_file_and_line(tmp_path):
         BENCHMARK.build_samples(MemorizationConfig(), tmp_path)
     with pytest.raises(ValueError, match="increasing shares"):
         MemorizationConfig(popularity_buckets=[0.8, 0.2])
+
+
+def test_user_records_from_u_user_and_users_dat(data_dir):
+    cfg = MemorizationConfig(probe="user", items=30, seed=3)
+    rows = BENCHMARK.build_samples(cfg, data_dir)
+    assert len(rows) == 30 and all(r["gold"].startswith(f"{r['key']}|") and r["gold"].count("|") == 4 for r in rows)
+    out, engine = _run(cfg, rows, rows[1::2])
+    msgs = engine.requests[0].messages
+    assert "age, gender, occupation, zip code values" in msgs[0].content
+    assert [m.content for m in msgs[1:3]] == ["1|", "1|24|M|technician|85711"] and msgs[-1].content == f"{rows[0]['key']}|"
+    m = BENCHMARK.aggregate(cfg, out, None)
+    assert m["coverage"] == 0.5 and m["coverage_exact"] == 0.5 and not any(k.startswith("pop/") for k in m)
+    if (data_dir / "ml-1m" / "users.dat").is_file():
+        ml1m = BENCHMARK.build_samples(MemorizationConfig(probe="user", catalogue="ml-1m", items=3), data_dir)
+        assert all(r["gold"].startswith(f"{r['key']}::") for r in ml1m) and ml1m[0]["fields"].startswith("Gender")
+    with pytest.raises(ConfigError, match="probe 'user' needs user records, and catalogue 'lastfm' has none"):
+        BENCHMARK.build_samples(MemorizationConfig(probe="user", catalogue="lastfm", items=2), data_dir)

@@ -21,7 +21,7 @@ def test_llmrec_run_reports_coverage_with_a_ci_and_per_bucket(tmp_path, local_ra
     data = require_data("ml-100k", "u.data").parent.parent
     bench = {"name": "memorization", "catalogue": "ml-100k", "items": 20, "seed": 0}
     rows = BENCHMARK.build_samples(MemorizationConfig(**bench), data)
-    rules = [{"contains": f"Input: {r['item_id']}|", "reply": f"{r['item_id']}|{r['gold']}"} for r in rows[::2]]
+    rules = [{"contains": f"Input: {r['key']}|", "reply": f"{r['key']}|{r['gold']}"} for r in rows[::2]]
     raw = {"benchmark": bench, "engine": {"type": "fake", "default": "Unknown", "rules": rules},
            "data": {"dir": str(data)}, "output": {"dir": str(tmp_path / "runs"), "run_name": "probe"},
            "tracking": {"enabled": False}, "execution": {"concurrency": 1, "batch_size": 8}}
