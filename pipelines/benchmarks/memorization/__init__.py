@@ -33,8 +33,8 @@ class Memorization(Benchmark):
     payload = MemorizationPayload
     transient = TRANSIENT
     group_keys = ("catalogue",)
-    cluster_key = "key"
-    protocol_keys = ("probe", "catalogue", "items", "seed", "shots", "fuzzy_threshold", "answer_cut", "popularity_buckets",
+    cluster_key = "unit"
+    protocol_keys = ("probe", "catalogue", "items", "seed", "shots", "history", "per_user", "fuzzy_threshold", "answer_cut", "popularity_buckets",
                      "temperature", "max_tokens")
     headline_metrics = ("coverage", "coverage_normalised", "failed")
     score_tasks = ()
@@ -75,7 +75,7 @@ class Memorization(Benchmark):
         sim = row.get("similarity")
         how = ("exactly" if row.get("exact") else "after normalising" if row.get("normalised") else
                f"by similarity {sim}" if row.get("correct") else None)
-        what = "user line" if row.get("probe") == "user" else "title"
+        what = {"user": "user line", "interaction": "next row"}.get(row.get("probe"), "title")
         reason = f"the {what} was reproduced {how}" if how else f"not reproduced (similarity {sim})"
         return Explanation(answer=row.get("answer"), gold=row.get("gold"), verdict=choice_verdict(row.get("correct")),
                            reason=reason, numbers={k: row.get(k) for k in ("similarity", "exact", "normalised",

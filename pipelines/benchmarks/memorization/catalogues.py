@@ -5,7 +5,7 @@ ML-100K ``u.item`` (``id|title|date|video date|IMDb URL|19 genre flags``, latin-
 (``user\\titem\\trating\\ttime``); ML-1M ``movies.dat`` (``MovieID::Title::Genres``, latin-1), ratings
 ``ratings.dat`` (``UserID::MovieID::Rating::Timestamp``) only when present (the shared copy has none); Last.fm
 (HetRec 2011) ``artists.dat`` (``id\\tname\\turl\\tpictureURL``, a header line) with ``user_artists.dat``.
-User records (the user probe): ML-100K ``u.user`` (``user id|age|gender|occupation|zip code``), ML-1M ``users.dat``
+Interactions (the interaction probe): the rating file's (user, item) rows in file order. User records (the user probe): ML-100K ``u.user`` (``user id|age|gender|occupation|zip code``), ML-1M ``users.dat``
 (``UserID::Gender::Age::Occupation::Zip-code``); Last.fm has none.
 """
 
@@ -30,6 +30,8 @@ class Catalogue:
     popularity_source: str | None
     users: pd.DataFrame | None = None  # key (the user ID), line (the whole user line), in file order; None: no file
     user_fields: str | None = None  # the user line's fields after the ID, as the prompt names them
+    interactions: pd.DataFrame | None = None  # user, item (str), in file order; None: no rating file
+    interaction_sep: str | None = None  # the rating file's field separator
 
 
 FOLDERS = {"ml-100k": "ml-100k", "ml-1m": "ml-1m", "lastfm": "hetrec2011-lastfm-2k"}
@@ -56,9 +58,12 @@ def _rows(path: Path, sep: str, n_fields: int, what: str, skip_header: bool = Fa
     return out
 
 
-def _unique_users(rows: list[list[str]], user: int, item: int) -> dict[str, int]:
-    df = pd.DataFrame({"u": [r[user] for r in rows], "i": [r[item] for r in rows]})
-    return {str(k): int(v) for k, v in df.groupby("i")["u"].nunique().items()}
+def _pairs(rows: list[list[str]]) -> pd.DataFrame:
+    return pd.DataFrame({"user": [r[0] for r in rows], "item": [r[1] for r in rows]})
+
+
+def _unique_users(pairs: pd.DataFrame) -> dict[str, int]:
+    return {str(k): int(v) for k, v in pairs.groupby("item")["user"].nunique().items()}
 
 
 def _users(path: Path, sep: str, what: str) -> pd.DataFrame | None:
@@ -73,22 +78,24 @@ def load(name: str, folder: Path) -> Catalogue:
         rows = _rows(_need(folder / "u.item", "ML-100K u.item"), "|", 2, "u.item")
         items = pd.DataFrame({"key": [r[0] for r in rows], "title": [r[1] for r in rows]})
         ratings = folder / "u.data"
-        pop = _unique_users(_rows(ratings, "\t", 2, "u.data"), 0, 1) if ratings.is_file() else None
-        return Catalogue(name, "MovieLens 100K", "|", items, pop, "u.data" if pop is not None else None,
-                         _users(folder / "u.user", "|", "u.user"), "age, gender, occupation, zip code")
+        inter = _pairs(_rows(ratings, "\t", 2, "u.data")) if ratings.is_file() else None
+        return Catalogue(name, "MovieLens 100K", "|", items, _unique_users(inter) if inter is not None else None,
+                         "u.data" if inter is not None else None, _users(folder / "u.user", "|", "u.user"),
+                         "age, gender, occupation, zip code", inter, "\t")
     if name == "ml-1m":
         rows = _rows(_need(folder / "movies.dat", "ML-1M movies.dat"), "::", 2, "movies.dat")
         items = pd.DataFrame({"key": [r[0] for r in rows], "title": [r[1] for r in rows]})
         ratings = folder / "ratings.dat"
-        pop = _unique_users(_rows(ratings, "::", 2, "ratings.dat"), 0, 1) if ratings.is_file() else None
-        return Catalogue(name, "MovieLens 1M", "::", items, pop, "ratings.dat" if pop is not None else None,
-                         _users(folder / "users.dat", "::", "users.dat"), "Gender, Age, Occupation, Zip-code")
+        inter = _pairs(_rows(ratings, "::", 2, "ratings.dat")) if ratings.is_file() else None
+        return Catalogue(name, "MovieLens 1M", "::", items, _unique_users(inter) if inter is not None else None,
+                         "ratings.dat" if inter is not None else None, _users(folder / "users.dat", "::", "users.dat"),
+                         "Gender, Age, Occupation, Zip-code", inter, "::")
     if name == "lastfm":
         rows = _rows(_need(folder / "artists.dat", "Last.fm artists.dat"), "\t", 2, "artists.dat", skip_header=True,
                      encoding="utf-8")
         items = pd.DataFrame({"key": [r[0] for r in rows], "title": [r[1] for r in rows]})
         plays = folder / "user_artists.dat"
-        pop = (_unique_users(_rows(plays, "\t", 2, "user_artists.dat", skip_header=True), 0, 1)
+        pop = (_unique_users(_pairs(_rows(plays, "\t", 2, "user_artists.dat", skip_header=True)))
                if plays.is_file() else None)
         return Catalogue(name, "Last.fm (HetRec 2011)", "\t", items, pop,
                          "user_artists.dat" if pop is not None else None)

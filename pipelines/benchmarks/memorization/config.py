@@ -15,9 +15,10 @@ Catalogue = Literal["ml-100k", "ml-1m", "lastfm"]
 
 class MemorizationConfig(BenchmarkConfig):
     name: Literal["memorization"] = "memorization"
-    probe: Literal["item", "user"] = Field("item", description="item: the title from the item ID; user: the user's "
-                                           "whole line (demographics) from the user ID (ML-100K u.user, ML-1M "
-                                           "users.dat)")
+    probe: Literal["item", "user", "interaction"] = Field(
+        "item", description="item: the title from the item ID; user: the user's whole line (demographics) from the "
+        "user ID (ML-100K u.user, ML-1M users.dat); interaction: a user's next rating row (user, item) after their "
+        "earlier rows in file order (ML-100K u.data, ML-1M ratings.dat)")
     catalogue: Catalogue = Field("ml-100k", description="ml-100k (u.item, popularity from u.data), ml-1m "
                                  "(movies.dat; popularity from ratings.dat when the folder has it), lastfm "
                                  "(HetRec 2011 artists.dat, popularity from user_artists.dat)")
@@ -25,12 +26,17 @@ class MemorizationConfig(BenchmarkConfig):
                               "ml-100k, ml-1m, hetrec2011-lastfm-2k)")
     items: int | None = Field(None, ge=1, description="probe this many items (users) drawn at random (seeded), kept in "
                               "file order; absent: every one in the file, as the reference does")
-    seed: int = Field(0, description="seed of the item draw")
+    seed: int = Field(0, description="seed of the item (user) draw")
+    history: int = Field(10, ge=1, description="interaction probe: the user's earlier rows shown before the asked one "
+                         "(the reference keeps every earlier row of the user in the conversation)")
+    per_user: int = Field(5, ge=1, description="interaction probe: rows asked per user (the rows after the first "
+                          "`history`; the reference asks every row of 150 users)")
     shots: int = Field(3, ge=0, le=20, description="real lines shown before the asked ID: the first lines of the "
                        "file, skipping the asked item (reference: 3, the first three at the start)")
     fuzzy_threshold: float | None = Field(None, ge=0, le=100, description="an answer is memorized when its "
                                           "similarity to the real value (rapidfuzz fuzz.ratio, 0-100) is above this; "
-                                          "absent: the reference's rule, > 80 for items, >= 90 for user lines")
+                                          "absent: the reference's rule, > 80 for items, >= 90 for user lines, > 90 "
+                                          "for interaction rows")
     answer_cut: Literal["none", "line"] = Field("none", description="none: the whole answer with the '<id><sep>' "
                                                 "echo removed (reference); line: also keep only its first line "
                                                 "and cut it at the next field separator")

@@ -43,8 +43,9 @@ def normalise(title: str) -> str:
     return " ".join(t.split())
 
 
-REFERENCE_RULE = {"item": (80.0, False), "user": (90.0, True)}
-"""Per probe, the reference's (threshold, inclusive): items match above 80, user lines at 90 or more."""
+REFERENCE_RULE = {"item": (80.0, False), "user": (90.0, True), "interaction": (90.0, False)}
+"""Per probe, the reference's (threshold, inclusive): items match above 80, user lines at 90 or more, interaction
+rows above 90."""
 
 
 def match(output: str | None, key: str, sep: str, gold: str, threshold: float | None = None,
@@ -52,8 +53,9 @@ def match(output: str | None, key: str, sep: str, gold: str, threshold: float | 
     """The scored fields of one answer: ``answer``, ``similarity``, ``correct`` (the reference's fuzzy match; a
     given ``threshold``: above it), ``exact``, ``normalised``. A user line is compared whole, as the reference does
     (its ID echo is part of the gold)."""
-    ans = (output or "").strip() if probe == "user" else answer_text(output, key, sep, cut)
-    if probe == "user" and cut == "line":
+    whole = probe in ("user", "interaction")  # compared with the ID echo, as the reference does
+    ans = (output or "").strip() if whole else answer_text(output, key, sep, cut)
+    if whole and cut == "line":
         ans = next((x.strip() for x in ans.splitlines() if x.strip()), "")
     sim = similarity(ans, gold)
     limit, inclusive = REFERENCE_RULE[probe] if threshold is None else (threshold, False)

@@ -2,8 +2,8 @@
 
 Over the answered items (a failed engine call is counted in ``failed``, not as a miss):
 ``coverage`` (memorized: the reference's fuzzy match), ``coverage_exact``, ``coverage_normalised``, each with a
-95 % bootstrap CI over items (``_ci_low`` / ``_ci_high``; ``_ci_clusters``: the items resampled, each item its own
-cluster); ``mean_similarity``; ``n_samples`` (items asked), ``n_answered``, ``failed``; per popularity bucket ``pop/<bucket>/coverage`` (+ CI,
+95 % bootstrap CI over units (``_ci_low`` / ``_ci_high``; ``_ci_clusters``: the units resampled: items, or users
+for the user and interaction probes, whose rows are resampled together); ``mean_similarity``; ``n_samples`` (items asked), ``n_answered``, ``failed``; per popularity bucket ``pop/<bucket>/coverage`` (+ CI,
 ``/coverage_exact``, ``/coverage_normalised``, ``/n``). Without interaction data there are no buckets.
 """
 
@@ -13,15 +13,23 @@ from collections import defaultdict
 
 import numpy as np
 
-from llmrec.pipelines.common.stats import mean_with_ci
+from llmrec.pipelines.common.paired import cluster_bootstrap_ci1
+from llmrec.pipelines.common.stats import CI_CLUSTERS
 
 MATCHES = {"coverage": "correct", "coverage_exact": "exact", "coverage_normalised": "normalised"}
 
 
 def _block(rows: list[dict], prefix: str, seed: int = 0) -> dict[str, float]:
+    """Each match's mean with a 95 % percentile bootstrap CI that resamples whole units (items; users, whose
+    interaction rows stay together)."""
     out: dict[str, float] = {}
+    units = [str(r.get("unit", r.get("key", i))) for i, r in enumerate(rows)]
     for metric, field in MATCHES.items():
-        out.update(mean_with_ci([float(bool(r[field])) for r in rows], f"{prefix}{metric}", seed=seed))
+        values = np.array([float(bool(r[field])) for r in rows])
+        lo, hi = cluster_bootstrap_ci1(values, units, seed=seed) if rows else (float("nan"), float("nan"))
+        out.update({f"{prefix}{metric}": float(values.mean()) if rows else float("nan"),
+                    f"{prefix}{metric}_ci_low": lo, f"{prefix}{metric}_ci_high": hi,
+                    f"{prefix}{metric}{CI_CLUSTERS}": float(len(set(units)))})
     return out
 
 

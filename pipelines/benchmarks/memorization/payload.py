@@ -11,12 +11,16 @@ TRANSIENT = ("_shots",)
 
 
 class MemorizationPayload(Payload):
-    probe: str = Field(description="item (the title from the item ID) or user (the user line from the user ID)")
+    probe: str = Field(description="item (the title from the item ID), user (the user line from the user ID) or "
+                       "interaction (a user's next rating row)")
     catalogue: str
     dataset: str = Field(description="the dataset's name in the prompt")
     sep: str = Field(description="the file's field separator")
-    key: str = Field(description="the ID asked: an item's (item probe) or a user's (user probe)")
-    gold: str = Field(description="the title the file stores (item), or the user's whole line (user)")
+    key: str = Field(description="the ID asked: an item's (item probe) or a user's (user, interaction probes)")
+    unit: str = Field(description="the resampling unit: the item (item probe) or the user (user, interaction)")
+    position: int | None = Field(None, description="interaction probe: the asked row's index in the user's rows")
+    gold: str = Field(description="the title the file stores (item), the user's whole line (user), or the asked "
+                      "row <user><sep><item> (interaction)")
     fields: str | None = Field(None, description="user probe: the user line's fields, as the prompt names them")
     shot_ids: list[str]
     popularity: int | None = Field(None, description="unique users with an interaction; None: no interaction data")

@@ -5,6 +5,8 @@ turn and an assistant turn, then the asked key.
 - item: user ``Input: <id><sep>``, assistant ``<id><sep><title>``; the lines are the catalogue file's own format
   (``1|Toy Story (1995)`` for ML-100K, ``1::Toy Story (1995)`` for ML-1M).
 - user: user ``<id><sep>``, assistant the whole user line (``1::F::1::10::48067``).
+- interaction: the reference's recommender-system message; user ``<user><sep>``, assistant ``<user><sep><item>``
+  for the file's first rows (of other users), then for the user's rows just before the asked one.
 
 The reference replaces its shots by the last three correctly recalled keys and keeps a batch's earlier answers in
 the conversation, which makes every prompt depend on the answers before it; here each key is asked on its own with
@@ -14,6 +16,10 @@ from __future__ import annotations
 
 from llmrec.types import Message
 
+INTERACTION_SYSTEM = ("You are a recommender system. Continue the user-item interaction list with the next "
+                      "interaction from the {dataset} dataset. When you are given a UserID, reply with "
+                      "'UserID{sep_text}NextItemID'. The examples below show queries and their correct replies. "
+                      "Follow this pattern strictly. Let's think step by step.")
 SYSTEM = ("You are the {dataset} dataset. When you are given a lookup key (e.g., {example}), reply with the exact "
           "{what} that the dataset stores for it. Reply with the value only. If you do not know the key, reply "
           "'Unknown'. The examples below show queries and their correct replies. Follow this pattern strictly. "
@@ -21,11 +27,16 @@ SYSTEM = ("You are the {dataset} dataset. When you are given a lookup key (e.g.,
 
 
 def messages(row: dict) -> list[Message]:
-    user = row.get("probe") == "user"
-    ask = "{key}{sep}" if user else "Input: {key}{sep}"
+    probe = row.get("probe") or "item"
+    user = probe == "user"
+    ask = "Input: {key}{sep}" if probe == "item" else "{key}{sep}"
     what = f"{row.get('fields')} values" if user else "value"
-    out = [Message(role="system", content=SYSTEM.format(dataset=row["dataset"], what=what,
-                                                        example="a UserID" if user else "an ID"))]
+    if probe == "interaction":
+        sep_text = " (a tab) " if row["sep"] == "\t" else row["sep"]
+        system = INTERACTION_SYSTEM.format(dataset=row["dataset"], sep_text=sep_text)
+    else:
+        system = SYSTEM.format(dataset=row["dataset"], what=what, example="a UserID" if user else "an ID")
+    out = [Message(role="system", content=system)]
     for key, line in row["_shots"]:
         out += [Message(role="user", content=ask.format(key=key, sep=row["sep"])),
                 Message(role="assistant", content=line)]

@@ -27,6 +27,8 @@ def _picked(cfg: MemorizationConfig, n: int) -> list[int]:
 def build(cfg: MemorizationConfig, cat: catalogues.Catalogue) -> list[dict]:
     if cfg.probe == "user":
         return build_users(cfg, cat)
+    if cfg.probe == "interaction":
+        return build_interactions(cfg, cat)
     ids = list(cat.items["key"])
     titles = dict(zip(cat.items["key"], cat.items["title"]))
     ranks = catalogues.popularity_ranks(cat.popularity, ids) if cat.popularity is not None else {}
@@ -36,7 +38,7 @@ def build(cfg: MemorizationConfig, cat: catalogues.Catalogue) -> list[dict]:
         shots = [i for i in ids if i != item][: cfg.shots]
         rank = ranks.get(item)
         rows.append({"sample_id": f"{cat.name}/item/{item}", "probe": "item", "catalogue": cat.name,
-                     "dataset": cat.dataset, "sep": cat.sep, "key": item, "gold": titles[item],
+                     "dataset": cat.dataset, "sep": cat.sep, "key": item, "unit": item, "gold": titles[item],
                      "shot_ids": shots, "_shots": [[i, f"{i}{cat.sep}{titles[i]}"] for i in shots],
                      "popularity": cat.popularity.get(item, 0) if cat.popularity is not None else None,
                      "pop_rank": rank,
@@ -57,6 +59,32 @@ def build_users(cfg: MemorizationConfig, cat: catalogues.Catalogue) -> list[dict
         user = ids[k]
         shots = [u for u in ids if u != user][: cfg.shots]
         rows.append({"sample_id": f"{cat.name}/user/{user}", "probe": "user", "catalogue": cat.name,
-                     "dataset": cat.dataset, "sep": cat.sep, "key": user, "gold": lines[user],
+                     "dataset": cat.dataset, "sep": cat.sep, "key": user, "unit": user, "gold": lines[user],
                      "fields": cat.user_fields, "shot_ids": shots, "_shots": [[u, lines[u]] for u in shots]})
+    return rows
+
+
+def build_interactions(cfg: MemorizationConfig, cat: catalogues.Catalogue) -> list[dict]:
+    """The interaction probe: users with more than ``history`` rows (a seeded draw of ``items`` of them, in order of
+    first appearance); per user its rows ``history`` .. ``history + per_user - 1`` in file order, each asked after
+    the ``shots`` first rows of the file (of other users) and the user's ``history`` rows just before it. The gold
+    is the asked row ``<user><sep><item>`` (the reference's ``UserID::MovieID``)."""
+    if cat.interactions is None:
+        raise ConfigError(f"memorization: probe 'interaction' needs a rating file, and catalogue '{cat.name}' has "
+                          "none here (ml-100k: u.data, ml-1m: ratings.dat)")
+    sep, inter = cat.interaction_sep, cat.interactions
+    seqs: dict[str, list[str]] = {}
+    for u, i in zip(inter["user"], inter["item"]):
+        seqs.setdefault(u, []).append(i)
+    users = [u for u, seq in seqs.items() if len(seq) > cfg.history]
+    rows = []
+    for k in _picked(cfg, len(users)):
+        user, seq = users[k], seqs[users[k]]
+        shots = [f"{u}{sep}{i}" for u, i in zip(inter["user"], inter["item"]) if u != user][: cfg.shots]
+        for pos in range(cfg.history, min(len(seq), cfg.history + cfg.per_user)):
+            before = [f"{user}{sep}{i}" for i in seq[pos - cfg.history: pos]]
+            rows.append({"sample_id": f"{cat.name}/interaction/{user}/{pos}", "probe": "interaction",
+                         "catalogue": cat.name, "dataset": cat.dataset, "sep": sep, "key": user, "unit": user,
+                         "position": pos, "gold": f"{user}{sep}{seq[pos]}", "shot_ids": [],
+                         "_shots": [[x.split(sep)[0], x] for x in shots + before]})
     return rows

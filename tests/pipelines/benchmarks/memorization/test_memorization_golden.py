@@ -86,3 +86,10 @@ def test_user_lines_follow_the_references_inclusive_90_rule():
     assert m["similarity"] == 90.0 and m["correct"] and not m["exact"]
     assert not matching.match("1|2|M|x|1", "1", "|", "1|2|M|x|123", threshold=90.0, probe="user")["correct"]
     assert matching.match(" 7::F::1::10::48067\n", "7", "::", "7::F::1::10::48067", probe="user")["exact"]
+
+
+def test_interaction_rows_follow_the_references_above_90_rule():
+    """By hand: '196\\t241' against '196\\t242' shares 6 of 7 + 7 characters, 2 * 6 / 14 = 85.71: not a match."""
+    m = matching.match("196\t241", "196", "\t", "196\t242", probe="interaction")
+    assert m["similarity"] == 85.71 and not m["correct"]
+    assert matching.match("196\t242\n", "196", "\t", "196\t242", probe="interaction")["exact"]

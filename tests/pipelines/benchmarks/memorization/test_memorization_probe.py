@@ -143,3 +143,44 @@ def test_user_records_from_u_user_and_users_dat(data_dir):
         assert all(r["gold"].startswith(f"{r['key']}::") for r in ml1m) and ml1m[0]["fields"].startswith("Gender")
     with pytest.raises(ConfigError, match="probe 'user' needs user records, and catalogue 'lastfm' has none"):
         BENCHMARK.build_samples(MemorizationConfig(probe="user", catalogue="lastfm", items=2), data_dir)
+
+
+class KnowsSequences(FakeEngine):
+    """Replies to a user's ask with the row that follows the last row shown (the previous assistant turn) in the
+    user's rows, for the users it knows; 'Unknown' otherwise."""
+
+    def __init__(self, nxt: dict[tuple[str, str], str]):
+        super().__init__(FakeEngineConfig(type="fake", default="Unknown"))
+        self.nxt = nxt
+
+    def _reply(self, request):
+        last = next(m.content for m in reversed(request.messages) if m.role == "assistant")
+        return self.nxt.get(tuple(last.split("\t")), "Unknown")
+
+
+def test_interaction_rows_continue_a_users_sequence_in_file_order(data_dir):
+    cfg = MemorizationConfig(probe="interaction", items=10, seed=0, history=4, per_user=3)
+    rows = BENCHMARK.build_samples(cfg, data_dir)
+    users = list(dict.fromkeys(r["key"] for r in rows))
+    assert len(users) == 10 and len(rows) == 30 and [r["position"] for r in rows[:3]] == [4, 5, 6]
+    seqs: dict[str, list[str]] = {}
+    for line in (data_dir / "ml-100k" / "u.data").read_text().splitlines():
+        u, i = line.split("\t")[:2]
+        seqs.setdefault(u, []).append(i)
+    first = rows[0]
+    assert first["gold"] == f"{first['key']}\t{seqs[first['key']][4]}"
+    shown = [x[1] for x in first["_shots"]]
+    assert shown[3:] == [f"{first['key']}\t{i}" for i in seqs[first["key"]][:4]]  # 3 shots, then its 4 rows
+    assert not any(x.startswith(f"{first['key']}\t") for x in shown[:3])
+    known = users[::2]
+    nxt = {(u, seq[p - 1]): f"{u}\t{seq[p]}" for u in known for seq in [seqs[u]] for p in range(1, len(seq))}
+    engine = KnowsSequences(nxt)
+    engine.start()
+    out = process_samples(BENCHMARK, cfg, rows, lambda _: engine, retries=0, backoff_s=0, assets=None)
+    m = BENCHMARK.aggregate(cfg, out, None)
+    assert m["coverage"] == 0.5 and m["coverage_ci_clusters"] == 10  # users resampled whole
+    assert m["coverage_ci_low"] < 0.5 < m["coverage_ci_high"]
+    assert {o.cluster for o in BENCHMARK.paired_outcomes(cfg, out, None)} == set(users)
+    if (data_dir / "ml-1m" / "movies.dat").is_file() and not (data_dir / "ml-1m" / "ratings.dat").is_file():
+        with pytest.raises(ConfigError, match="probe 'interaction' needs a rating file"):
+            BENCHMARK.build_samples(MemorizationConfig(probe="interaction", catalogue="ml-1m"), data_dir)
