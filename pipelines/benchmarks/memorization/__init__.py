@@ -58,6 +58,9 @@ class Memorization(Benchmark):
                          reads=("probe", "dataset", "sep", "key", "catalogue"), writes=("output", "prompt_tokens"))]
 
     def score(self, cfg: MemorizationConfig, row: dict) -> dict:
+        if row.get("probe") in ("year", "genres"):
+            return matching.match_attribute(row.get("output"), row["key"], row["sep"], row["gold"], row["probe"],
+                                            cfg.answer_cut)
         return matching.match(row.get("output"), row["key"], row["sep"], row["gold"], cfg.fuzzy_threshold,
                               cfg.answer_cut, row.get("probe") or "item")
 
@@ -75,7 +78,8 @@ class Memorization(Benchmark):
         sim = row.get("similarity")
         how = ("exactly" if row.get("exact") else "after normalising" if row.get("normalised") else
                f"by similarity {sim}" if row.get("correct") else None)
-        what = {"user": "user line", "interaction": "next row"}.get(row.get("probe"), "title")
+        what = {"user": "user line", "interaction": "next row", "year": "year", "genres": "genre set"}.get(
+            row.get("probe"), "title")
         reason = f"the {what} was reproduced {how}" if how else f"not reproduced (similarity {sim})"
         return Explanation(answer=row.get("answer"), gold=row.get("gold"), verdict=choice_verdict(row.get("correct")),
                            reason=reason, numbers={k: row.get(k) for k in ("similarity", "exact", "normalised",

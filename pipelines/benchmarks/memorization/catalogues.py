@@ -25,7 +25,7 @@ class Catalogue:
     name: str
     dataset: str  # the dataset's name in the prompt
     sep: str  # the file's field separator, shown in the prompt lines
-    items: pd.DataFrame  # key (the item ID, str), title, in file order
+    items: pd.DataFrame  # key (the item ID, str), title, genres ('|'-joined or None; MovieLens), in file order
     popularity: dict[str, int] | None  # item ID -> unique users; None: the folder has no interactions
     popularity_source: str | None
     users: pd.DataFrame | None = None  # key (the user ID), line (the whole user line), in file order; None: no file
@@ -58,6 +58,20 @@ def _rows(path: Path, sep: str, n_fields: int, what: str, skip_header: bool = Fa
     return out
 
 
+def _flag_genres(rows: list[list[str]], genre_file: Path) -> list[str | None]:
+    """ML-100K's 19 genre flags (the last fields of u.item) as names from u.genre, joined by '|' in u.genre's order
+    (as ML-1M writes them); None without u.genre or a flag set."""
+    if not genre_file.is_file():
+        return [None] * len(rows)
+    names = [x.split("|")[0] for x in genre_file.read_text(encoding="latin-1").split("\n") if x.strip()]
+    out = []
+    for r in rows:
+        flags = r[-len(names):] if len(r) >= 5 + len(names) else []
+        picked = [n for n, f in zip(names, flags) if f.strip() == "1"]
+        out.append("|".join(picked) or None)
+    return out
+
+
 def _pairs(rows: list[list[str]]) -> pd.DataFrame:
     return pd.DataFrame({"user": [r[0] for r in rows], "item": [r[1] for r in rows]})
 
@@ -76,7 +90,8 @@ def _users(path: Path, sep: str, what: str) -> pd.DataFrame | None:
 def load(name: str, folder: Path) -> Catalogue:
     if name == "ml-100k":
         rows = _rows(_need(folder / "u.item", "ML-100K u.item"), "|", 2, "u.item")
-        items = pd.DataFrame({"key": [r[0] for r in rows], "title": [r[1] for r in rows]})
+        items = pd.DataFrame({"key": [r[0] for r in rows], "title": [r[1] for r in rows],
+                              "genres": _flag_genres(rows, folder / "u.genre")})
         ratings = folder / "u.data"
         inter = _pairs(_rows(ratings, "\t", 2, "u.data")) if ratings.is_file() else None
         return Catalogue(name, "MovieLens 100K", "|", items, _unique_users(inter) if inter is not None else None,
@@ -84,7 +99,8 @@ def load(name: str, folder: Path) -> Catalogue:
                          "age, gender, occupation, zip code", inter, "\t")
     if name == "ml-1m":
         rows = _rows(_need(folder / "movies.dat", "ML-1M movies.dat"), "::", 2, "movies.dat")
-        items = pd.DataFrame({"key": [r[0] for r in rows], "title": [r[1] for r in rows]})
+        items = pd.DataFrame({"key": [r[0] for r in rows], "title": [r[1] for r in rows],
+                              "genres": [r[2] if len(r) > 2 and r[2] else None for r in rows]})
         ratings = folder / "ratings.dat"
         inter = _pairs(_rows(ratings, "::", 2, "ratings.dat")) if ratings.is_file() else None
         return Catalogue(name, "MovieLens 1M", "::", items, _unique_users(inter) if inter is not None else None,

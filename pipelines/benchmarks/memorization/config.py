@@ -15,10 +15,11 @@ Catalogue = Literal["ml-100k", "ml-1m", "lastfm"]
 
 class MemorizationConfig(BenchmarkConfig):
     name: Literal["memorization"] = "memorization"
-    probe: Literal["item", "user", "interaction"] = Field(
+    probe: Literal["item", "user", "interaction", "year", "genres"] = Field(
         "item", description="item: the title from the item ID; user: the user's whole line (demographics) from the "
         "user ID (ML-100K u.user, ML-1M users.dat); interaction: a user's next rating row (user, item) after their "
-        "earlier rows in file order (ML-100K u.data, ML-1M ratings.dat)")
+        "earlier rows in file order (ML-100K u.data, ML-1M ratings.dat); year: the release year from the title without "
+        "it; genres: the genres from the ID and title (MovieLens)")
     catalogue: Catalogue = Field("ml-100k", description="ml-100k (u.item, popularity from u.data), ml-1m "
                                  "(movies.dat; popularity from ratings.dat when the folder has it), lastfm "
                                  "(HetRec 2011 artists.dat, popularity from user_artists.dat)")

@@ -61,3 +61,27 @@ def match(output: str | None, key: str, sep: str, gold: str, threshold: float | 
     limit, inclusive = REFERENCE_RULE[probe] if threshold is None else (threshold, False)
     return {"answer": ans, "similarity": sim, "correct": sim >= limit if inclusive else sim > limit,
             "exact": ans == gold.strip(), "normalised": bool(ans) and normalise(ans) == normalise(gold)}
+
+
+_YEAR = re.compile(r"(?<!\d)(\d{4})(?!\d)")
+
+
+def _genre_set(text: str) -> frozenset[str]:
+    return frozenset(g.strip().casefold() for g in re.split(r"[|,;/]", text) if g.strip())
+
+
+def match_attribute(output: str | None, key: str, sep: str, gold: str, probe: str, cut: str = "none") -> dict:
+    """An attribute answer (the probes the reference does not have): year: ``correct`` when the first four-digit
+    number of the answer is the year; genres: when the answer's genres (split at '|', ',', ';' or '/', case folded)
+    are the gold's set, ``similarity`` their Jaccard index × 100. ``exact``: the answer is the gold as written;
+    ``normalised`` = ``correct``."""
+    ans = answer_text(output, key, sep, cut)
+    if probe == "year":
+        found = _YEAR.search(ans)
+        ok = bool(found) and found.group(1) == gold
+        sim = similarity(ans, gold)
+    else:
+        a, g = _genre_set(ans), _genre_set(gold)
+        ok = bool(a) and a == g
+        sim = round(100.0 * len(a & g) / len(a | g), 2) if a | g else 0.0
+    return {"answer": ans, "similarity": sim, "correct": ok, "exact": ans == gold, "normalised": ok}

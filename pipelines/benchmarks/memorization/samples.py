@@ -4,6 +4,7 @@ buckets)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,8 @@ def build(cfg: MemorizationConfig, cat: catalogues.Catalogue) -> list[dict]:
         return build_users(cfg, cat)
     if cfg.probe == "interaction":
         return build_interactions(cfg, cat)
+    if cfg.probe in ("year", "genres"):
+        return build_attributes(cfg, cat)
     ids = list(cat.items["key"])
     titles = dict(zip(cat.items["key"], cat.items["title"]))
     ranks = catalogues.popularity_ranks(cat.popularity, ids) if cat.popularity is not None else {}
@@ -87,4 +90,41 @@ def build_interactions(cfg: MemorizationConfig, cat: catalogues.Catalogue) -> li
                          "catalogue": cat.name, "dataset": cat.dataset, "sep": sep, "key": user, "unit": user,
                          "position": pos, "gold": f"{user}{sep}{seq[pos]}", "shot_ids": [],
                          "_shots": [[x.split(sep)[0], x] for x in shots + before]})
+    return rows
+
+
+YEAR = re.compile(r"^(?P<title>.*\S)\s*\((?P<year>\d{4})\)\s*$")
+
+
+def _attribute(probe: str, title: str, genres: str | None) -> tuple[str, str] | None:
+    """(what the prompt shows after the ID, the gold) of one item, or None when it has no such attribute: year:
+    the title without its trailing '(YYYY)' and the year; genres: the title and its genres."""
+    if probe == "year":
+        m = YEAR.match(title)
+        return (m["title"], m["year"]) if m else None
+    return (title, genres) if genres else None
+
+
+def build_attributes(cfg: MemorizationConfig, cat: catalogues.Catalogue) -> list[dict]:
+    """The attribute probes (MovieLens): the year from a title without it (``Input: 1|Toy Story|`` → ``1995``), or
+    the genres from the ID and title (``Input: 1::Toy Story (1995)::`` → ``Animation|Children's|Comedy``); items
+    without the attribute (no year in the title, no genre) are not asked."""
+    if "genres" not in cat.items:
+        raise ConfigError(f"memorization: probe '{cfg.probe}' needs MovieLens titles, and catalogue '{cat.name}' "
+                          "has none")
+    known = [(k, a) for k, t, g in zip(cat.items["key"], cat.items["title"], cat.items["genres"])
+             if (a := _attribute(cfg.probe, t, g)) is not None]
+    ranks = catalogues.popularity_ranks(cat.popularity, list(cat.items["key"])) if cat.popularity is not None else {}
+    rows = []
+    for k in _picked(cfg, len(known)):
+        item, (shown, gold) = known[k]
+        shots = [(i, a) for i, a in known if i != item][: cfg.shots]
+        rank = ranks.get(item)
+        rows.append({"sample_id": f"{cat.name}/{cfg.probe}/{item}", "probe": cfg.probe, "catalogue": cat.name,
+                     "dataset": cat.dataset, "sep": cat.sep, "key": f"{item}{cat.sep}{shown}", "unit": item,
+                     "gold": gold, "shot_ids": [i for i, _ in shots],
+                     "_shots": [[f"{i}{cat.sep}{s}", f"{i}{cat.sep}{s}{cat.sep}{a}"] for i, (s, a) in shots],
+                     "popularity": cat.popularity.get(item, 0) if cat.popularity is not None else None,
+                     "pop_rank": rank,
+                     "pop_bucket": catalogues.bucket_of(rank, len(ranks), cfg.popularity_buckets)})
     return rows

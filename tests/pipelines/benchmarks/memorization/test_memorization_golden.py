@@ -93,3 +93,17 @@ def test_interaction_rows_follow_the_references_above_90_rule():
     m = matching.match("196\t241", "196", "\t", "196\t242", probe="interaction")
     assert m["similarity"] == 85.71 and not m["correct"]
     assert matching.match("196\t242\n", "196", "\t", "196\t242", probe="interaction")["exact"]
+
+
+def test_attribute_answers_by_hand():
+    """Year: the first four-digit number of the answer; genres: the set of names (Jaccard x 100 as similarity):
+    {comedy, romance} against {comedy, drama} shares 1 of 3 names, 33.33."""
+    year = matching.match_attribute("3|Four Rooms|1995", "3|Four Rooms", "|", "1995", "year")
+    assert year["answer"] == "1995" and year["correct"] and year["exact"]
+    assert matching.match_attribute("It came out in 1995.", "3|Four Rooms", "|", "1995", "year")["correct"]
+    assert not matching.match_attribute("19955", "3|Four Rooms", "|", "1995", "year")["correct"]
+    g = matching.match_attribute("3::Grumpier Old Men (1995)::Comedy|Drama", "3::Grumpier Old Men (1995)", "::",
+                                 "Comedy|Romance", "genres")
+    assert g["similarity"] == 33.33 and not g["correct"]
+    same = matching.match_attribute("romance, comedy", "3::Grumpier Old Men (1995)", "::", "Comedy|Romance", "genres")
+    assert same["correct"] and same["normalised"] and not same["exact"] and same["similarity"] == 100.0

@@ -67,7 +67,8 @@ def test_popularity_is_unique_raters_from_u_data_and_ml1m_has_none(data_dir):
     assert ranks["50"] == 1 and catalogues.bucket_edges(len(ranks), [0.2, 0.8]) == [337, 1682]
     if (data_dir / "ml-1m" / "movies.dat").is_file():
         ml1m = catalogues.load("ml-1m", data_dir / "ml-1m")
-        assert ml1m.sep == "::" and ml1m.items.iloc[0].tolist() == ["1", "Toy Story (1995)"]
+        assert ml1m.sep == "::" and ml1m.items.iloc[0].tolist() == ["1", "Toy Story (1995)",
+                                                                       "Animation|Children's|Comedy"]
         if not (data_dir / "ml-1m" / "ratings.dat").is_file():
             rows = BENCHMARK.build_samples(MemorizationConfig(catalogue="ml-1m", items=5), data_dir)
             assert all(r["pop_bucket"] is None for r in rows)
@@ -184,3 +185,20 @@ def test_interaction_rows_continue_a_users_sequence_in_file_order(data_dir):
     if (data_dir / "ml-1m" / "movies.dat").is_file() and not (data_dir / "ml-1m" / "ratings.dat").is_file():
         with pytest.raises(ConfigError, match="probe 'interaction' needs a rating file"):
             BENCHMARK.build_samples(MemorizationConfig(probe="interaction", catalogue="ml-1m"), data_dir)
+
+
+@pytest.mark.parametrize("probe", ["year", "genres"])
+def test_attribute_probes_from_the_title(data_dir, probe):
+    cfg = MemorizationConfig(probe=probe, items=20, seed=4)
+    rows = BENCHMARK.build_samples(cfg, data_dir)
+    assert len(rows) == 20 and all(r["key"].startswith(f"{r['unit']}|") for r in rows)
+    if probe == "year":
+        assert all(len(r["gold"]) == 4 and r["gold"] not in r["key"] for r in rows)  # the year is not shown
+    else:
+        assert all(r["key"].endswith(")") and r["gold"] for r in rows)  # ML-100K flags as u.genre names
+    out, engine = _run(cfg, rows, rows[::2])
+    assert engine.requests[0].messages[-1].content == f"Input: {rows[0]['key']}|"
+    m = BENCHMARK.aggregate(cfg, out, None)
+    assert m["coverage"] == 0.5 and ("pop/top0-20/n" in m or "pop/top20-100/n" in m)
+    with pytest.raises(ConfigError, match=f"probe '{probe}' needs MovieLens titles"):
+        BENCHMARK.build_samples(MemorizationConfig(probe=probe, catalogue="lastfm", items=2), data_dir)
