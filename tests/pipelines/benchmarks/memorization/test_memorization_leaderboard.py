@@ -30,3 +30,20 @@ def test_a_memorization_column_per_catalogue_and_not_probed_where_a_subject_has_
     assert table.loc["qwen", "memorization ml-1m: coverage"].startswith("0.250 [0.125, 0.400]")
     assert table.loc["gemma", "memorization ml-1m: coverage"] == "not probed"
     assert table.loc["qwen", "prefeval: accuracy"].startswith("0.600")  # other benchmarks' cells unchanged
+
+
+def test_a_suite_takes_the_probe_as_an_entry_beside_a_recommendation_benchmark(tmp_path):
+    """The demo config as a suite entry, next to LRWorld: each subject's probe run is an ordinary run config."""
+    from llmrec.pipelines.runner.suite_config import load_suite_config
+    from tests.conftest import REPO
+
+    path = tmp_path / "suite.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "probe-suite", "subjects": {"a": {"type": "fake"}, "b": {"type": "fake", "model": "b"}},
+        "benchmarks": [{"entry": "mem-ml100k", "config": str(REPO / "configs" / "memorization_demo.yaml")},
+                       {"entry": "mem-ml1m", "benchmark": {"name": "memorization", "catalogue": "ml-1m", "items": 5}},
+                       {"entry": "lrw", "config": str(REPO / "configs" / "lrworld_demo.yaml")}]}))
+    cfg = load_suite_config(path)
+    run = cfg.run_config("b", cfg.benchmarks[1])
+    assert run.benchmark.name == "memorization" and run.benchmark.catalogue == "ml-1m" and run.benchmark.items == 5
+    assert cfg.run_config("a", cfg.benchmarks[0]).benchmark.items == 40
