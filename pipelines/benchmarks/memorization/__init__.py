@@ -1,8 +1,9 @@
 """Memorization probe (Di Palma et al., "Do LLMs Memorize Recommendation Datasets?", SIGIR 2025; reference code
 sisinflab/LLM-MemoryInspector): can the model recite a recommendation catalogue? Given a few real lines of the
 catalogue file and an item ID, the model completes the title; the share it reproduces is its coverage of the
-catalogue, overall and per item-popularity bucket. Catalogues: ML-100K, ML-1M, Last.fm (catalogues.py); prompt
-(prompts.py), matching (matching.py), metrics (metrics.py). See README.md for every difference from the reference.
+catalogue, overall and per item-popularity bucket. Also user lines, a user's next rating row, and a title's year or
+genres (``probe``). Catalogues: ML-100K, ML-1M, Last.fm (catalogues.py); rows (samples.py), prompts (prompts.py),
+matching (matching.py), metrics (metrics.py). See README.md for every difference from the reference.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from llmrec.pipelines.benchmarks.memorization.payload import TRANSIENT, Memoriza
 from llmrec.pipelines.protocol import (Benchmark, Explanation, LLMStage, Outcome, choice_verdict, failed_explanation,
                                        outcomes_from_fields)
 from llmrec.types import Request, Result, SamplingParams
+
+
+PROBE_LABEL = {"user": "users", "interaction": "interactions", "year": "years", "genres": "genres"}
 
 
 def render(cfg: MemorizationConfig, row: dict) -> Request:
@@ -34,8 +38,8 @@ class Memorization(Benchmark):
     transient = TRANSIENT
     group_keys = ("catalogue",)
     cluster_key = "unit"
-    protocol_keys = ("probe", "catalogue", "items", "seed", "shots", "history", "per_user", "fuzzy_threshold", "answer_cut", "popularity_buckets",
-                     "temperature", "max_tokens")
+    protocol_keys = ("probe", "catalogue", "items", "seed", "shots", "history", "per_user", "fuzzy_threshold",
+                     "answer_cut", "popularity_buckets", "temperature", "max_tokens")
     headline_metrics = ("coverage", "coverage_normalised", "failed")
     score_tasks = ()
     data = None  # the shared MovieLens / Last.fm folders (`llmrec data fetch` does not fetch them)
@@ -47,7 +51,7 @@ class Memorization(Benchmark):
         fields = MemorizationConfig.model_fields
         catalogue = config.get("catalogue") or fields["catalogue"].default
         probe = config.get("probe") or fields["probe"].default
-        return f"{self.name} {catalogue}" + ("" if probe == "item" else f" {probe}s")
+        return f"{self.name} {catalogue}" + ("" if probe == "item" else f" {PROBE_LABEL.get(probe, probe)}")
 
     def build_samples(self, cfg: MemorizationConfig, data_dir: Path) -> list[dict]:
         rows = samples.build(cfg, catalogues.load(cfg.catalogue, samples.folder(cfg, data_dir)))

@@ -5,8 +5,10 @@ ML-100K ``u.item`` (``id|title|date|video date|IMDb URL|19 genre flags``, latin-
 (``user\\titem\\trating\\ttime``); ML-1M ``movies.dat`` (``MovieID::Title::Genres``, latin-1), ratings
 ``ratings.dat`` (``UserID::MovieID::Rating::Timestamp``) only when present (the shared copy has none); Last.fm
 (HetRec 2011) ``artists.dat`` (``id\\tname\\turl\\tpictureURL``, a header line) with ``user_artists.dat``.
-Interactions (the interaction probe): the rating file's (user, item) rows in file order. User records (the user probe): ML-100K ``u.user`` (``user id|age|gender|occupation|zip code``), ML-1M ``users.dat``
-(``UserID::Gender::Age::Occupation::Zip-code``); Last.fm has none.
+Interactions (the interaction probe): the rating file's (user, item) rows in file order. User records (the user
+probe): ML-100K ``u.user`` (``user id|age|gender|occupation|zip code``), ML-1M ``users.dat``
+(``UserID::Gender::Age::Occupation::Zip-code``); Last.fm has none. Genres (the genres probe): ML-1M's third field,
+ML-100K's 19 flags named by ``u.genre``.
 """
 
 from __future__ import annotations

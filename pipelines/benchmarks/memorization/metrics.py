@@ -3,8 +3,9 @@
 Over the answered items (a failed engine call is counted in ``failed``, not as a miss):
 ``coverage`` (memorized: the reference's fuzzy match), ``coverage_exact``, ``coverage_normalised``, each with a
 95 % bootstrap CI over units (``_ci_low`` / ``_ci_high``; ``_ci_clusters``: the units resampled: items, or users
-for the user and interaction probes, whose rows are resampled together); ``mean_similarity``; ``n_samples`` (items asked), ``n_answered``, ``failed``; per popularity bucket ``pop/<bucket>/coverage`` (+ CI,
-``/coverage_exact``, ``/coverage_normalised``, ``/n``). Without interaction data there are no buckets.
+for the user and interaction probes, whose rows are resampled together); ``mean_similarity``; ``n_samples`` (rows
+asked), ``n_answered``, ``failed``; per popularity bucket ``pop/<bucket>/coverage`` (+ CI, ``/coverage_exact``,
+``/coverage_normalised``, ``/n``; item and attribute probes). Without interaction data there are no buckets.
 """
 
 from __future__ import annotations
