@@ -23,7 +23,8 @@ PROBE_LABEL = {"user": "users", "interaction": "interactions", "year": "years", 
 
 def render(cfg: MemorizationConfig, row: dict) -> Request:
     return Request(messages=prompts.messages(row),
-                   sampling=SamplingParams(temperature=cfg.temperature, max_tokens=cfg.max_tokens),
+                   sampling=SamplingParams(temperature=cfg.temperature, max_tokens=cfg.max_tokens,
+                                           stop=list(cfg.stop)),
                    prefix_key=f"memorization/{row['catalogue']}")
 
 
@@ -39,7 +40,7 @@ class Memorization(Benchmark):
     group_keys = ("catalogue",)
     cluster_key = "unit"
     protocol_keys = ("probe", "catalogue", "items", "seed", "shots", "history", "per_user", "fuzzy_threshold",
-                     "answer_cut", "popularity_buckets", "temperature", "max_tokens")
+                     "answer_cut", "popularity_buckets", "temperature", "max_tokens", "stop")
     headline_metrics = ("coverage", "coverage_normalised", "failed")
     score_tasks = ()
     data = None  # the shared MovieLens / Last.fm folders (`llmrec data fetch` does not fetch them)

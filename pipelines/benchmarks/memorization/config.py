@@ -47,6 +47,8 @@ class MemorizationConfig(BenchmarkConfig):
                                             "(reference: [0.2, 0.8], which makes two buckets: top 20%, the rest)")
     temperature: float = Field(0.0, ge=0, description="sampling temperature (reference: 0 for API models)")
     max_tokens: int = Field(48, ge=1, description="answer tokens")
+    stop: list[str] = Field(default_factory=list, description="stop strings, e.g. [\"\\n\"] for a model that goes on "
+                            "with the next lines of the file (reference: none)")
 
     @field_validator("popularity_buckets")
     @classmethod

@@ -56,7 +56,10 @@ def test_ml100k_items_prompt_in_the_files_line_format(data_dir):
     assert "MovieLens 100K dataset" in msgs[0].content
     assert [m.content for m in msgs[1:3]] == ["Input: 1|", "1|Toy Story (1995)"]
     assert msgs[-1].content == f"Input: {rows[0]['key']}|" and len(msgs) == 1 + 2 * 3 + 1
-    assert engine.requests[0].sampling.temperature == 0.0
+    assert engine.requests[0].sampling.temperature == 0.0 and engine.requests[0].sampling.stop == []
+    stop = MemorizationConfig(items=40, seed=0, stop=["\n"])
+    _, stopped = _run(stop, BENCHMARK.build_samples(stop, data_dir)[:1], [])
+    assert stopped.requests[0].sampling.stop == ["\n"]
     assert "_shots" not in out[0] and out[0]["shot_ids"] == ["1", "2", "3"]
 
 
