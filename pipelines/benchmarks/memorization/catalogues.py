@@ -36,7 +36,8 @@ class Catalogue:
     interaction_sep: str | None = None  # the rating file's field separator
 
 
-FOLDERS = {"ml-100k": "ml-100k", "ml-1m": "ml-1m", "lastfm": "hetrec2011-lastfm-2k"}
+FOLDERS = {"ml-100k": "ml-100k", "ml-1m": "ml-1m", "lastfm": "hetrec2011-lastfm-2k",
+           "amazon-beauty": "amazon-all-beauty-2023"}
 
 
 def _need(path: Path, what: str) -> Path:
@@ -117,7 +118,35 @@ def load(name: str, folder: Path) -> Catalogue:
                if plays.is_file() else None)
         return Catalogue(name, "Last.fm (HetRec 2011)", "\t", items, pop,
                          "user_artists.dat" if pop is not None else None)
+    if name == "amazon-beauty":
+        return _amazon_beauty(name, folder)
     raise ConfigError(f"memorization: unknown catalogue {name!r} (known: {', '.join(FOLDERS)})")
+
+
+def _amazon_beauty(name: str, folder: Path) -> Catalogue:
+    """Amazon Reviews 2023 All Beauty (the shared filtered copy): ``filterd_meta_items.csv`` (columns ``title``,
+    ``parent_asin``; a CSV, so the prompt lines are ``<parent_asin>::<title>``, the reference's ML-1M form), popularity
+    from ``filtered_user_reviews.json`` (``[{user_id, reviews: [{parent_asin, …}]}]``)."""
+    import json
+
+    meta = _need(folder / "filterd_meta_items.csv", "Amazon All Beauty filterd_meta_items.csv")
+    try:
+        df = pd.read_csv(meta, dtype=str, keep_default_na=False)
+    except (ValueError, pd.errors.ParserError) as e:
+        raise ConfigError(f"memorization: {meta}: not a readable CSV ({e})") from e
+    missing = [c for c in ("title", "parent_asin") if c not in df.columns]
+    if missing:
+        raise ConfigError(f"memorization: {meta}: no column {', '.join(missing)} (columns: {', '.join(df.columns)})")
+    df = df[(df["parent_asin"].str.strip() != "") & (df["title"].str.strip() != "")].drop_duplicates("parent_asin")
+    items = pd.DataFrame({"key": df["parent_asin"].str.strip().tolist(), "title": df["title"].str.strip().tolist()})
+    reviews = folder / "filtered_user_reviews.json"
+    pop = None
+    if reviews.is_file():
+        pairs = [(u.get("user_id"), r.get("parent_asin")) for u in json.loads(reviews.read_text(encoding="utf-8"))
+                 for r in u.get("reviews") or []]
+        pop = _unique_users(pd.DataFrame(pairs, columns=["user", "item"]).dropna())
+    return Catalogue(name, "Amazon Reviews 2023 All Beauty", "::", items, pop,
+                     "filtered_user_reviews.json" if pop is not None else None)
 
 
 def popularity_ranks(popularity: dict[str, int], order: list[str]) -> dict[str, int]:

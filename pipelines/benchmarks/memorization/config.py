@@ -10,7 +10,7 @@ from pydantic import Field, field_validator
 
 from llmrec.pipelines.protocol import BenchmarkConfig
 
-Catalogue = Literal["ml-100k", "ml-1m", "lastfm"]
+Catalogue = Literal["ml-100k", "ml-1m", "lastfm", "amazon-beauty"]
 
 
 class MemorizationConfig(BenchmarkConfig):
@@ -22,9 +22,10 @@ class MemorizationConfig(BenchmarkConfig):
         "it; genres: the genres from the ID and title (MovieLens)")
     catalogue: Catalogue = Field("ml-100k", description="ml-100k (u.item, popularity from u.data), ml-1m "
                                  "(movies.dat; popularity from ratings.dat when the folder has it), lastfm "
-                                 "(HetRec 2011 artists.dat, popularity from user_artists.dat)")
+                                 "(HetRec 2011 artists.dat, popularity from user_artists.dat), amazon-beauty (All "
+                                 "Beauty product titles, popularity from the reviews)")
     path: Path | None = Field(None, description="the catalogue's folder, relative to the data directory (default: "
-                              "ml-100k, ml-1m, hetrec2011-lastfm-2k)")
+                              "ml-100k, ml-1m, hetrec2011-lastfm-2k, amazon-all-beauty-2023)")
     items: int | None = Field(None, ge=1, description="probe this many items (users) drawn at random (seeded), kept in "
                               "file order; absent: every one in the file, as the reference does")
     seed: int = Field(0, description="seed of the item (user) draw")

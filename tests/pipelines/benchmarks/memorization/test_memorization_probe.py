@@ -206,3 +206,23 @@ def test_attribute_probes_from_the_title(data_dir, probe):
     assert m["coverage"] == 0.5 and ("pop/top0-20/n" in m or "pop/top20-100/n" in m)
     with pytest.raises(ConfigError, match=f"probe '{probe}' needs MovieLens titles"):
         BENCHMARK.build_samples(MemorizationConfig(probe=probe, catalogue="lastfm", items=2), data_dir)
+
+
+def test_amazon_all_beauty_titles_by_parent_asin(data_dir):
+    if not (data_dir / "amazon-all-beauty-2023" / "filterd_meta_items.csv").is_file():
+        pytest.skip("amazon-all-beauty-2023/filterd_meta_items.csv not in the data directory")
+    cfg = MemorizationConfig(catalogue="amazon-beauty", items=20, seed=5)
+    rows = BENCHMARK.build_samples(cfg, data_dir)
+    assert len(rows) == 20 and all(len(r["key"]) == 10 and r["gold"] for r in rows)  # ASINs, product titles
+    assert all(r["pop_bucket"] in ("top0-20", "top20-100") for r in rows)  # every product has a review
+    out, engine = _run(cfg, rows, rows[::2])
+    assert engine.requests[0].messages[-1].content == f"Input: {rows[0]['key']}::"
+    assert BENCHMARK.aggregate(cfg, out, None)["coverage"] == 0.5
+
+
+def test_a_catalogue_csv_without_its_columns_fails_naming_them(tmp_path):
+    (tmp_path / "amazon-all-beauty-2023").mkdir()
+    (tmp_path / "amazon-all-beauty-2023" / "filterd_meta_items.csv").write_text("name,asin\nx,B0\n")
+    with pytest.raises(ConfigError, match=r"filterd_meta_items\.csv: no column title, parent_asin \(columns: name, "
+                                          r"asin\)"):
+        BENCHMARK.build_samples(MemorizationConfig(catalogue="amazon-beauty"), tmp_path)
