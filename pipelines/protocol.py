@@ -413,6 +413,14 @@ class Benchmark:
     (``runner/judge_failures.py``: ``aggregate`` writes ``judge_failure_rate``, ``judge_failed``, ``n_judged``)."""
     adverse_labels: dict[str, Any] = {}
     jury_fields: Callable[[BenchmarkConfig, Sample, dict[str, dict], dict[tuple[str, str], Any]], dict] | None = None
+    absent_text: str | None = None
+    """What a leaderboard cell says for a subject without a run of this benchmark beside its others (e.g. a probe's
+    "not probed"); None: the usual ``—``."""
+
+    def entry_label(self, config: dict) -> str:
+        """The leaderboard's entry name for a plain run directory of this benchmark, from its stored config
+        (``benchmark`` section; a suite names its entries itself). Default: the benchmark's name."""
+        return self.name
 
     def judge_decisions(self, cfg: BenchmarkConfig, row: Sample) -> list[JudgeDecision]:
         """The judged decisions of one stored row (what ``llmrec judges`` pairs between two judges), read from the

@@ -99,7 +99,8 @@ def _run_entry(rd: RunDir) -> Entry:
         raise ConfigError(f"{rd.uri}: no {RunDir.CONFIG} with benchmark.name, so not a `llmrec run` directory "
                           f"(a baseline result is read through its suite's {SuiteDir.INDEX})")
     bench = _installed(name, f"{rd.uri}/{RunDir.CONFIG}")
-    return Entry(tracking.model_label(cfg.get("engine") or {}), str(name), bench.name, "llm", Path(rd.uri),
+    entry = bench.entry_label(cfg.get("benchmark") or {})
+    return Entry(tracking.model_label(cfg.get("engine") or {}), str(name), entry, "llm", Path(rd.uri),
                  tuple(bench.headline_metrics), _read(rd.metrics, rd), cfg, judged=tuple(bench.judged_metrics))
 
 
@@ -331,8 +332,24 @@ def wide(df: pd.DataFrame, primary_only: bool = False) -> pd.DataFrame:
     if "usd_per_1k" in df:
         cells.update({(r.kind, r.subject, r.entry, costs.COLUMN): costs.per_1k_text(
             {costs.USD_PER_1K: r.usd_per_1k, costs.TOKENS_PER_1K: r.tokens_per_1k}) for r in df.itertuples()})
-    data = [[s, k] + [cells.get((k, s, e, m), MISSING) for e, m in cols] for k, s in subjects]
+    absent = _absent_texts(df)
+    data = [[s, k] + [cells.get((k, s, e, m), absent.get(e, MISSING) if k == "llm" else MISSING) for e, m in cols]
+            for k, s in subjects]
     return pd.DataFrame(data, columns=["subject", "kind"] + [f"{e}: {m}" for e, m in cols])
+
+
+def _absent_texts(df: pd.DataFrame) -> dict[str, str]:
+    """Per entry whose benchmark words a missing result itself (``Benchmark.absent_text``, e.g. "not probed"):
+    that text, shown for an LLM subject with no run of the entry."""
+    out = {}
+    for entry, name in dict(zip(df["entry"], df["benchmark"])).items():
+        try:
+            text = _installed(str(name), "leaderboard").absent_text
+        except ConfigError:
+            continue
+        if text:
+            out[entry] = text
+    return out
 
 
 def _with_cost_columns(df: pd.DataFrame, cols: list[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -1,0 +1,34 @@
+"""Coverage per popularity bucket ({label: metrics} → one bar group per bucket, one bar per model, 95 % CI)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from llmrec.pipelines.common.plotting import finite, left_out, pyplot, save_figure
+
+_BUCKET = re.compile(r"^pop/(top\d+-\d+)/coverage$")
+
+
+def bucket_bars(models: dict[str, dict], path: Path) -> Path | None:
+    buckets = sorted({m[1] for ms in models.values() for k in ms if (m := _BUCKET.match(k)) and finite(ms[k])},
+                     key=lambda b: int(b[3:].split("-")[0]))
+    if not buckets:
+        return left_out(path.parent, path.name, "no popularity bucket (the catalogue has no interaction data)")
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(max(5, 1.4 * len(buckets) + 2), 3.6))
+    width = 0.8 / max(1, len(models))
+    for k, (label, m) in enumerate(sorted(models.items())):
+        cov = [m.get(f"pop/{b}/coverage", np.nan) for b in buckets]
+        lo = [c - m.get(f"pop/{b}/coverage_ci_low", c) for b, c in zip(buckets, cov)]
+        hi = [m.get(f"pop/{b}/coverage_ci_high", c) - c for b, c in zip(buckets, cov)]
+        ax.bar(np.arange(len(buckets)) + k * width, cov, width, yerr=[lo, hi], capsize=2, label=label)
+    ax.set_xticks(np.arange(len(buckets)) + width * (len(models) - 1) / 2,
+                  [f"{b[3:]} % most popular" for b in buckets], fontsize=8)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("coverage (titles reproduced)")
+    ax.set_title("Memorization by item popularity (95% bootstrap CI)")
+    ax.legend(fontsize=8)
+    return save_figure(fig, path)
