@@ -27,3 +27,12 @@ def few_clusters(n) -> bool:
 def few_mark(n) -> str:
     """``FEW`` when ``n`` clusters are too few (``few_clusters``), else ``""``."""
     return FEW if few_clusters(n) else ""
+
+
+def finite_number(v) -> float:
+    """``v`` as a float, NaN where it is missing, not a number or not finite (a metric read from a run's files)."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return math.nan
+    return f if math.isfinite(f) else math.nan

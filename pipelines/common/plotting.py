@@ -49,6 +49,20 @@ def finite(v) -> bool:
         return False
 
 
+def ci_bars(ax, models: Mapping[str, Mapping], groups: Sequence[str], key) -> float:
+    """Grouped bars: in each of ``groups``, one bar per model (sorted by label) of its value ``key(group)`` with the
+    95% CI its metrics hold (``<key>_ci_low`` / ``_ci_high``) as error bars. Returns the width of one bar."""
+    import numpy as np
+
+    width = 0.8 / max(1, len(models))
+    for k, (label, m) in enumerate(sorted(models.items())):
+        values = [m.get(key(g), np.nan) for g in groups]
+        lo = [v - m.get(f"{key(g)}_ci_low", v) for g, v in zip(groups, values)]
+        hi = [m.get(f"{key(g)}_ci_high", v) - v for g, v in zip(groups, values)]
+        ax.bar(np.arange(len(groups)) + k * width, values, width, yerr=[lo, hi], capsize=2, label=label)
+    return width
+
+
 def why_left_out(series: Mapping[str, Mapping | Sequence], x_name: str = "x", line: bool = True) -> str | None:
     """Why a figure of ``series`` (label → {x: y} or a list of y values) should not be drawn, else None:
     no finite value at all, or (``line``: a line plot) every series over one and the same single x value."""

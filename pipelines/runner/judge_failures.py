@@ -19,20 +19,14 @@ import math
 from dataclasses import dataclass
 from typing import Iterable
 
+from llmrec.small_samples import finite_number as _number
+
 RATE = "judge_failure_rate"
 FAILED = "judge_failed"
 JUDGED = "n_judged"
 DEFAULT_MAX_SHARE = 0.1
 MARK = "!"  # beside a judged number whose judge failed more often than the threshold
 CONFIG_KEY = "execution.max_judge_failed_share"
-
-
-def _number(v) -> float:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return math.nan
-    return f if math.isfinite(f) else math.nan
 
 
 @dataclass(frozen=True)

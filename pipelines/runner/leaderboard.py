@@ -31,6 +31,7 @@ from llmrec import costs, tracking
 from llmrec.config import fingerprint
 from llmrec.errors import ConfigError, LlmrecError
 from llmrec.pipelines.common.stats import CHANCE, CI_CLUSTERS, FEW, MIN_CLUSTERS, few_clusters
+from llmrec.small_samples import finite_number as _number
 from llmrec.pipelines.registry import benchmark_config, get_benchmark
 from llmrec.pipelines.runner import judge_failures
 from llmrec.pipelines.runner.suite_config import read_index
@@ -217,14 +218,6 @@ def _ci(outcomes: pd.DataFrame, metric: str, value: float, bootstrap: bool) -> t
         return math.nan, math.nan, len(g), k
     lo, hi = cluster_bootstrap_ci1(values, clusters, statistic)
     return lo, hi, len(g), k
-
-
-def _number(v) -> float:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return math.nan
-    return f if math.isfinite(f) else math.nan
 
 
 def _metric(e: Entry, key: str) -> float:

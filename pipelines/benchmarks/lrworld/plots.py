@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from llmrec.pipelines.benchmarks.lrworld.builders.common import FACTORS, N_OPTIONS
-from llmrec.pipelines.common.plotting import finite, left_out, pyplot, save_figure
+from llmrec.pipelines.common.plotting import ci_bars, finite, left_out, pyplot, save_figure
 
 
 _plt, _save = pyplot, save_figure
@@ -26,12 +26,7 @@ def factor_bars(models: dict[str, dict], path: Path) -> Path | None:
         return left_out(path.parent, path.name, "no factor with a scored sample")
     plt = _plt()
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(factors) + 2), 4))
-    width = 0.8 / max(1, len(models))
-    for k, (label, m) in enumerate(sorted(models.items())):
-        acc = [m.get(f"base/factor/{f}/accuracy", np.nan) for f in factors]
-        lo = [a - m.get(f"base/factor/{f}/accuracy_ci_low", a) for f, a in zip(factors, acc)]
-        hi = [m.get(f"base/factor/{f}/accuracy_ci_high", a) - a for f, a in zip(factors, acc)]
-        ax.bar(np.arange(len(factors)) + k * width, acc, width, yerr=[lo, hi], capsize=2, label=label)
+    width = ci_bars(ax, models, factors, lambda f: f"base/factor/{f}/accuracy")
     chance = [1 / N_OPTIONS[FACTORS[f][1]] for f in factors]  # random guessing: 1/10 or 1/4
     ax.hlines(chance, np.arange(len(factors)) - width / 2, np.arange(len(factors)) + width * (len(models) - 0.5),
               colors="black", linestyles="dashed", lw=1, label="chance")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from llmrec.pipelines.common.plotting import finite, left_out, pyplot, save_figure
+from llmrec.pipelines.common.plotting import ci_bars, finite, left_out, pyplot, save_figure
 
 _BUCKET = re.compile(r"^pop/(top\d+-\d+)/coverage$")
 
@@ -19,12 +19,7 @@ def bucket_bars(models: dict[str, dict], path: Path) -> Path | None:
         return left_out(path.parent, path.name, "no popularity bucket (the catalogue has no interaction data)")
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(5, 1.4 * len(buckets) + 2), 3.6))
-    width = 0.8 / max(1, len(models))
-    for k, (label, m) in enumerate(sorted(models.items())):
-        cov = [m.get(f"pop/{b}/coverage", np.nan) for b in buckets]
-        lo = [c - m.get(f"pop/{b}/coverage_ci_low", c) for b, c in zip(buckets, cov)]
-        hi = [m.get(f"pop/{b}/coverage_ci_high", c) - c for b, c in zip(buckets, cov)]
-        ax.bar(np.arange(len(buckets)) + k * width, cov, width, yerr=[lo, hi], capsize=2, label=label)
+    width = ci_bars(ax, models, buckets, lambda b: f"pop/{b}/coverage")
     ax.set_xticks(np.arange(len(buckets)) + width * (len(models) - 1) / 2,
                   [f"{b[3:]} % most popular" for b in buckets], fontsize=8)
     ax.set_ylim(0, 1)
