@@ -14,8 +14,8 @@ the shared local Ray (the `local_ray` fixture), which is marked `integration` he
 
 The budget: a test that takes more than LLMREC_TEST_BUDGET_S (60 s) must name its tier with one of the
 markers above; one that does not fails the session (after every test ran), listed by name and time.
-Set LLMREC_TEST_TIMES to a file to have every test's time appended to it (JSON lines: nodeid, tier,
-seconds); `python -m tests.tiers FILE...` prints the slowest tests and each tier's time from such files.
+Set LLMREC_TEST_TIMES to a file to have every test's time appended to it as the test ends (JSON lines: nodeid,
+tier, seconds); `python -m tests.tiers FILE...` prints the slowest tests and each tier's time from such files.
 """
 
 from __future__ import annotations
@@ -72,6 +72,11 @@ class TierTimes:
         self.seconds[report.nodeid] += report.duration
         self.tier[report.nodeid] = props.get("tier", "unit")
         self.named[report.nodeid] = bool(props.get("tier_named"))
+        out = os.environ.get("LLMREC_TEST_TIMES")
+        if out and report.when == "teardown":  # one line per test as it ends: a run stopped half-way keeps its times
+            with open(out, "a") as f:
+                f.write(json.dumps({"nodeid": report.nodeid, "tier": self.tier[report.nodeid],
+                                    "seconds": round(self.seconds[report.nodeid], 3)}) + "\n")
 
     def over_budget(self) -> list[tuple[str, float]]:
         limit = budget_s()
@@ -79,11 +84,6 @@ class TierTimes:
                       key=lambda x: -x[1])
 
     def pytest_sessionfinish(self, session, exitstatus):
-        out = os.environ.get("LLMREC_TEST_TIMES")
-        if out and self.seconds:
-            with open(out, "a") as f:
-                for nodeid, s in self.seconds.items():
-                    f.write(json.dumps({"nodeid": nodeid, "tier": self.tier[nodeid], "seconds": round(s, 3)}) + "\n")
         if self.over_budget() and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
