@@ -41,10 +41,13 @@ def load(threads: int, prompt_tokens: int):
     ``prompt_tokens`` tokens (at most about 4,000)."""
     import llama_cpp
 
+    from llmrec.serving.engines.llamacpp import llama_class
     from llmrec.serving.local import embedded_model
 
     path, _ = embedded_model()
-    llm = llama_cpp.Llama(str(path), n_ctx=4096, n_threads=threads, n_threads_batch=threads, n_batch=512,
+    # as the engine loads it (engine.use_extra_bufts false): llama.cpp's CPU-specific weight repacking (AMX) faults
+    # in VMs that advertise AMX without enabling it
+    llm = llama_class(llama_cpp, use_extra_bufts=False)(str(path), n_ctx=4096, n_threads=threads, n_threads_batch=threads, n_batch=512,
                           n_ubatch=512, swa_full=True, verbose=False)
     text = " ".join(f"The user said item {i} was lovely and asked for more like it." for i in range(400))
     return llm, llm.tokenize(text.encode())[:prompt_tokens]

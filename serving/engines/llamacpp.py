@@ -108,7 +108,7 @@ def eval_chunks(n: int, size: int, min_last: int) -> list[int]:
     return sizes
 
 
-def _llama_class(llama_cpp, use_extra_bufts: bool):
+def llama_class(llama_cpp, use_extra_bufts: bool):
     """llama-cpp-python 0.3.36 has no argument for ``llama_model_params.use_extra_bufts``: it builds
     the params in ``__init__`` and loads the model at once, so the assignment is intercepted."""
     if use_extra_bufts or "use_extra_bufts" not in dict(llama_cpp.llama_model_params._fields_):
@@ -163,7 +163,7 @@ class LlamaCppEngine(EngineBase):
         path, _ = self._model_file()
         cfg = self.config
         t0, threads = time.perf_counter(), cfg.n_threads or default_threads()
-        self._llm = _llama_class(llama_cpp, cfg.use_extra_bufts)(
+        self._llm = llama_class(llama_cpp, cfg.use_extra_bufts)(
             str(path), n_ctx=cfg.n_ctx, n_threads=threads, n_batch=cfg.n_batch,
             # llama-cpp-python's own default for prompt processing is every CPU of the machine, whatever n_threads says
             n_threads_batch=threads,

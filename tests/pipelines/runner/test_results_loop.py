@@ -34,7 +34,8 @@ def test_suite_then_compare_then_report_then_leaderboard(tmp_path, local_ray):
     suite = tmp_path / "runs" / "s1"
     assert SuiteDir.is_suite(suite)
 
-    res = _cli(["compare", str(suite), "--resamples", "200"])
+    # a reader logs to the reader's store (flag, $MLFLOW_TRACKING_URI, default), never to the one the runs name
+    res = _cli(["compare", str(suite), "--resamples", "200", "--tracking-uri", cfg.tracking.uri])
     assert res.exit_code == 0, res.output
     written = suite / SuiteDir.COMPARISONS / "a--vs--b" / "comparison.json"
     assert written.is_file(), res.output
