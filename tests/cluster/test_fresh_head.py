@@ -8,6 +8,7 @@ import ipaddress
 import os
 import subprocess
 import sys
+import time
 
 import psutil
 import pytest
@@ -43,8 +44,14 @@ def test_a_fresh_head_binds_the_loopback_and_takes_a_job_at_once(tmp_path):
         sub = subprocess.Popen([sys.executable, "-c", SUBMIT, url, f"llmrec-fresh-{os.getpid()}"],
                                env={**os.environ, **auth}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         mine = f"ray-t{os.getpid()}-{url.rsplit(':', 1)[1]}"  # the head's temp folder, in its processes' arguments
-        procs = [p for p in psutil.process_iter(["cmdline"]) if mine in " ".join(p.info["cmdline"] or [])]
-        names = {p.name() for p in procs}
+        # the dashboard can answer before the raylet has started (seen on a loaded machine): wait for both servers
+        deadline = time.monotonic() + 90
+        while True:
+            procs = [p for p in psutil.process_iter(["cmdline"]) if mine in " ".join(p.info["cmdline"] or [])]
+            names = {p.name() for p in procs}
+            if {"gcs_server", "raylet"} <= names or time.monotonic() > deadline:
+                break
+            time.sleep(1)
         assert {"gcs_server", "raylet"} <= names, names
         listening = [(p.name(), c.laddr.ip, c.laddr.port) for p in procs for c in p.net_connections(kind="inet")
                      if c.status == psutil.CONN_LISTEN]
