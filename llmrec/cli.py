@@ -147,7 +147,7 @@ def suite(
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from llmrec.pipelines.runner import leaderboard as lb
+    from llmrec.pipelines.results import leaderboard as lb
     from llmrec.pipelines.runner.suite import run_suite
     from llmrec.pipelines.runner.suite_config import load_suite_config
 
@@ -470,8 +470,8 @@ def _mount_benchmark_clis() -> None:
 # Verbs that live beside the code they drive: each module has ``register(app)`` adding its commands.
 EXTRA_VERBS: tuple[str, ...] = ("llmrec.pipelines.runner.serve_verbs", "llmrec.pipelines.baselines.cli",
                                  "llmrec.pipelines.runner.plan_cli", "llmrec.cluster.jobs_cli", "llmrec.tuning.sft.cli",
-                                 "llmrec.pipelines.runner.results_cli", "llmrec.pipelines.runner.viewer_cli",
-                                 "llmrec.pipelines.runner.compare", "llmrec.pipelines.runner.judges_cli")
+                                 "llmrec.pipelines.results.results_cli", "llmrec.pipelines.results.viewer_cli",
+                                 "llmrec.pipelines.results.compare", "llmrec.pipelines.results.judges_cli")
 
 
 def _mount_extra_verbs() -> None:

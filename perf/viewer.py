@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from llmrec.pipelines.runner.viewer import PAGE_SIZE, Viewer, samples_path, serve  # noqa: E402
+from llmrec.pipelines.results.viewer import PAGE_SIZE, Viewer, samples_path, serve  # noqa: E402
 from tests.pipelines.runner.viewer_fixtures import prefeval_run  # noqa: E402
 
 

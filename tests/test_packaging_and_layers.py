@@ -71,7 +71,7 @@ def test_build_prints_no_setuptools_warnings(tmp_path):
     warned = [ln for ln in proc.stderr.splitlines() if "Warning" in ln]
     assert not warned, warned
     assert (tmp_path / "llmrec/pipelines/benchmarks/prefeval/templates/cot.txt").is_file()
-    assert (tmp_path / "llmrec/pipelines/runner/templates/report.html").is_file()  # `llmrec report`'s page
+    assert (tmp_path / "llmrec/pipelines/results/templates/report.html").is_file()  # `llmrec report`'s page
 
 
 @pytest.mark.slow
@@ -139,6 +139,20 @@ def test_the_runner_may_not_import_an_engine_or_vllm(site, tmp_path):
     assert "the runner imports no engine" in flat and "BROKEN" in flat
     assert "llmrec.pipelines.runner.sneaky -> llmrec.serving.engines.vllm.planning" in flat, res.stdout[-3000:]
     assert "llmrec.pipelines.runner.sneaky -> vllm" in flat, res.stdout[-3000:]
+
+
+def test_the_write_path_may_not_import_the_results_room(site, tmp_path):
+    """The read verbs (``llmrec.pipelines.results``) sit above the runner: a runner module that imports one of
+    them breaks the contract, naming the import."""
+    bad = tmp_path / "site"
+    shutil.copytree(site, bad)
+    (bad / "llmrec" / "pipelines" / "runner" / "sneaky.py").write_text(
+        "from llmrec.pipelines.results.stored import open_runs\n")
+    res = lint(bad)
+    assert res.returncode != 0
+    flat = " ".join(res.stdout.split())
+    assert "the write path does not import the results room" in flat and "BROKEN" in flat
+    assert "llmrec.pipelines.runner.sneaky -> llmrec.pipelines.results.stored" in flat, res.stdout[-3000:]
 
 
 def test_an_engine_may_not_import_another_engine(site, tmp_path):

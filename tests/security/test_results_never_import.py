@@ -77,7 +77,7 @@ def test_a_plugin_named_by_results_is_not_imported(tmp_path, probe, verb, source
 
 
 def test_a_plugin_engine_named_by_a_run_config_is_not_imported(tmp_path, probe):
-    from llmrec.pipelines.runner.compare import compare_runs
+    from llmrec.pipelines.results.compare import compare_runs
 
     a, b = _run_dir(tmp_path / "a", "prefeval", f"{PROBE}:ENGINE"), _run_dir(tmp_path / "b", "prefeval")
     with pytest.raises(ConfigError, match=rf"unknown engine '{PROBE}:ENGINE' \(not installed"):
@@ -86,8 +86,8 @@ def test_a_plugin_engine_named_by_a_run_config_is_not_imported(tmp_path, probe):
 
 
 def test_the_api_readers_import_nothing_either(tmp_path, probe):
-    from llmrec.pipelines.runner.html_report import render
-    from llmrec.pipelines.runner.leaderboard import leaderboard
+    from llmrec.pipelines.results.html_report import render
+    from llmrec.pipelines.results.leaderboard import leaderboard
 
     s = _suite(tmp_path)
     for read in (leaderboard, render):
@@ -98,7 +98,7 @@ def test_the_api_readers_import_nothing_either(tmp_path, probe):
 
 def test_a_plugin_the_user_ran_in_this_process_is_still_read(tmp_path):
     """The toy benchmark is a plugin this test imported (as `llmrec run` on its config would): its results read."""
-    from llmrec.pipelines.runner.leaderboard import leaderboard
+    from llmrec.pipelines.results.leaderboard import leaderboard
     from tests.pipelines.toy.benchmark import NAME
 
     df = leaderboard([_run_dir(tmp_path / "toy", NAME)])

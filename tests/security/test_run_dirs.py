@@ -264,7 +264,7 @@ def test_a_copied_run_directory_gets_its_own_mlflow_run(tmp_path, local_ray, cap
 # ---- 5. readers never change what they read ----------------------------------------------------------------
 
 def test_a_reader_reports_a_damaged_shard_and_leaves_it(hand_run, tmp_path):
-    from llmrec.pipelines.runner.outcomes import read_stored_rows
+    from llmrec.pipelines.results.outcomes import read_stored_rows
 
     t07 = tmp_path / "T07"
     shutil.copytree(hand_run, t07)
@@ -340,7 +340,7 @@ def test_a_boolean_is_not_a_number(tmp_path, section, key):
 
 
 def test_rejudge_takes_its_store_from_the_invocation_not_from_the_source(hand_run, tmp_path, monkeypatch):
-    from llmrec.pipelines.runner.rejudge import rejudge_config
+    from llmrec.pipelines.results.rejudge import rejudge_config
 
     cfg = yaml.safe_load((hand_run / "resolved.yaml").read_text())
     cfg["benchmark"] = {"name": "prefeval", "task": "gen", "topics": ["travel_hotel"], "forms": ["explicit"],

@@ -11,8 +11,8 @@ from pathlib import Path
 from llmrec.pipelines.benchmarks.lrworld.plots import all_plots, factor_radar
 from llmrec.pipelines.benchmarks.prefeval.plots import accuracy_by_turns, run_plots
 from llmrec.pipelines.common.plotting import overlay, read_left_out, why_left_out
-from llmrec.pipelines.runner.leaderboard import Entry
-from llmrec.pipelines.runner.report_plots import overlays, run_figures
+from llmrec.pipelines.results.leaderboard import Entry
+from llmrec.pipelines.results.report_plots import overlays, run_figures
 from llmrec.rundir import RunDir
 
 

@@ -121,7 +121,7 @@ def test_a_smaller_context_with_a_warm_cache_fails_as_without_it(tmp_path, local
 
 
 def test_the_sample_viewer_names_the_run_that_computed_a_cached_answer():
-    from llmrec.pipelines.runner.viewer import call_view
+    from llmrec.pipelines.results.viewer import call_view
     from llmrec.transcripts import Call
 
     hit = call_view(Call("ask", 0, "subject", {"text": "yes", "from_cache": True, "computed_for": "/runs/a"}, None))

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from llmrec.cli import app
 from llmrec.errors import ConfigError
-from llmrec.pipelines.runner import leaderboard as lb
-from llmrec.pipelines.runner.compare import compare_runs
+from llmrec.pipelines.results import leaderboard as lb
+from llmrec.pipelines.results.compare import compare_runs
 from llmrec.pipelines.runner.suite_config import read_index
 from tests.pipelines.results_fixtures import prefeval_rows, suite_dir, write_run
 
@@ -41,7 +41,7 @@ def _edit_index(suite, change) -> None:
 
 def test_a_metric_that_is_not_a_number_is_said_to_be_one(tmp_path, caplog):
     run = write_run(tmp_path / "r", "prefeval", "m", {"accuracy": "high", "missed_rate": [0.1], "failed": None})
-    with caplog.at_level(logging.WARNING, logger="llmrec.pipelines.runner.leaderboard"):
+    with caplog.at_level(logging.WARNING, logger="llmrec.pipelines.results.leaderboard"):
         df = lb.leaderboard([run])
     assert df.set_index("metric")["value"].isna().all()  # shown as "—", as before
     said = [r.getMessage() for r in caplog.records]

@@ -98,7 +98,7 @@ def test_a_comparison_is_never_written_into_a_compared_run(tmp_path):
 
 
 def test_p_values_print_as_people_read_them():
-    from llmrec.pipelines.runner.compare import fmt_p
+    from llmrec.pipelines.results.compare import fmt_p
 
     assert [fmt_p(p) for p in (1.0, 0.5, 0.0432, 0.004, 0.0004, float("nan"), None)] == \
         ["1.00", "0.50", "0.04", "0.004", "<0.001", "–", "–"]

@@ -73,7 +73,7 @@ def _cmp_row(metric: str, clusters: int) -> dict:
 
 
 def test_compare_table_marks_rows_from_few_clusters():
-    from llmrec.pipelines.runner.compare import Comparison, table
+    from llmrec.pipelines.results.compare import Comparison, table
 
     comp = Comparison(runs=[], rows=[_cmp_row("few_metric", 6), _cmp_row("many_metric", 12)])
     text = _text(table(comp))
@@ -87,7 +87,7 @@ def test_compare_table_marks_rows_from_few_clusters():
 
 
 def test_judges_tables_mark_kappa_and_metrics_from_two_clusters():
-    from llmrec.pipelines.runner.judge_agreement import tables
+    from llmrec.pipelines.results.judge_agreement import tables
 
     agreement = {"decision": "violate", "n": 4, "n_clusters": 2, "agreement": 0.75, "agreement_ci_low": 0.5,
                  "agreement_ci_high": 1.0, "kappa": 0.0, "kappa_ci_low": 0.0, "kappa_ci_high": 0.0,
@@ -105,7 +105,7 @@ def test_judges_tables_mark_kappa_and_metrics_from_two_clusters():
 
 
 def test_leaderboard_marks_few_clusters_and_shows_the_chance_level(tmp_path):
-    from llmrec.pipelines.runner.leaderboard import cell, leaderboard, wide
+    from llmrec.pipelines.results.leaderboard import cell, leaderboard, wide
 
     assert cell("accuracy", 0.5, 0.3, 0.7, 40, 6).endswith(f"n=40{FEW}")  # enough units, too few clusters
     assert cell("accuracy", 0.5, 0.3, 0.7, 40, 12) == "0.500 [0.300, 0.700] n=40"
@@ -121,7 +121,7 @@ def test_leaderboard_marks_few_clusters_and_shows_the_chance_level(tmp_path):
 
 
 def test_report_marks_comparisons_and_judges_from_few_clusters(tmp_path):
-    from llmrec.pipelines.runner.html_report import render
+    from llmrec.pipelines.results.html_report import render
 
     s = suite_dir(tmp_path)
     c = s / "comparisons" / "gemma-a--vs--gemma-b"

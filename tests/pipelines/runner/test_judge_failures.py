@@ -72,7 +72,7 @@ def test_rate_beside_a_judged_metric_and_the_threshold():
 
 
 def test_leaderboard_cell_carries_the_judge_failure_rate():
-    from llmrec.pipelines.runner.leaderboard import cell
+    from llmrec.pipelines.results.leaderboard import cell
 
     assert cell("accuracy", 1.0, 1.0, 1.0, 40, judge_failed=1.0, judge_over=True).endswith("judge failed 100%!")
     assert cell("accuracy", 0.5, 0.4, 0.6, 40, judge_failed=0.02, judge_over=False).endswith("judge failed 2%")
@@ -80,7 +80,7 @@ def test_leaderboard_cell_carries_the_judge_failure_rate():
 
 
 def test_leaderboard_and_report_show_the_rate_beside_a_judged_metric(tmp_path):
-    from llmrec.pipelines.runner.leaderboard import Entry, leaderboard, wide
+    from llmrec.pipelines.results.leaderboard import Entry, leaderboard, wide
 
     metrics = {"accuracy": 1.0, "accuracy_ci_low": 1.0, "accuracy_ci_high": 1.0, "missed_rate": 0.0,
                "judge_failure_rate": 1.0, "judge_failed": 4.0, "n_judged": 4.0, "n_answered": 40.0}
@@ -103,8 +103,8 @@ def test_compare_table_and_report_carry_each_runs_judge_failure_rate(tmp_path):
 
     from rich.console import Console
 
-    from llmrec.pipelines.runner.compare import Comparison, judge_cell, table
-    from llmrec.pipelines.runner.html_report import _comparison
+    from llmrec.pipelines.results.compare import Comparison, judge_cell, table
+    from llmrec.pipelines.results.html_report import _comparison
 
     row = {"group": "prefeval", "a": "good", "b": "broken", "metric": "accuracy", "setting": "all",
            "statistic": "mean", "value_a": 0.5, "value_b": 1.0, "diff": 0.5, "ci_low": 0.1, "ci_high": 0.9, "p": 0.04,
@@ -191,8 +191,8 @@ def test_a_rate_above_the_threshold_fails_and_a_higher_threshold_accepts_it(tmp_
 def test_rejudge_with_a_broken_judge_shows_the_rate_and_exits_non_zero(tmp_path, data_root, monkeypatch):
     import typer
 
-    from llmrec.pipelines.runner import rejudge
-    from llmrec.pipelines.runner.judges_cli import register
+    from llmrec.pipelines.results import rejudge
+    from llmrec.pipelines.results.judges_cli import register
     from llmrec.pipelines.runner.run_config import load_run_config
 
     cfg, rows = _gen_rows(data_root, GARBAGE)
@@ -247,7 +247,7 @@ def test_kappa_is_refused_for_a_judge_that_mostly_failed():
 
 
 def _run(label: str, cfg: PrefEvalConfig, rows: list[dict], tmp_path: Path):
-    from llmrec.pipelines.runner.compare import Run
+    from llmrec.pipelines.results.compare import Run
     from llmrec.pipelines.runner.run_config import RunConfig
 
     run_cfg = RunConfig.model_validate({"benchmark": cfg.model_dump(mode="json"), "engine": SUBJECT,
@@ -258,7 +258,7 @@ def _run(label: str, cfg: PrefEvalConfig, rows: list[dict], tmp_path: Path):
 def test_judges_refuses_kappa_and_counts_unreadable_for_a_broken_judge(tmp_path, data_root):
     from rich.console import Console
 
-    from llmrec.pipelines.runner.judge_agreement import compare_judges, mlflow_metrics, tables
+    from llmrec.pipelines.results.judge_agreement import compare_judges, mlflow_metrics, tables
 
     cfg, good = _gen_rows(data_root, GOOD)
     _, broken = _gen_rows(data_root, GARBAGE)
@@ -324,7 +324,7 @@ def test_run_rejudge_and_judges_with_a_broken_judge_end_to_end(tmp_path, data_ro
     import typer
 
     from llmrec import cli, tracking
-    from llmrec.pipelines.runner.judges_cli import register
+    from llmrec.pipelines.results.judges_cli import register
 
     path = config(tmp_path, engine=SUBJECT, task="gen", topics=["travel_hotel"], per_topic=2, forms=["explicit"],
                   turns=[0], methods=["zero-shot"])

@@ -138,10 +138,10 @@ def _lines(path: Path) -> int:
 
 def test_rejudge_agreement_and_jury_end_to_end(tmp_path, data_root, local_ray):
     from llmrec.pipelines.runner.api import run_evaluation
-    from llmrec.pipelines.runner.compare import compare_runs
-    from llmrec.pipelines.runner.judge_agreement import judges_report, tables
-    from llmrec.pipelines.runner.judges_cli import register
-    from llmrec.pipelines.runner.rejudge import rejudge_config, run_rejudge
+    from llmrec.pipelines.results.compare import compare_runs
+    from llmrec.pipelines.results.judge_agreement import judges_report, tables
+    from llmrec.pipelines.results.judges_cli import register
+    from llmrec.pipelines.results.rejudge import rejudge_config, run_rejudge
     from llmrec.pipelines.runner.run_config import load_run_config
     from llmrec.rundir import RunDir
 
@@ -198,8 +198,8 @@ def test_rejudge_agreement_and_jury_end_to_end(tmp_path, data_root, local_ray):
     assert (tmp_path / "agreement" / "judges.json").is_file()
     assert tables(report)
     # `llmrec compare --allow-protocol-diff` of the two adds the judges' agreement, and the report shows it
-    from llmrec.pipelines.runner import compare as compare_mod
-    from llmrec.pipelines.runner.html_report import render
+    from llmrec.pipelines.results import compare as compare_mod
+    from llmrec.pipelines.results.html_report import render
 
     cmp_dir = tmp_path / "cmp"
     res = CliRunner().invoke(_app(compare_mod.register), ["compare", str(source.run_dir), str(outcome.run_dir),
@@ -239,7 +239,7 @@ def _app(register):
 
 def test_rejudge_refuses_a_run_without_judge_stages(tmp_path, data_root, local_ray):
     from llmrec.pipelines.runner.api import run_evaluation
-    from llmrec.pipelines.runner.rejudge import rejudge_config
+    from llmrec.pipelines.results.rejudge import rejudge_config
     from llmrec.pipelines.runner.run_config import load_run_config
 
     mcq = run_evaluation(load_run_config(config(tmp_path, topics=["travel_hotel"], per_topic=1, forms=["explicit"],
@@ -279,8 +279,8 @@ def test_gistbench_judged_decisions_are_evidence_and_specificity_choices():
 @pytest.mark.parametrize("verb", ["rejudge", "judges"])
 def test_verbs_are_mounted_with_help(verb):
     from llmrec.cli import EXTRA_VERBS
-    from llmrec.pipelines.runner.judges_cli import register
+    from llmrec.pipelines.results.judges_cli import register
 
-    assert "llmrec.pipelines.runner.judges_cli" in EXTRA_VERBS
+    assert "llmrec.pipelines.results.judges_cli" in EXTRA_VERBS
     res = CliRunner().invoke(_app(register), [verb, "--help"])
     assert res.exit_code == 0 and "Usage" in res.output

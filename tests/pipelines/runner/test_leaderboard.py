@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from llmrec.errors import ConfigError
-from llmrec.pipelines.runner.leaderboard import COLUMNS, leaderboard, load_entries, wide
+from llmrec.pipelines.results.leaderboard import COLUMNS, leaderboard, load_entries, wide
 from tests.pipelines.results_fixtures import suite_dir, write_run
 
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from llmrec import tracking
 from llmrec.cli import _mount_extra_verbs, app
-from llmrec.pipelines.runner.leaderboard import leaderboard
+from llmrec.pipelines.results.leaderboard import leaderboard
 from llmrec.pipelines.runner.report import names_by_difference
 from llmrec.pipelines.runner.run_config import RunConfig
 from tests.pipelines.results_fixtures import write_run
@@ -97,7 +97,7 @@ def test_leaderboard_and_report_label_runs_of_one_model_by_what_differs(tmp_path
     assert set(leaderboard([a, b, c]).subject) == {"gemma-3-270m context_length=8192",
                                                    "gemma-3-270m context_length=4096 (prefeval-bbb)",
                                                    "gemma-3-270m context_length=4096 (prefeval-ccc)"}
-    from llmrec.pipelines.runner.html_report import render
+    from llmrec.pipelines.results.html_report import render
 
     html = render([a, b])
     assert "gemma-3-270m context_length=4096" in html and "(prefeval-bbb)" not in html

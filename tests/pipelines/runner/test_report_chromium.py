@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from bs4 import BeautifulSoup
 
-from llmrec.pipelines.runner.html_report import write_report
+from llmrec.pipelines.results.html_report import write_report
 from tests.pipelines.results_fixtures import suite_dir
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

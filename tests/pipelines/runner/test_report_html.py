@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from llmrec.errors import ConfigError
 from llmrec.pipelines.protocol import DRILLDOWN_FIELDS
 from llmrec.pipelines.registry import BENCHMARKS
-from llmrec.pipelines.runner.html_report import MAX_CHARS, render
+from llmrec.pipelines.results.html_report import MAX_CHARS, render
 from tests.pipelines.results_fixtures import INJECTION, LONG_PREFERENCE, prefeval_rows, suite_dir, write_run
 from tests.pipelines.toy.benchmark import NAME as TOY
 

@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlparse
 
 from bs4 import BeautifulSoup
 
-from llmrec.pipelines.runner.html_report import render
+from llmrec.pipelines.results.html_report import render
 from tests.pipelines.runner.viewer_fixtures import IMG, SCRIPT, prefeval_run, suite_of
 
 

@@ -126,8 +126,8 @@ def test_runner_end_to_end_with_failures_and_resume(tmp_path, local_ray):
     assert parent[0].data.tags["model"] == "fake-model"
     assert {c.data.tags["llmrec.setting"] for c in children} == {"kind=even", "kind=odd"}
     # the run directory as `llmrec leaderboard` and `llmrec report` read it
-    from llmrec.pipelines.runner.html_report import drill_rows
-    from llmrec.pipelines.runner.leaderboard import leaderboard, load_entries
+    from llmrec.pipelines.results.html_report import drill_rows
+    from llmrec.pipelines.results.leaderboard import leaderboard, load_entries
 
     board = leaderboard([first.run_dir]).set_index("metric")
     assert board.loc["accuracy", "subject"] == "fake-model" and board.loc["accuracy", "value"] == 1.0

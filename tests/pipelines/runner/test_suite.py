@@ -196,7 +196,7 @@ def test_trained_baselines_rank_the_entrys_candidates_and_are_not_retrained(tmp_
     interactions, rank the same samples' candidates, and stand as baseline rows in suite.json and the
     leaderboard; a re-run reads their results instead of training again, a changed model setting retrains."""
     from llmrec.pipelines.baselines import rank
-    from llmrec.pipelines.runner.leaderboard import leaderboard
+    from llmrec.pipelines.results.leaderboard import leaderboard
 
     (tmp_path / "inter.csv").write_text(RANKING)
     entry = {"entry": "r", "benchmark": {"name": NAME, "n": 4, "rounds": 0, "ranking": str(tmp_path / "inter.csv")},

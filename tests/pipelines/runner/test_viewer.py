@@ -12,7 +12,7 @@ import pytest
 from bs4 import BeautifulSoup
 from rich.console import Console
 
-from llmrec.pipelines.runner.viewer import PAGE_SIZE, Viewer, app, print_sample, samples_path
+from llmrec.pipelines.results.viewer import PAGE_SIZE, Viewer, app, print_sample, samples_path
 from llmrec.rundir import RunDir
 from llmrec.transcripts import TextStore, text_key
 from tests.pipelines.runner.viewer_fixtures import IMG, SCRIPT, prefeval_run, suite_of
@@ -212,7 +212,7 @@ def test_pages_of_a_10k_sample_run_stay_under_300_ms_at_p95(tmp_path):
 
 def test_unreadable_sources_fail_in_one_line_naming_the_file(tmp_path):
     from llmrec.errors import ConfigError
-    from llmrec.pipelines.runner.viewer import open_viewer
+    from llmrec.pipelines.results.viewer import open_viewer
 
     with pytest.raises(ConfigError, match="no such run or suite directory"):
         open_viewer([str(tmp_path / "nope")])
@@ -238,7 +238,7 @@ def test_a_request_for_another_host_name_is_refused(run):
 
 
 def test_host_check_follows_the_bound_address():
-    from llmrec.pipelines.runner.viewer import host_allowed
+    from llmrec.pipelines.results.viewer import host_allowed
 
     assert host_allowed("10.1.2.3:80", "10.1.2.3") and not host_allowed("10.9.9.9", "10.1.2.3")
     assert host_allowed("10.9.9.9:80", "0.0.0.0") and not host_allowed("evil.example", "0.0.0.0")

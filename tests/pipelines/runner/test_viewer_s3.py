@@ -9,7 +9,7 @@ import pytest
 from bs4 import BeautifulSoup
 from starlette.testclient import TestClient
 
-from llmrec.pipelines.runner.viewer import Viewer, app
+from llmrec.pipelines.results.viewer import Viewer, app
 from tests.pipelines.runner.test_results_on_s3 import _upload
 from tests.pipelines.runner.viewer_fixtures import prefeval_run, suite_of
 from tests.runtime.helpers import s3_server

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import yaml
 
-from llmrec.pipelines.runner.leaderboard import leaderboard, wide
+from llmrec.pipelines.results.leaderboard import leaderboard, wide
 from tests.pipelines.results_fixtures import write_run
 
 PROBE = {"coverage": 0.25, "coverage_ci_low": 0.125, "coverage_ci_high": 0.4, "coverage_ci_clusters": 40,

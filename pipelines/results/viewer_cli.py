@@ -30,7 +30,7 @@ def view(
     `llmrec view RUN_DIR --sample travel_restaurant/explicit/0000/t002/zero-shot`.
     """
     from llmrec.errors import ConfigError
-    from llmrec.pipelines.runner.viewer import open_viewer, print_sample, serve
+    from llmrec.pipelines.results.viewer import open_viewer, print_sample, serve
 
     viewer = open_viewer(list(sources))
     if sample is not None:

@@ -49,7 +49,7 @@ def leaderboard(
     subject, benchmark entry and metric, full precision) and leaderboard.md, e.g.
     `llmrec leaderboard runs/suite-demo` or `llmrec leaderboard runs/prefeval-a runs/prefeval-b --metric accuracy`.
     """
-    from llmrec.pipelines.runner import leaderboard as lb
+    from llmrec.pipelines.results import leaderboard as lb
 
     refuse_inside_runs(out, "--out")
     with storage.local_folders(paths) as local, installed_only():
@@ -100,7 +100,7 @@ def report(
     E.g. `llmrec report runs/suite-demo` (writes runs/suite-demo/report.html).
     """
     from llmrec.paths import refuse_overwriting_inputs
-    from llmrec.pipelines.runner.html_report import write_report
+    from llmrec.pipelines.results.html_report import write_report
 
     if out is None:
         one_suite = len(paths) == 1 and not storage.is_uri(paths[0]) and SuiteDir.is_suite(paths[0])

@@ -14,11 +14,9 @@ text); :func:`print_sample` writes one sample's transcript to a terminal with Ri
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 from urllib.parse import urlencode
@@ -27,11 +25,10 @@ import jinja2
 import numpy as np
 import pandas as pd
 
-from llmrec import storage, tracking
 from llmrec.errors import ConfigError
 from llmrec.pipelines.protocol import Benchmark, Explanation, failed_explanation, setting_label
-from llmrec.pipelines.record import read_rows
-from llmrec.rundir import RunDir, SuiteDir
+from llmrec.pipelines.results.stored import StoredRun, installed_benchmark, open_runs
+from llmrec.rundir import RunDir
 from llmrec.transcripts import Call, TextStore, calls, resolve
 
 log = logging.getLogger(__name__)
@@ -48,105 +45,37 @@ NO_TRANSCRIPTS = ("This run was written before llmrec stored transcripts: each c
                   "are shown, the messages it was sent are not. Run it again with --fresh to record them.")
 
 
-@dataclass
-class RunView:
-    """One run directory as the viewer shows it."""
-
-    key: str  # its position among the sources' runs (the ``run`` of a sample's address)
-    run_dir: RunDir
-    subject: str
-    benchmark: str
-    entry: str
-    kind: str
-    bench: Benchmark | None
-    rows: list[dict] = field(default_factory=list, repr=False)
-    notes: list[str] = field(default_factory=list)
-    has_transcripts: bool = False
-
-    @property
-    def label(self) -> str:
-        return f"{self.subject} · {self.entry}"
-
-
 def known_benchmark(name: str | None) -> Benchmark | None:
     """The installed benchmark of that plain name; None for anything else (never imports a named module)."""
-    from llmrec.pipelines.registry import BENCHMARKS
-
-    if not name or not isinstance(name, str) or ":" in name or name not in BENCHMARKS.names():
-        return None
-    return BENCHMARKS.get(name)
+    return installed_benchmark(name)
 
 
-def read_samples(rd: RunDir) -> list[dict]:
-    """A run's ``samples.parquet`` rows (nested values decoded), local or at a storage URI; [] without one."""
-    if not rd.has_samples():
-        return []
-    where = f"{rd.uri}/{RunDir.SAMPLES}"
-    try:
-        return read_rows(io.BytesIO(rd.samples_bytes()))
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"{where}: cannot read it as parquet ({e})") from e
+def run_notes(run: StoredRun, rows: list[dict]) -> list[str]:
+    """What a run's page warns of: a benchmark that is not installed, no samples file, no transcripts."""
+    notes = []
+    if run.benchmark != "?" and run.bench is None:
+        notes.append(f"benchmark {run.benchmark!r} is not an installed benchmark: its samples are shown without "
+                     "verdicts (results never import code a run directory names)")
+    if not run.has_samples():
+        notes.append(f"no {RunDir.SAMPLES} in {run.dir.uri} (a run still going, or one that wrote no samples)")
+    has_transcripts = bool(run.transcripts.shards()) or any(c.request for r in rows[:50] for c in calls(r))
+    if rows and not has_transcripts:
+        notes.append(NO_TRANSCRIPTS)
+    return notes
 
 
-def _run_view(key: str, rd: RunDir, subject: str | None = None, benchmark: str | None = None,
-              entry: str | None = None, kind: str = "llm") -> RunView:
-    cfg = rd.config() if rd.has_config() else {}
-    name = benchmark or (rd.benchmark_name() if cfg else None)
-    bench = known_benchmark(name)
-    if subject is None:
-        subject = tracking.model_label(cfg.get("engine") or {}) if cfg.get("engine") else rd.name
-    view = RunView(key, rd, subject, str(name or "?"), entry or (bench.name if bench else rd.name), kind, bench)
-    if name and bench is None:
-        view.notes.append(f"benchmark {name!r} is not an installed benchmark: its samples are shown without "
-                          "verdicts (results never import code a run directory names)")
-    view.rows = read_samples(rd)
-    if not rd.has_samples():
-        view.notes.append(f"no {RunDir.SAMPLES} in {rd.uri} (a run still going, or one that wrote no samples)")
-    store = rd.transcripts
-    view.has_transcripts = bool(TextStore(store).shards()) or any(
-        c.request for r in view.rows[:50] for c in calls(r))
-    if view.rows and not view.has_transcripts:
-        view.notes.append(NO_TRANSCRIPTS)
-    return view
-
-
-def _samples_missing(view: RunView) -> str | None:
+def _samples_missing(run: StoredRun) -> str | None:
     """Why a run shows no samples although it has results: its ``samples.parquet`` is missing beside result shards
     (the viewer reads that file only; a run writes it when it ends). None when nothing is amiss."""
-    rd = view.run_dir
-    if rd.has_samples():
+    if run.has_samples():
         return None
-    try:
-        shards = len([n for n in rd.results.list(".parquet") if not n.startswith(".")])
-    except Exception:  # noqa: BLE001 - an unreadable listing: say only that the file is missing
-        shards = 0
-    held = f" although {rd.RESULTS}/ holds {shards} result shard(s)" if shards else ""
-    return (f"{rd.uri} has no {RunDir.SAMPLES}{held} (a run writes it when it ends: re-run its config with "
+    shards = run.result_shards()
+    held = f" although {RunDir.RESULTS}/ holds {shards} result shard(s)" if shards else ""
+    return (f"{run.dir.uri} has no {RunDir.SAMPLES}{held} (a run writes it when it ends: re-run its config with "
             "`llmrec run` to resume and write it)")
 
 
-def load_runs(sources: Iterable[str | Path]) -> list[RunView]:
-    """Every run of the given run and suite directories (local or storage URIs), in order."""
-    out: list[RunView] = []
-    for src in map(str, sources):
-        if SuiteDir.is_suite(src):
-            out += _suite_runs(src, len(out))
-        elif RunDir.is_run(src):
-            out.append(_run_view(str(len(out)), RunDir(src)))
-        else:
-            raise ConfigError(f"{src}: neither a run directory ({RunDir.CONFIG}, {RunDir.METRICS}) nor a suite "
-                              f"directory ({SuiteDir.INDEX})")
-    return out
-
-
-def _suite_runs(src: str, start: int) -> list[RunView]:
-    from llmrec.pipelines.runner.suite_config import read_index
-
-    _, found = read_index(src)  # local or a storage URI; nothing a benchmark name names is imported
-    return [_run_view(str(start + i), rd, e.subject, e.benchmark, e.entry, e.kind) for i, (e, rd) in enumerate(found)]
-
-
-def explain(view: RunView, row: dict) -> Explanation:
+def explain(view: StoredRun, row: dict) -> Explanation:
     """The benchmark's explanation of a row; without a benchmark (or when its explain fails) the default."""
     if view.bench is not None:
         try:
@@ -160,7 +89,7 @@ def explain(view: RunView, row: dict) -> Explanation:
     return Benchmark.explain(Benchmark(), row)
 
 
-def _setting(view: RunView, row: dict) -> str:
+def _setting(view: StoredRun, row: dict) -> str:
     setting = row.get("setting")
     if isinstance(setting, dict):
         keys = list(view.bench.group_keys) if view.bench else []
@@ -207,12 +136,14 @@ class CachedStore(TextStore):
 class Viewer:
     """The samples of some runs, loaded once, with the index the list pages filter."""
 
-    def __init__(self, runs: list[RunView], sources: list[str]):
+    def __init__(self, runs: list[StoredRun], sources: list[str]):
         self.runs, self.sources = runs, sources
         self.by_key = {r.key: r for r in runs}
+        self.rows = {r.key: r.samples() or [] for r in runs}  # every sample, read once
+        self.notes = {r.key: run_notes(r, self.rows[r.key]) for r in runs}
         recs, self.explained = [], {}
         for view in runs:
-            for i, row in enumerate(view.rows):
+            for i, row in enumerate(self.rows[view.key]):
                 ex = explain(view, row)
                 self.explained[(view.key, i)] = ex
                 recs.append((view.key, i, str(row.get("sample_id")), view.benchmark, view.subject, view.entry,
@@ -224,7 +155,7 @@ class Viewer:
         texts = [r[-1].replace(SEP, " ") for r in recs]
         self._starts = np.cumsum([0] + [len(t) + 1 for t in texts])
         self._blob = SEP.join(texts) + SEP
-        self.stores = {r.key: CachedStore(r.run_dir.transcripts) for r in runs}
+        self.stores = {r.key: CachedStore(r.transcripts_root) for r in runs}
         self.by_id = {(r, s): i for i, (r, s) in enumerate(zip(self.index["run"], self.index["sample_id"]))}
         self.options = {k: sorted(set(self.index[k])) for k in ("benchmark", "subject", "entry", "setting")}
         self.options["verdict"] = list(VERDICTS)
@@ -232,7 +163,7 @@ class Viewer:
     @classmethod
     def open(cls, sources: Iterable[str | Path]) -> "Viewer":
         sources = [str(s) for s in sources]
-        return cls(load_runs(sources), sources)
+        return cls(open_runs(sources), sources)
 
     def query(self, filters: dict[str, str], text: str = "") -> pd.DataFrame:
         """The index rows that pass every filter (exact values) and contain ``text`` (case-insensitive)."""
@@ -269,7 +200,7 @@ class Viewer:
         return {"rows": rows, "total": len(hits), "page": page, "pages": pages}
 
     def find(self, sample_id: str, run: str | None = None, subject: str | None = None,
-             entry: str | None = None) -> tuple[RunView, dict]:
+             entry: str | None = None) -> tuple[StoredRun, dict]:
         """The row of a sample: in ``run`` (the run's key) when given, else in the first run holding that id (of
         that ``subject`` and benchmark ``entry`` when given: the report's links name a run so)."""
         if run is not None:
@@ -284,31 +215,31 @@ class Viewer:
             raise KeyError(f"no sample {sample_id!r} in {where}" + "".join(
                 f"; {why}" for why in map(_samples_missing, looked) if why))
         view = self.by_key[self.index["run"].iat[hit]]
-        return view, view.rows[int(self.index["row"].iat[hit])]
+        return view, self.rows[view.key][int(self.index["row"].iat[hit])]
 
-    def sample(self, view: RunView, row: dict) -> dict:
+    def sample(self, view: StoredRun, row: dict) -> dict:
         """What a sample page shows: the explanation, the resolved calls, what is missing, the other fields."""
         hit = self.by_id.get((view.key, str(row.get("sample_id"))))
         ex = self.explained[(view.key, int(self.index["row"].iat[hit]))] if hit is not None else explain(view, row)
         fields = {k: v for k, v in row.items() if k != "outputs" and v is not None}
         return {"run": view, "row": row, "sample_id": str(row.get("sample_id")), "setting": _setting(view, row),
                 "status": str(row.get("status") or "ok"),
-                **transcript_of(view.run_dir, row, ex, self.stores.get(view.key)),
+                **transcript_of(view, row, ex, self.stores.get(view.key)), "run_notes": self.notes.get(view.key, []),
                 "fields": json.dumps(fields, indent=1, ensure_ascii=False, default=str)}
 
 
-def transcript_of(run_dir: RunDir, row: dict, ex: Explanation, store: TextStore | None = None) -> dict:
+def transcript_of(run: StoredRun, row: dict, ex: Explanation, store: TextStore | None = None) -> dict:
     """A sample's transcript as the templates' ``transcript`` macro takes it: ``calls`` (resolved from the run's
     text store), ``notes`` (missing texts named; a run written before transcripts) and ``explanation``."""
     found = calls(row)
     notes = []
     try:
-        resolve(found, store or TextStore(run_dir.transcripts))
+        resolve(found, store or run.transcripts)
     except Exception as e:  # noqa: BLE001 - an unreadable store: everything else still shows, named here
         notes.append(f"the run's transcripts could not be read ({type(e).__name__}: {e})")
     missing = sorted({k for c in found for k in c.missing})
     if missing:
-        notes.append(f"{len(missing)} text(s) are missing from {run_dir.uri}/{RunDir.TRANSCRIPTS} (missing or "
+        notes.append(f"{len(missing)} text(s) are missing from {run.transcripts_location} (missing or "
                      f"unreadable shards): {', '.join(missing)}")
     if found and not any(c.request for c in found):
         notes.append(NO_TRANSCRIPTS)
@@ -359,7 +290,7 @@ def call_view(c: Call) -> dict:
 
 def templates() -> jinja2.Environment:
     """The viewer's (and the report's transcript) templates, autoescaped."""
-    return jinja2.Environment(loader=jinja2.PackageLoader("llmrec.pipelines.runner", "templates"),
+    return jinja2.Environment(loader=jinja2.PackageLoader("llmrec.pipelines.results", "templates"),
                               autoescape=True, undefined=jinja2.StrictUndefined)
 
 
@@ -434,7 +365,7 @@ def app(viewer: Viewer, host: str = "127.0.0.1"):
     from starlette.routing import Route
 
     env = templates()
-    base = {"sources": viewer.sources, "runs": viewer.runs}
+    base = {"sources": viewer.sources, "runs": viewer.runs, "notes": viewer.notes}
 
     def filters_of(request: Request) -> dict[str, str]:
         return {k: request.query_params.get(k, "") for k in FILTERS}
@@ -512,8 +443,8 @@ def print_sample(viewer: Viewer, sample_id: str, console, run: str | None = None
     view, row = viewer.find(sample_id, run)
     s = viewer.sample(view, row)
     console.print(Rule(Text(f"{s['sample_id']}  ·  {view.label}  ·  {view.benchmark}")))
-    console.print(Text(f"run: {view.run_dir.uri}\nsetting: {s['setting'] or '—'}   status: {s['status']}"))
-    for note in dict.fromkeys(view.notes + s["notes"]):
+    console.print(Text(f"run: {view.dir.uri}\nsetting: {s['setting'] or '—'}   status: {s['status']}"))
+    for note in dict.fromkeys(s["run_notes"] + s["notes"]):
         console.print(Text(f"note: {note}", style="yellow"))
     for c in s["calls"]:
         console.print(Rule(Text(f"call {c['stage']}[{c['index']}] · {c['role']} engine")))
@@ -555,7 +486,4 @@ def _secs(v: Any) -> str:
 
 def open_viewer(sources: list[str]) -> Viewer:
     """The viewer over run / suite directories, or a one-line error naming the source."""
-    for s in sources:
-        if not storage.is_uri(s) and not Path(s).exists():
-            raise ConfigError(f"{s}: no such run or suite directory")
-    return Viewer.open(sources)
+    return Viewer.open(sources)  # a missing or unreadable source: RunNotReadable (open_runs), naming it

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from llmrec import tracking
 from llmrec.pipelines.common.plotting import overlay, read_left_out
-from llmrec.rundir import RunDir
 
 
 @dataclass
@@ -32,11 +31,11 @@ def data_uri(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
 
 
-def run_figures(title: str, run_dir: Path) -> Figures:
-    """A run's PNG figures and the reasons its benchmark recorded for those it left out."""
-    folder = Path(run_dir) / RunDir.PLOTS
+def run_figures(title: str, run) -> Figures:
+    """A run's (a ``StoredRun``'s) PNG figures and the reasons its benchmark recorded for those it left out."""
+    folder = run.plots_dir
     out = Figures(title)
-    if folder.is_dir():
+    if folder is not None and folder.is_dir():
         out.figures = [{"name": p.name, "uri": data_uri(p)} for p in sorted(folder.glob("*.png"))]
         out.left_out = [f"{name}: {why}" for name, why in sorted(read_left_out(folder).items())]
     return out

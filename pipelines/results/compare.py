@@ -38,7 +38,7 @@ from llmrec.pipelines.common import paired, stats
 from llmrec.pipelines.protocol import Benchmark, protocol_record, setting_of
 from llmrec.pipelines.runner import judge_failures
 from llmrec.pipelines.registry import get_benchmark
-from llmrec.pipelines.runner.outcomes import read_stored_rows, unit_outcomes
+from llmrec.pipelines.results.outcomes import read_stored_rows, unit_outcomes
 from llmrec.pipelines.runner.suite_config import read_index
 from llmrec.registry import installed_only
 from llmrec.rundir import RunDir, SuiteDir, dumps_json, refuse_inside_runs
@@ -588,8 +588,8 @@ def _compare(runs: list[Path], metric: list[str], allow_protocol_diff: bool, out
 
 def _judge_agreement(comp: Comparison, console, out: Path, resamples: int, seed: int, data_dir: Path | None) -> None:
     """Runs that judged the same subject outputs with different judges (a run and its `llmrec rejudge`): the
-    judges' agreement too (``runner.judge_agreement``), printed and written as ``judges.json`` beside the rest."""
-    from llmrec.pipelines.runner.judge_agreement import compare_judges, tables, write_report
+    judges' agreement too (``results.judge_agreement``), printed and written as ``judges.json`` beside the rest."""
+    from llmrec.pipelines.results.judge_agreement import compare_judges, tables, write_report
 
     pairs = []
     for a in comp.runs[:1]:

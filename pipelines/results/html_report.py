@@ -31,9 +31,10 @@ from llmrec.pipelines.protocol import DRILLDOWN_FIELDS, Explanation, failed_expl
 from llmrec.pipelines.record import read_rows
 from llmrec.pipelines.registry import get_benchmark
 from llmrec.pipelines.common.stats import FEW_LEGEND, few_mark
-from llmrec.pipelines.runner.leaderboard import MISSING, SMALL, SMALL_TEXT, Entry, fmt, leaderboard, load_entries, wide
+from llmrec.pipelines.results.leaderboard import MISSING, SMALL, SMALL_TEXT, fmt, leaderboard, load_entries, wide
+from llmrec.pipelines.results.stored import StoredRun
 from llmrec.rundir import RunDir, SuiteDir
-from llmrec.pipelines.runner.report_plots import overlays, run_figures
+from llmrec.pipelines.results.report_plots import overlays, run_figures
 
 MAX_ROWS = 500
 TRANSCRIPT_MB = 5.0  # transcripts embedded in the report, in all (failures and wrong answers first)
@@ -65,19 +66,8 @@ def as_text(value: Any) -> Text:
     return Text(s[:MAX_CHARS], s[:HEAD_CHARS], len(s) > HEAD_CHARS, max(0, len(s) - MAX_CHARS))
 
 
-def read_samples(run_dir: Path) -> list[dict]:
-    """The rows of a run's ``samples.parquet`` (missing values as None, nested values decoded); [] without one."""
-    path = run_dir / RunDir.SAMPLES
-    if not path.is_file():
-        return []
-    try:
-        return read_rows(path)
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"{path}: cannot read it as parquet ({e})") from e
-
-
-def _label(e: Entry) -> str:
-    return f"{e.subject} · {e.entry}"
+def _label(e: StoredRun) -> str:
+    return e.label
 
 
 def _explain(bench, row: dict) -> Explanation:
@@ -87,10 +77,10 @@ def _explain(bench, row: dict) -> Explanation:
         return failed_explanation(row) or Explanation(reason=f"explain failed: {type(ex).__name__}: {ex}")
 
 
-def drill_rows(e: Entry, max_rows: int) -> tuple[list[dict], int]:
+def drill_rows(e: StoredRun, max_rows: int) -> tuple[list[dict], int]:
     """At most ``max_rows`` drill-down rows of an entry (failed samples first, then wrong, missed, unscored and
     right ones) and its number of samples. Answer, gold and verdict are the benchmark's ``explain`` words."""
-    rows = read_samples(e.run_dir)
+    rows = e.samples() or []
     if not rows:
         return [], 0
     bench = get_benchmark(e.benchmark)
@@ -116,21 +106,17 @@ def embed_transcripts(rows: list[dict], cap_mb: float = TRANSCRIPT_MB) -> tuple[
     wrong answers first, until ``cap_mb`` megabytes; returns (embedded, skipped over the cap)."""
     from markupsafe import Markup
 
-    from llmrec.pipelines.runner.viewer import templates, transcript_of
-    from llmrec.rundir import RunDir
-    from llmrec.transcripts import TextStore
+    from llmrec.pipelines.results.viewer import templates, transcript_of
 
     macro = templates().get_template("viewer_transcript.html").module.transcript
     order = sorted(range(len(rows)), key=lambda i: (rows[i]["status"] == "ok",
                                                      VERDICT_ORDER.get(rows[i]["verdict"], 3)))
-    stores: dict[Path, TextStore] = {}
     used, done, skipped, cap = 0, 0, 0, int(cap_mb * 1e6)
     for i in order:
         e, r, ex = rows[i]["_source"]
         if not r.get("outputs"):
             continue
-        store = stores.setdefault(e.run_dir, TextStore(RunDir(e.run_dir).transcripts))
-        html = str(macro(transcript_of(RunDir(e.run_dir), r, ex, store)))
+        html = str(macro(transcript_of(e, r, ex)))
         if used + len(html.encode("utf-8")) > cap:
             skipped += 1
             continue
@@ -143,7 +129,7 @@ def embed_transcripts(rows: list[dict], cap_mb: float = TRANSCRIPT_MB) -> tuple[
 def board_links(board, primary_only: bool) -> list[list[str]]:
     """For each cell of ``wide(board)``: the viewer path of the samples behind it (subject and entry), '' for the
     subject and kind columns."""
-    from llmrec.pipelines.runner.viewer import samples_path
+    from llmrec.pipelines.results.viewer import samples_path
 
     table = wide(board, primary_only=primary_only)
     entries = [c.split(": ", 1)[0] for c in table.columns[2:]]
@@ -172,7 +158,7 @@ COMPARISON_FILE = "comparison.json"
 def _comparison(path: Path) -> dict:
     """A comparison file as the report shows it: a title naming A and B, the rows (A and B values, the difference
     with its CI, p, Holm's p, n), the protocol keys that differ (only when some do) and what was dropped."""
-    from llmrec.pipelines.runner.compare import fmt_p, judge_cell
+    from llmrec.pipelines.results.compare import fmt_p, judge_cell
 
     try:
         data = json.loads(path.read_text())
@@ -216,9 +202,9 @@ def _comparison(path: Path) -> dict:
 
 JUDGES_FILE = "judges.json"  # written by `llmrec compare` beside comparison.json when the runs' judges differ
 def _judges(path: Path) -> list[dict]:
-    """The judges' agreement beside a comparison (``runner.judge_agreement``): a table per pair of judges, with
+    """The judges' agreement beside a comparison (``results.judge_agreement``): a table per pair of judges, with
     each judge's unreadable answers and a refused κ's reason."""
-    from llmrec.pipelines.runner.judge_agreement import AGREEMENT_COLUMNS as JUDGES_COLUMNS, agreement_cells
+    from llmrec.pipelines.results.judge_agreement import AGREEMENT_COLUMNS as JUDGES_COLUMNS, agreement_cells
 
     if not path.is_file():
         return []
@@ -262,17 +248,17 @@ def render(sources: list[Path], compare: list[Path] = (), max_rows: int = MAX_RO
     board = leaderboard(entries)
     runs, rows, notes = [], [], []
     for e in entries:
-        runs.append(run_figures(_label(e), e.run_dir))
+        runs.append(run_figures(_label(e), e))
         got, total = drill_rows(e, max_rows)
         rows += got
         if total > len(got):
             notes.append(f"{_label(e)}: {len(got)} of {total} samples included (failed and wrong ones first); "
-                         f"all of them: {e.run_dir / RunDir.SAMPLES}, or `llmrec view`")
+                         f"all of them: {e.samples_location}, or `llmrec view`")
     embedded, skipped = embed_transcripts(rows, transcript_mb)
     for r in rows:
         r.pop("_source", None)
     filters = [{"name": k, "options": sorted({r[k] for r in rows})} for k in ("run", "setting", "status", "verdict")]
-    env = jinja2.Environment(loader=jinja2.PackageLoader("llmrec.pipelines.runner", "templates"),
+    env = jinja2.Environment(loader=jinja2.PackageLoader("llmrec.pipelines.results", "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined)
     return env.get_template("report.html").render(
         title=title, generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

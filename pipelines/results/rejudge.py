@@ -63,7 +63,7 @@ def read_judge(path: Path) -> dict[str, Any]:
 def rejudge_config(source: Path, judge_file: Path, overrides: list[str] | None = None, out: Path | None = None,
                    source_uri: str | None = None):
     """The new run's config and the source run's config (both typed; the benchmark must be installed)."""
-    from llmrec.pipelines.runner.compare import load_run
+    from llmrec.pipelines.results.compare import load_run
     from llmrec.pipelines.runner.run_config import RunConfig
 
     rd = RunDir(source)
@@ -163,7 +163,7 @@ class SourceOutputs:
 
 
 def source_rows(source: Path) -> list[dict]:
-    from llmrec.pipelines.runner.outcomes import read_stored_rows
+    from llmrec.pipelines.results.outcomes import read_stored_rows
 
     rows = read_stored_rows(RunDir(source))
     if not rows:

@@ -69,7 +69,7 @@ def register(app: typer.Typer) -> None:
         the new judge's answers could not be read for more than execution.max_judge_failed_share of the judged
         units (default 0.1; --set execution.max_judge_failed_share=X), and always when none could be read."""
         from llmrec import storage
-        from llmrec.pipelines.runner.rejudge import refuse_out, rejudge_config, run_rejudge
+        from llmrec.pipelines.results.rejudge import refuse_out, rejudge_config, run_rejudge
         from llmrec.registry import installed_only
 
         refuse_out(out, run)
@@ -112,8 +112,8 @@ def register(app: typer.Typer) -> None:
         """Agreement between judges: per judged decision raw agreement, Cohen's kappa with a cluster bootstrap CI
         and the confusion matrix; then the headline metrics under each judge, B − A with its paired CI."""
         from llmrec import storage
-        from llmrec.pipelines.runner.compare import _slug, load_run
-        from llmrec.pipelines.runner.judge_agreement import judges_report, log_mlflow, tables, write_report
+        from llmrec.pipelines.results.compare import _slug, load_run
+        from llmrec.pipelines.results.judge_agreement import judges_report, log_mlflow, tables, write_report
         from llmrec.registry import installed_only
         from llmrec.rundir import RunDir, refuse_inside_runs
 

@@ -26,9 +26,9 @@ import pandas as pd
 
 from llmrec.agreement import MAX_UNREADABLE_SHARE, PAIR_COLUMNS, decision_agreement
 from llmrec.errors import ConfigError, DataError
-from llmrec.pipelines.runner.compare import ALL, Run, _rows_of, judge_cell, judge_failure_rate, load_run, short_settings
+from llmrec.pipelines.results.compare import ALL, Run, _rows_of, judge_cell, judge_failure_rate, load_run, short_settings
 from llmrec.pipelines.runner.judges import JURY_FIELD, judge_protocol
-from llmrec.pipelines.runner.outcomes import unit_outcomes
+from llmrec.pipelines.results.outcomes import unit_outcomes
 from llmrec.rundir import dumps_json
 
 

@@ -21,7 +21,7 @@ import logging
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable
 
@@ -29,13 +29,13 @@ import pandas as pd
 
 from llmrec import costs, tracking
 from llmrec.config import fingerprint
-from llmrec.errors import ConfigError, LlmrecError
+from llmrec.errors import ConfigError
 from llmrec.pipelines.common.stats import CHANCE, CI_CLUSTERS, FEW, MIN_CLUSTERS, few_clusters
 from llmrec.small_samples import finite_number as _number
 from llmrec.pipelines.registry import benchmark_config, get_benchmark
 from llmrec.pipelines.runner import judge_failures
-from llmrec.pipelines.runner.suite_config import read_index
 from llmrec.registry import installed_only
+from llmrec.pipelines.results.stored import RunNotReadable, StoredRun, installed_benchmark, open_runs
 from llmrec.rundir import RunDir, SuiteDir
 
 log = logging.getLogger(__name__)
@@ -55,97 +55,43 @@ LEGEND = (f"value [95% CI] n=units; {SMALL}: {SMALL_TEXT}; — : not computed; (
 TAG_LEADERBOARD = "llmrec.leaderboard"  # the MLflow record of one leaderboard (its sources and metrics), kept in place
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One (subject, benchmark entry) result: a run directory and what the leaderboard shows of it."""
-
-    subject: str
-    benchmark: str
-    entry: str
-    kind: str
-    run_dir: Path
-    headline: tuple[str, ...]
-    metrics: dict = field(repr=False)
-    config: dict = field(repr=False)  # the run's config ({} where the directory has none, e.g. a baseline's)
-    suite: str | None = None
-    judged: tuple[str, ...] = ()  # the benchmark's judged metrics (shown with the judge failure rate)
-
-    @property
-    def max_judge_failed_share(self) -> float:
-        v = _number((self.config.get("execution") or {}).get("max_judge_failed_share"))
-        return v if math.isfinite(v) else judge_failures.DEFAULT_MAX_SHARE
-
-    @property
-    def dir(self) -> RunDir:
-        return RunDir(self.run_dir)
+def _run_entry(run: StoredRun) -> StoredRun:
+    """A plain run directory as an entry: it needs a config naming an installed benchmark, and its metrics."""
+    if not run.config or not isinstance((run.config.get("benchmark") or {}).get("name"), str):
+        raise RunNotReadable(f"{run.dir.uri}: no {RunDir.CONFIG} with benchmark.name, so not a `llmrec run` "
+                             f"directory (a baseline result is read through its suite's {SuiteDir.INDEX})")
+    run.installed_bench()
+    run.metrics  # noqa: B018 - read now: a damaged file is named before the table is built
+    return run
 
 
-def _read(what, rd: RunDir):
-    try:
-        return what()
-    except LlmrecError as e:
-        raise ConfigError(str(e).replace("not readable JSON", "cannot read it as JSON")) from e
-    except OSError as e:
-        raise ConfigError(f"{rd.uri}: cannot read it ({e})") from e
-
-
-def _config(rd: RunDir) -> dict:
-    return _read(rd.config, rd) if rd.has_config() else {}
-
-
-def _run_entry(rd: RunDir) -> Entry:
-    cfg = _config(rd)
-    name = rd.benchmark_name() if cfg else None
-    if not name:
-        raise ConfigError(f"{rd.uri}: no {RunDir.CONFIG} with benchmark.name, so not a `llmrec run` directory "
-                          f"(a baseline result is read through its suite's {SuiteDir.INDEX})")
-    bench = _installed(name, f"{rd.uri}/{RunDir.CONFIG}")
-    entry = bench.entry_label(cfg.get("benchmark") or {})
-    return Entry(tracking.model_label(cfg.get("engine") or {}), str(name), entry, "llm", Path(rd.uri),
-                 tuple(bench.headline_metrics), _read(rd.metrics, rd), cfg, judged=tuple(bench.judged_metrics))
-
-
-def _installed(name: str, where: str):
-    """The installed benchmark ``name`` (never imported from what a results file names)."""
-    with installed_only():
-        try:
-            return get_benchmark(name)
-        except ConfigError as e:
-            raise ConfigError(f"{where}: {e}") from e
-
-
-def _suite_entries(suite_dir: Path) -> list[Entry]:
+def _suite_entries(suite_dir: str | Path, runs: list[StoredRun]) -> list[StoredRun]:
+    """A suite's entries that have metrics (a suite still running has none there yet: left out with a warning)."""
     where = f"{suite_dir}/{SuiteDir.INDEX}"
-    index, entries = read_index(suite_dir)
     out = []
-    for i, (e, rd) in enumerate(entries):
-        if not rd.has_metrics():  # a suite still running (or stopped) has no metrics there yet
-            log.warning("%s: entries.%d (%s / %s): no %s in %s yet; left out", where, i, e.subject, e.entry,
-                        RunDir.METRICS, rd.uri)
+    for i, run in enumerate(runs):
+        if not run.has_metrics():
+            log.warning("%s: entries.%d (%s / %s): no %s in %s yet; left out", where, i, run.subject, run.entry,
+                        RunDir.METRICS, run.dir.uri)
             continue
-        bench = _installed(e.benchmark, f"{where}: entries.{i}")
-        headline = tuple(e.headline) or bench.headline_metrics  # none listed: the benchmark's
-        out.append(Entry(e.subject, e.benchmark, e.entry, e.kind, Path(rd.uri), headline, _read(rd.metrics, rd),
-                         _config(rd), index.name, tuple(bench.judged_metrics)))
+        run.installed_bench(f"{where}: entries.{i}")
+        run.metrics  # noqa: B018 - read now, naming a damaged file
+        run.config  # noqa: B018
+        out.append(run)
     return out
 
 
-def load_entries(paths: Iterable[str | Path]) -> list[Entry]:
+def load_entries(paths: Iterable[str | Path]) -> list[StoredRun]:
     """Every entry of the given run and suite directories, in order. Entries whose subject and benchmark entry
     coincide are told apart by the config keys that differ between them (:func:`distinct_subjects`)."""
-    out: list[Entry] = []
-    for p in map(Path, paths):
-        if SuiteDir.is_suite(p):
-            out += _suite_entries(p)
-        elif RunDir(p).has_metrics():
-            out.append(_run_entry(RunDir(p)))
-        else:
-            raise ConfigError(f"{p}: neither a run directory ({RunDir.METRICS}) nor a suite directory "
-                              f"({SuiteDir.INDEX})")
+    out: list[StoredRun] = []
+    for p in paths:
+        runs = open_runs([p], needs=(RunDir.METRICS,))
+        out += _suite_entries(p, runs) if SuiteDir.is_suite(str(p)) else [_run_entry(r) for r in runs]
     return distinct_subjects(out)
 
 
-def distinct_subjects(entries: list[Entry]) -> list[Entry]:
+def distinct_subjects(entries: list[StoredRun]) -> list[StoredRun]:
     """Entries whose subject and benchmark entry coincide (three runs of ``prefeval`` by ``llamacpp``) named by the
     config keys whose values differ between them (``llamacpp n_ctx=4096``: ``tracking.differing_labels`` over
     ``run_config.result_sections``); those that still coincide (alike configs) also by their suite's name or, for
@@ -174,12 +120,12 @@ class Units:
     answered: int | None  # of them with status ok
 
 
-def units(e: Entry, data_dir: Path | None = None, cache: dict | None = None) -> Units:
+def units(e: StoredRun, data_dir: Path | None = None, cache: dict | None = None) -> Units:
     """The per-unit outcomes of an entry's run (empty where the run kept no samples or the benchmark gives none);
     the benchmark's data is loaded only when its outcomes need it (and is found)."""
-    from llmrec.pipelines.runner.outcomes import read_samples, unit_outcomes
+    from llmrec.pipelines.results.outcomes import unit_outcomes
 
-    rows = read_samples(e.dir)
+    rows = e.samples()
     if rows is None:
         return Units(pd.DataFrame(columns=["sample_id", "setting", "cluster", "metric", "value", "statistic"]),
                      None, None)
@@ -220,7 +166,7 @@ def _ci(outcomes: pd.DataFrame, metric: str, value: float, bootstrap: bool) -> t
     return lo, hi, len(g), k
 
 
-def _metric(e: Entry, key: str) -> float:
+def _metric(e: StoredRun, key: str) -> float:
     """``_number`` of an entry's metric; one that is there but not a number at all (text, a list) shows as
     ``MISSING`` like one not computed, and a warning names the file and the key, so the two are told apart."""
     v = e.metrics.get(key)
@@ -235,7 +181,7 @@ def _metric(e: Entry, key: str) -> float:
     return f
 
 
-def leaderboard(sources: Iterable[str | Path] | Iterable[Entry], metrics: Iterable[str] | None = None,
+def leaderboard(sources: Iterable[str | Path] | Iterable[StoredRun], metrics: Iterable[str] | None = None,
                 data_dir: Path | None = None) -> pd.DataFrame:
     """The tidy leaderboard of run / suite directories (or of entries ``load_entries`` read): one row per
     subject, benchmark entry and metric with ``COLUMNS`` (``value``, ``ci_low``, ``ci_high`` as floats, NaN
@@ -243,7 +189,7 @@ def leaderboard(sources: Iterable[str | Path] | Iterable[Entry], metrics: Iterab
     ``cluster bootstrap``). ``metrics``: these metric keys of every entry instead of each entry's headline
     metrics (an entry that has none of them is left out)."""
     sources = list(sources)
-    entries = sources if all(isinstance(s, Entry) for s in sources) else load_entries(sources)
+    entries = sources if all(isinstance(s, StoredRun) for s in sources) else load_entries(sources)
     wanted = list(metrics or [])
     rows, cache = [], {}  # cache: benchmark assets, loaded once for every entry whose outcomes need them
     for e in entries:
@@ -337,7 +283,7 @@ def _absent_texts(df: pd.DataFrame) -> dict[str, str]:
     out = {}
     for entry, name in dict(zip(df["entry"], df["benchmark"])).items():
         try:
-            text = _installed(str(name), "leaderboard").absent_text
+            text = installed_benchmark(str(name), "leaderboard").absent_text
         except ConfigError:
             continue
         if text:
@@ -390,7 +336,7 @@ def write(df: pd.DataFrame, out_dir: Path, primary_only: bool = False, stem: str
     return files
 
 
-def tracking_config(entries: list[Entry], uri: str | None = None) -> tracking.TrackingConfig:
+def tracking_config(entries: list[StoredRun], uri: str | None = None) -> tracking.TrackingConfig:
     """The tracking section of the first entry whose directory has a config, else the defaults, with the reader's
     own store (``uri``: the verb's ``--tracking-uri``, else the environment's or the default; never the store the
     directory names: ``tracking.reader_section``)."""
@@ -398,7 +344,7 @@ def tracking_config(entries: list[Entry], uri: str | None = None) -> tracking.Tr
     return tracking.reader_section(cfg, uri)
 
 
-def log_mlflow(df: pd.DataFrame, entries: list[Entry], files: dict[str, Path], experiment: str,
+def log_mlflow(df: pd.DataFrame, entries: list[StoredRun], files: dict[str, Path], experiment: str,
                stem: str = "leaderboard", uri: str | None = None) -> str:
     """The MLflow record of this leaderboard (its sources and file stem): created once, then updated in place by
     every later call (metrics logged at the next step, artifacts replaced); a metric per subject, entry and metric
