@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, field
-from functools import cached_property
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
@@ -32,14 +31,13 @@ import typer
 
 from llmrec import storage, tracking
 from llmrec.cli_options import RUNS_STORE_HELP, data_dir_option, tracking_uri_option
-from llmrec.config import flatten, validate
+from llmrec.config import flatten
 from llmrec.errors import ConfigError, DataError
 from llmrec.pipelines.common import paired, stats
 from llmrec.pipelines.protocol import Benchmark, protocol_record, setting_of
 from llmrec.pipelines.runner import judge_failures
-from llmrec.pipelines.registry import get_benchmark
-from llmrec.pipelines.results.outcomes import read_stored_rows, unit_outcomes
-from llmrec.pipelines.runner.suite_config import read_index
+from llmrec.pipelines.results.outcomes import unit_outcomes
+from llmrec.pipelines.results.stored import StoredRun, open_run, open_runs
 from llmrec.registry import installed_only
 from llmrec.rundir import RunDir, SuiteDir, dumps_json, refuse_inside_runs
 
@@ -48,37 +46,8 @@ LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
 @dataclass
-class Run:
-    label: str
-    path: Path
-    entry: str | None  # the suite entry it was read from (runs are compared within an entry); None: a run dir
-    cfg: object  # RunConfig
-    bench: Benchmark
-    rows: list[dict]
-
-    @property
-    def group(self) -> str:
-        return self.entry or self.bench.name
-
-    @cached_property
-    def sources(self) -> dict[str, int]:
-        """Where its answers came from: engine calls, request-cache hits, hits computed for another run."""
-        from llmrec.pipelines.runner.cost import answer_sources
-
-        return answer_sources(self.rows)
-
-    @property
-    def protocol(self) -> dict:
-        from llmrec.pipelines.runner.judges import judge_protocol
-
-        judge = judge_protocol(self.cfg, self.bench)  # runs judged by different judges differ in protocol
-        return flatten({"benchmark": protocol_record(self.bench, self.cfg.benchmark),
-                        **({"judge": judge} if judge is not None else {})})
-
-
-@dataclass
 class Comparison:
-    runs: list[Run]
+    runs: list[StoredRun]
     rows: list[dict] = field(default_factory=list)
     per_sample: list[pd.DataFrame] = field(default_factory=list)
     dropped: list[dict] = field(default_factory=list)
@@ -89,86 +58,59 @@ class Comparison:
     settings: dict = field(default_factory=dict)
 
 
-def _read_rows(rd: RunDir) -> list[dict]:
-    rows = read_stored_rows(rd)
-    if rows is None:
-        raise DataError(f"{rd.uri}: no per-sample results ({RunDir.RESULTS}/ or {RunDir.SAMPLES}); `llmrec compare` "
-                        "pairs samples, so it needs run directories written by `llmrec run`")
-    return rows
+def load_run(path: str | Path, name: str | None = None) -> StoredRun:
+    """One run directory as compare reads it: its config typed with the installed benchmarks and engines only
+    (nothing it names is imported), and its rows; ``RunNotReadable`` naming what is missing or damaged."""
+    return _checked(replace(open_run(path), name=name) if name is not None else open_run(path))
 
 
-def load_run(path: Path, label: str, entry: str | None = None) -> Run:
-    """A run directory's config (typed with the installed benchmarks and engines only: nothing it names is
-    imported) and rows."""
-    from llmrec.pipelines.runner.run_config import RunConfig
-
-    rd = RunDir(path)
-    where = f"{rd.uri}/{RunDir.CONFIG}"
-    if not rd.has_config():
-        raise DataError(f"{path}: not a run directory (no {RunDir.CONFIG})")
-    raw = rd.config()
-    for key in ("benchmark", "engine"):
-        if key not in raw:
-            raise ConfigError(f"{where}: missing required section '{key}'")
-    with installed_only():
-        try:
-            cfg = validate(RunConfig, raw)
-        except ConfigError as e:
-            raise ConfigError(f"{where}: {e}") from e
-        bench = get_benchmark(cfg.benchmark.name)
-    return Run(label, path, entry, cfg, bench, _read_rows(rd))
+def _checked(run: StoredRun) -> StoredRun:
+    run.run_config  # noqa: B018 - read now: a config that does not validate is named before any work
+    run.installed_bench()
+    run.rows  # noqa: B018 - compare pairs samples: a run without them is refused here
+    return run
 
 
-def expand(paths: list[Path]) -> list[Run]:
+def expand(paths: list[Path]) -> list[StoredRun]:
     """Run directories, and suite directories as their entries (baseline entries, without a config: skipped)."""
-    runs = []
-    for p in (Path(p).resolve() for p in paths):  # recorded (json, MLflow params) as absolute paths
-        if SuiteDir.is_suite(p):
-            _, entries = read_index(p)
-            runs += [load_run(Path(d.uri), f"{e.subject}/{e.entry}", e.entry) for e, d in entries if e.kind == "llm"]
-        elif p.is_dir():
-            runs.append(load_run(p, p.name))
-        else:
-            raise DataError(f"{p}: no such run or suite directory")
+    sources = [Path(p).resolve() for p in paths]  # recorded (json, MLflow params) as absolute paths
+    runs = [_checked(r) for r in open_runs(sources, needs=(RunDir.CONFIG,)) if r.kind == "llm"]
     first: dict[tuple[str, Path], str] = {}
     for r in runs:  # one run twice in one group (named twice): it would be compared with itself
-        key = (r.entry or "", Path(r.path).resolve())
+        key = (r.suite_entry or "", Path(r.path).resolve())
         if key in first:
-            raise ConfigError(f"{r.path}: given twice (as {first[key]} and as {r.label}); a run compared "
+            raise ConfigError(f"{r.path}: given twice (as {first[key]} and as {r.name}); a run compared "
                               "with itself says nothing: name each run once")
-        first[key] = r.label
-    labels = [r.label for r in runs]
-    for r in runs:  # two runs of one name (e.g. from two output dirs): their paths tell them apart
-        if labels.count(r.label) > 1:
-            r.label = str(r.path)
-    return runs
+        first[key] = r.name
+    names = [r.name for r in runs]  # two runs of one name (e.g. from two output dirs): their paths tell them apart
+    return [replace(r, name=str(r.path)) if names.count(r.name) > 1 else r for r in runs]
 
 
-def config_differences(a: Run, b: Run) -> list[dict]:
+def config_differences(a: StoredRun, b: StoredRun) -> list[dict]:
     """The keys of the settings that determine results (``RunConfig.semantic``: benchmark, engine, judge, ...)
     whose values differ between run ``a`` and run ``b`` (``engine.n_ctx`` 8192 → 4096), in config order, each
     ``{a, b, key, value_a, value_b}`` (a value one run lacks is None; URLs without credentials)."""
     from llmrec.redact import redacted
 
-    ca, cb = (flatten(redacted(r.cfg.semantic())) for r in (a, b))
-    return [{"a": a.label, "b": b.label, "key": k, "value_a": ca.get(k), "value_b": cb.get(k)}
+    ca, cb = (flatten(redacted(r.run_config.semantic())) for r in (a, b))
+    return [{"a": a.name, "b": b.name, "key": k, "value_a": ca.get(k), "value_b": cb.get(k)}
             for k in tracking.differing_keys([ca, cb])]
 
 
-def protocol_differences(a: Run, b: Run) -> list[dict]:
+def protocol_differences(a: StoredRun, b: StoredRun) -> list[dict]:
     pa, pb = a.protocol, b.protocol
-    return [{"a": a.label, "b": b.label, "key": k, "value_a": pa.get(k), "value_b": pb.get(k)}
+    return [{"a": a.name, "b": b.name, "key": k, "value_a": pa.get(k), "value_b": pb.get(k)}
             for k in sorted(pa.keys() | pb.keys()) if pa.get(k) != pb.get(k)]
 
 
-def _outcomes(run: Run, data_dir: Path | None, assets_cache: dict) -> pd.DataFrame:
+def _outcomes(run: StoredRun, data_dir: Path | None, assets_cache: dict) -> pd.DataFrame:
     try:
-        return unit_outcomes(run.bench, run.cfg.benchmark, run.rows, data_dir or run.cfg.data.dir, assets_cache)
+        return unit_outcomes(run.bench, run.run_config.benchmark, run.rows, data_dir or run.run_config.data.dir, assets_cache)
     except DataError as e:
         raise DataError(f"{run.path}: {e}") from e
 
 
-def _dropped(a: Run, b: Run, merged: pd.DataFrame, oa: pd.DataFrame, ob: pd.DataFrame) -> dict:
+def _dropped(a: StoredRun, b: StoredRun, merged: pd.DataFrame, oa: pd.DataFrame, ob: pd.DataFrame) -> dict:
     sa = {str(r["sample_id"]): r.get("status", "ok") for r in a.rows}
     sb = {str(r["sample_id"]): r.get("status", "ok") for r in b.rows}
     both = sa.keys() & sb.keys()
@@ -178,7 +120,7 @@ def _dropped(a: Run, b: Run, merged: pd.DataFrame, oa: pd.DataFrame, ob: pd.Data
     units = units[units["sample_id"].isin(ok_both)]
     paired_n = merged.groupby("metric").size()
     no_outcome = {m: int(len(g) - paired_n.get(m, 0)) for m, g in units.groupby("metric")}
-    return {"a": a.label, "b": b.label, "group": b.group, "samples_a": len(sa), "samples_b": len(sb),
+    return {"a": a.name, "b": b.name, "group": b.group, "samples_a": len(sa), "samples_b": len(sb),
             "missing_in_a": len(sb.keys() - sa.keys()), "missing_in_b": len(sa.keys() - sb.keys()),
             "failed_in_a": sum(sa[s] != "ok" and sb[s] == "ok" for s in both),
             "failed_in_b": sum(sa[s] == "ok" and sb[s] != "ok" for s in both),
@@ -186,19 +128,19 @@ def _dropped(a: Run, b: Run, merged: pd.DataFrame, oa: pd.DataFrame, ob: pd.Data
             "no_outcome": {m: n for m, n in sorted(no_outcome.items()) if n}}
 
 
-def judge_failure_rate(run: Run, setting: str = ALL) -> float:
+def judge_failure_rate(run: StoredRun, setting: str = ALL) -> float:
     """The share of a run's judged units (of one setting, or all) whose judge answer could not be read
     (``Benchmark.judge_failures``); NaN when nothing was judged."""
     failed = judged = 0
     for r in run.rows:
         if setting != ALL and setting_of(run.bench, r) != setting:
             continue
-        f, n = run.bench.judge_failures(run.cfg.benchmark, r)
+        f, n = run.bench.judge_failures(run.run_config.benchmark, r)
         failed, judged = failed + f, judged + n
     return failed / judged if judged else math.nan
 
 
-def _judge_columns(a: Run, b: Run, metric: str, setting: str) -> dict:
+def _judge_columns(a: StoredRun, b: StoredRun, metric: str, setting: str) -> dict:
     """``judge_failure_rate_a`` / ``_b`` (and whether each is above its run's ``execution.max_judge_failed_share``)
     for a judged metric; {} for another."""
     if not judge_failures.is_judged(metric, a.bench.judged_metrics):
@@ -206,13 +148,13 @@ def _judge_columns(a: Run, b: Run, metric: str, setting: str) -> dict:
     out = {}
     for side, run in (("a", a), ("b", b)):
         rate = judge_failure_rate(run, setting)
-        limit = run.cfg.execution.max_judge_failed_share
+        limit = run.run_config.execution.max_judge_failed_share
         out[f"judge_failure_rate_{side}"] = rate
         out[f"judge_over_{side}"] = bool(math.isfinite(rate) and rate > 0 and (rate > limit or rate >= 1))
     return out
 
 
-def _rows_of(a: Run, b: Run, merged: pd.DataFrame, resamples: int, seed: int) -> list[dict]:
+def paired_rows(a: StoredRun, b: StoredRun, merged: pd.DataFrame, resamples: int, seed: int) -> list[dict]:
     out = []
     for metric, m in merged.groupby("metric", sort=True):
         parts = [(s, g) for s, g in m.groupby("setting", sort=True)]
@@ -222,7 +164,7 @@ def _rows_of(a: Run, b: Run, merged: pd.DataFrame, resamples: int, seed: int) ->
             statistic = g["statistic"].iloc[0]
             r = paired.paired_compare(g["value_a"].to_numpy(), g["value_b"].to_numpy(), g["cluster"].to_numpy(),
                                       statistic, n_resamples=resamples, seed=seed)
-            out.append({"group": b.group, "a": a.label, "b": b.label, "metric": metric, "setting": setting,
+            out.append({"group": b.group, "a": a.name, "b": b.name, "metric": metric, "setting": setting,
                         "statistic": statistic, **asdict(r), **_judge_columns(a, b, metric, setting)})
     return out
 
@@ -230,18 +172,18 @@ def _rows_of(a: Run, b: Run, merged: pd.DataFrame, resamples: int, seed: int) ->
 def compare_runs(paths: list[Path], allow_protocol_diff: bool = False, resamples: int = 2000, seed: int = 0,
                  data_dir: Path | None = None) -> Comparison:
     runs = expand(paths)
-    groups: dict[str, list[Run]] = {}
+    groups: dict[str, list[StoredRun]] = {}
     for r in runs:  # suite entries by entry; run directories given as such form one group
-        groups.setdefault(r.entry or "", []).append(r)
+        groups.setdefault(r.suite_entry or "", []).append(r)
     for g in groups.values():
         if len({r.bench.name for r in g}) > 1:
             raise ConfigError("runs of different benchmarks cannot be compared: "
-                              + ", ".join(f"{r.label} is {r.bench.name}" for r in g))
+                              + ", ".join(f"{r.name} is {r.bench.name}" for r in g))
     if not any(len(g) > 1 for g in groups.values()):
         raise ConfigError(f"nothing to compare: {len(runs)} run(s), no two of one benchmark or suite entry")
     comp = Comparison(runs, allowed_protocol_diff=allow_protocol_diff,
                       settings={"resamples": resamples, "seed": seed, "confidence": 0.95},
-                      not_compared=[g[0].label for g in groups.values() if len(g) == 1])
+                      not_compared=[g[0].name for g in groups.values() if len(g) == 1])
     groups = {k: g for k, g in groups.items() if len(g) > 1}
     for g in groups.values():
         for other in g[1:]:
@@ -259,8 +201,8 @@ def compare_runs(paths: list[Path], allow_protocol_diff: bool = False, resamples
             merged = base.merge(ob.drop(columns=["cluster", "statistic"]), on=["sample_id", "setting", "metric"],
                                 suffixes=("_a", "_b"))
             comp.dropped.append(_dropped(g[0], other, merged, base, ob))
-            comp.rows += _rows_of(g[0], other, merged, resamples, seed)
-            comp.per_sample.append(merged.assign(group=other.group, a=g[0].label, b=other.label,
+            comp.rows += paired_rows(g[0], other, merged, resamples, seed)
+            comp.per_sample.append(merged.assign(group=other.group, a=g[0].name, b=other.name,
                                                  diff=merged["value_b"] - merged["value_a"]))
     if not comp.rows:
         raise DataError("no unit has an outcome in both runs, nothing to compare ("
@@ -291,13 +233,13 @@ def _slug(text: str) -> str:
     return re.sub(r"[^\w.-]+", "_", text).strip("_") or "run"
 
 
-def subjects(comp: "Comparison | list[Run]") -> list[str]:
+def subjects(comp: "Comparison | list[StoredRun]") -> list[str]:
     """The compared subjects, A first: a suite entry's subject, else the run's label."""
     runs = comp.runs if isinstance(comp, Comparison) else comp
-    return list(dict.fromkeys(r.label.split("/", 1)[0] if r.entry else r.label for r in runs))
+    return list(dict.fromkeys(r.name.split("/", 1)[0] if r.suite_entry else r.name for r in runs))
 
 
-def default_out(paths: list[Path], runs: list[Run], here: Path | None = None) -> Path:
+def default_out(paths: list[Path], runs: list[StoredRun], here: Path | None = None) -> Path:
     """Where a comparison is written when ``--out`` is not given: one suite directory →
     ``<suite>/comparisons/<A>--vs--<B>`` (``SuiteDir.COMPARISONS``, read by ``llmrec report``); run folders →
     ``<parent of the first run>/comparisons/<a>--vs--<b>``, beside the runs and never inside one. ``here``: that
@@ -308,7 +250,7 @@ def default_out(paths: list[Path], runs: list[Run], here: Path | None = None) ->
     return (here or runs[0].path.parent) / RunDir.COMPARISONS / name
 
 
-def check_out(out: Path, runs: list[Run]) -> Path:
+def check_out(out: Path, runs: list[StoredRun]) -> Path:
     """``out`` unless it is one of the compared runs or inside one, or inside any other run directory: a comparison
     never writes into its inputs, nor into a run."""
     target = out.resolve()
@@ -325,9 +267,9 @@ def write_files(comp: Comparison, out: Path) -> dict[str, Path]:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ConfigError(f"--out {out}: cannot create it ({e.strerror or e})") from e
-    doc = {"runs": [{"label": r.label, "run_dir": str(r.path), "group": r.group, "benchmark": r.bench.name,
-                     "engine": r.cfg.engine.type,
-                     "model": r.cfg.engine.label, "answers": r.sources["answers"],
+    doc = {"runs": [{"label": r.name, "run_dir": str(r.path), "group": r.group, "benchmark": r.bench.name,
+                     "engine": r.run_config.engine.type,
+                     "model": r.run_config.engine.label, "answers": r.sources["answers"],
                      "answers_from_cache": r.sources["from_cache"],
                      "answers_from_other_runs": r.sources["from_other_runs"]} for r in comp.runs],
             "config_diff": comp.config_diff,
@@ -356,12 +298,12 @@ def log_mlflow(comp: Comparison, files: dict[str, Path], enabled: bool | None = 
     ``--tracking/--no-tracking`` (default: the last run's tracking.enabled) and ``--tracking-uri`` (default: the
     environment's or the default store, never the one a run's config names)."""
     last = comp.runs[-1]
-    tr = tracking.reader_section(last.cfg.tracking, uri)
+    tr = tracking.reader_section(last.run_config.tracking, uri)
     if not (tr.enabled if enabled is None else enabled):
         return None
     exp_id = tracking.setup(tr.uri, tr.experiment or last.bench.name, tr.artifact_root)
     client = tracking.client(tr.uri)
-    tags = tracking.run_tags("compare", protocol_record(last.bench, last.cfg.benchmark), benchmark=last.bench.name,
+    tags = tracking.run_tags("compare", protocol_record(last.bench, last.run_config.benchmark), benchmark=last.bench.name,
                              **{"llmrec.protocol_diff": "allowed" if comp.protocol_diff else "none"})
     params = {f"run_{LETTERS[i] if i < len(LETTERS) else i}": str(r.path) for i, r in enumerate(comp.runs)}
     params.update(allow_protocol_diff=comp.allowed_protocol_diff, **comp.settings)
@@ -384,7 +326,7 @@ def mlflow_name(comp: Comparison) -> str:
     names = subjects(comp)
     groups = {r["group"] for r in comp.rows}
     entries = f" ({len(groups)} entries)" if len(groups) > 1 else (f" · {next(iter(groups))}" if any(
-        r.entry for r in comp.runs) and groups else "")
+        r.suite_entry for r in comp.runs) and groups else "")
     return f"compare · {names[0]} vs {', '.join(names[1:]) or names[0]}{entries}"
 
 
@@ -472,14 +414,14 @@ def config_lines(comp: Comparison) -> str:
         return "configs: the compared runs differ in no setting that determines results"
     lines = ["configs differ (B vs A, the settings that determine results):"]
     for g, r in compared:
-        diffs = pairs.get((g[0].label, r.label), [])
+        diffs = pairs.get((g[0].name, r.name), [])
         what = "; ".join(f"{d['key']} {tracking.value_text(d['value_a'])} → {tracking.value_text(d['value_b'])}"
                          for d in diffs) or "none"
-        lines.append(f"  {r.label} vs {g[0].label}: {what}")
+        lines.append(f"  {r.name} vs {g[0].name}: {what}")
     return "\n".join(lines)
 
 
-def _groups(comp: Comparison) -> list[list[Run]]:
+def _groups(comp: Comparison) -> list[list[StoredRun]]:
     groups: dict = {}
     for r in comp.runs:  # each group (a suite entry, or the runs given) compares its runs with its first
         groups.setdefault(r.group, []).append(r)
@@ -494,7 +436,7 @@ def _caption(comp: Comparison, keys: dict | None = None) -> str:
         lines = [f"{k}: A = {a}, B = {b}" for (g, b), k in keys.items()
                  for a in {x["a"] for x in comp.rows if x["group"] == g and x["b"] == b}]
     else:
-        lines = [f"A = {g[0].label}" + "".join(f"; B = {r.label}" for r in g[1:]) for g in groups.values()
+        lines = [f"A = {g[0].name}" + "".join(f"; B = {r.name}" for r in g[1:]) for g in groups.values()
                  if len(g) > 1]
     for d in comp.dropped:
         parts = [f"{k.replace('_', ' ')} {d[k]}" for k in ("missing_in_a", "missing_in_b", "failed_in_a",
@@ -520,12 +462,12 @@ def _caption(comp: Comparison, keys: dict | None = None) -> str:
     return "\n".join(lines)
 
 
-def other_runs_line(runs: list[Run]) -> str:
+def other_runs_line(runs: list[StoredRun]) -> str:
     """How many of each run's answers the request cache gave from calls made for another run (not computed by it)."""
     parts = []
     for r in runs:
         n = r.sources
-        parts.append(f"{r.label} {n['from_other_runs']} of {n['answers']}"
+        parts.append(f"{r.name} {n['from_other_runs']} of {n['answers']}"
                      + (" (ALL: this run computed none of them)" if n["answers"] and n["from_other_runs"] == n["answers"]
                         else ""))
     return "answers from other runs' calls (request cache): " + "; ".join(parts)
@@ -595,14 +537,14 @@ def _judge_agreement(comp: Comparison, console, out: Path, resamples: int, seed:
     for a in comp.runs[:1]:
         for b in comp.runs[1:]:
             if not a.bench.judge_stages or a.bench.name != b.bench.name or not any(
-                    d["key"].startswith("judge.") for d in comp.protocol_diff if d["b"] == b.label):
+                    d["key"].startswith("judge.") for d in comp.protocol_diff if d["b"] == b.name):
                 continue
             try:
                 pairs.append(compare_judges(a, b, data_dir, resamples, seed))
             except (DataError, ConfigError):
                 continue  # not the same subject outputs: nothing to say about the judges
     if pairs:
-        report = {"benchmark": comp.runs[0].bench.name, "judges": [{"label": r.label, "run_dir": str(r.path)}
+        report = {"benchmark": comp.runs[0].bench.name, "judges": [{"label": r.name, "run_dir": str(r.path)}
                                                                    for r in comp.runs],
                   "resamples": resamples, "seed": seed, "confidence": 0.95, "pairs": [p.__dict__ for p in pairs]}
         for t in tables(report):

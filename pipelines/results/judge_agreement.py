@@ -26,9 +26,10 @@ import pandas as pd
 
 from llmrec.agreement import MAX_UNREADABLE_SHARE, PAIR_COLUMNS, decision_agreement
 from llmrec.errors import ConfigError, DataError
-from llmrec.pipelines.results.compare import ALL, Run, _rows_of, judge_cell, judge_failure_rate, load_run, short_settings
-from llmrec.pipelines.runner.judges import JURY_FIELD, judge_protocol
+from llmrec.pipelines.results.compare import ALL, judge_cell, judge_failure_rate, load_run, paired_rows, short_settings
 from llmrec.pipelines.results.outcomes import unit_outcomes
+from llmrec.pipelines.results.stored import StoredRun
+from llmrec.pipelines.runner.judges import JURY_FIELD, judge_protocol
 from llmrec.rundir import dumps_json
 
 
@@ -44,7 +45,7 @@ class JudgePair:
     judge_failure_rate_b: float = math.nan
 
 
-def _subject_texts(run: Run, row: dict) -> list:
+def _subject_texts(run: StoredRun, row: dict) -> list:
     judge = set(run.bench.judge_stages)
     out = []
     for name, calls in sorted((row.get("outputs") or {}).items()):
@@ -55,11 +56,11 @@ def _subject_texts(run: Run, row: dict) -> list:
     return out
 
 
-def _decisions(run: Run, row: dict) -> dict[tuple[str, str], object]:
-    return {(d.decision, d.unit): d.label for d in run.bench.judge_decisions(run.cfg.benchmark, row)}
+def _decisions(run: StoredRun, row: dict) -> dict[tuple[str, str], object]:
+    return {(d.decision, d.unit): d.label for d in run.bench.judge_decisions(run.run_config.benchmark, row)}
 
 
-def _pairs(ra: Run, rows_a: dict, rb: Run, rows_b: dict, ids: list[str]) -> pd.DataFrame:
+def _pairs(ra: StoredRun, rows_a: dict, rb: StoredRun, rows_b: dict, ids: list[str]) -> pd.DataFrame:
     out = []
     for sid in ids:
         da, db = _decisions(ra, rows_a[sid]), _decisions(rb, rows_b[sid])
@@ -68,19 +69,19 @@ def _pairs(ra: Run, rows_a: dict, rb: Run, rows_b: dict, ids: list[str]) -> pd.D
     return pd.DataFrame(out, columns=PAIR_COLUMNS)
 
 
-def _metric_rows(ra: Run, rb: Run, data_dir, resamples: int, seed: int, cache: dict) -> list[dict]:
-    oa = unit_outcomes(ra.bench, ra.cfg.benchmark, ra.rows, data_dir or ra.cfg.data.dir, cache, quiet=True)
-    ob = unit_outcomes(rb.bench, rb.cfg.benchmark, rb.rows, data_dir or rb.cfg.data.dir, cache, quiet=True)
+def _metric_rows(ra: StoredRun, rb: StoredRun, data_dir, resamples: int, seed: int, cache: dict) -> list[dict]:
+    oa = unit_outcomes(ra.bench, ra.run_config.benchmark, ra.rows, data_dir or ra.run_config.data.dir, cache, quiet=True)
+    ob = unit_outcomes(rb.bench, rb.run_config.benchmark, rb.rows, data_dir or rb.run_config.data.dir, cache, quiet=True)
     merged = oa.merge(ob.drop(columns=["cluster", "statistic"]), on=["sample_id", "setting", "metric"],
                       suffixes=("_a", "_b"))
-    return _rows_of(ra, rb, merged, resamples, seed) if len(merged) else []
+    return paired_rows(ra, rb, merged, resamples, seed) if len(merged) else []
 
 
-def compare_judges(ra: Run, rb: Run, data_dir=None, resamples: int = 2000, seed: int = 0,
+def compare_judges(ra: StoredRun, rb: StoredRun, data_dir=None, resamples: int = 2000, seed: int = 0,
                    cache: dict | None = None) -> JudgePair:
     """Agreement of the judges of two runs of one benchmark over the subject outputs they share."""
     if ra.bench.name != rb.bench.name:
-        raise ConfigError(f"{ra.label} is {ra.bench.name}, {rb.label} is {rb.bench.name}: judges are compared on "
+        raise ConfigError(f"{ra.name} is {ra.bench.name}, {rb.name} is {rb.bench.name}: judges are compared on "
                           "one benchmark's samples")
     if not ra.bench.judge_stages:
         raise ConfigError(f"benchmark '{ra.bench.name}' declares no judge stages: there is no judge to compare")
@@ -88,26 +89,26 @@ def compare_judges(ra: Run, rb: Run, data_dir=None, resamples: int = 2000, seed:
     rows_b = {str(r["sample_id"]): r for r in rb.rows if r.get("status", "ok") == "ok"}
     both = [s for s in rows_a if s in rows_b]
     same = [s for s in both if _subject_texts(ra, rows_a[s]) == _subject_texts(rb, rows_b[s])]
-    pair = JudgePair(ra.label, rb.label, paired_samples=len(same),
+    pair = JudgePair(ra.name, rb.name, paired_samples=len(same),
                      dropped={"not_in_both": len(set(rows_a) ^ set(rows_b)), "subject_outputs_differ": len(both) - len(same)})
     if not same:
-        raise DataError(f"{ra.label} and {rb.label} share no answered sample with the same subject outputs: judge "
+        raise DataError(f"{ra.name} and {rb.name} share no answered sample with the same subject outputs: judge "
                         "agreement needs one set of answers judged twice (`llmrec rejudge`, or a jury run)")
     pairs = _pairs(ra, rows_a, rb, rows_b, same)
     pair.agreement = [d.as_dict() for d in decision_agreement(pairs, resamples, seed)]
     keep = set(same)
-    sub_a = Run(ra.label, ra.path, ra.entry, ra.cfg, ra.bench, [r for r in ra.rows if str(r["sample_id"]) in keep])
-    sub_b = Run(rb.label, rb.path, rb.entry, rb.cfg, rb.bench, [r for r in rb.rows if str(r["sample_id"]) in keep])
+    sub_a = ra.with_rows([r for r in ra.rows if str(r["sample_id"]) in keep])
+    sub_b = rb.with_rows([r for r in rb.rows if str(r["sample_id"]) in keep])
     pair.metrics = _metric_rows(sub_a, sub_b, data_dir, resamples, seed, cache if cache is not None else {})
     pair.judge_failure_rate_a, pair.judge_failure_rate_b = judge_failure_rate(sub_a), judge_failure_rate(sub_b)
     return pair
 
 
-def juror_runs(run: Run) -> list[Run]:
+def juror_runs(run: StoredRun) -> list[StoredRun]:
     """A jury run as one run per juror: each row with that juror's judge fields, scored again."""
     jurors = list(dict.fromkeys(j for r in run.rows for j in (r.get(JURY_FIELD) or {})))
     if len(jurors) < 2:
-        raise DataError(f"{run.label}: not a jury run (its records hold no '{JURY_FIELD}' of two or more judges); "
+        raise DataError(f"{run.name}: not a jury run (its records hold no '{JURY_FIELD}' of two or more judges); "
                         "give two runs that judged the same subject outputs")
     out = []
     for j in jurors:
@@ -119,11 +120,11 @@ def juror_runs(run: Run) -> list[Run]:
                 continue
             row = {**r, **fields}
             try:
-                row.update(run.bench.score(run.cfg.benchmark, row))
+                row.update(run.bench.score(run.run_config.benchmark, row))
             except Exception as e:  # noqa: BLE001 - a row the benchmark cannot score without its data
-                raise DataError(f"{run.label}: scoring judge {j}'s fields of {r.get('sample_id')}: {e}") from e
+                raise DataError(f"{run.name}: scoring judge {j}'s fields of {r.get('sample_id')}: {e}") from e
             rows.append(row)
-        out.append(Run(j, run.path, run.entry, run.cfg, run.bench, rows))
+        out.append(run.with_rows(rows, name=j))
     return out
 
 
@@ -133,10 +134,10 @@ def judges_report(paths: list[Path], data_dir=None, resamples: int = 2000, seed:
     if len(runs) == 1:
         jurors = juror_runs(runs[0])
         pairs = [compare_judges(a, b, data_dir, resamples, seed) for a, b in combinations(jurors, 2)]
-        judges = [{"label": j.label, "run_dir": str(runs[0].path)} for j in jurors]
+        judges = [{"label": j.name, "run_dir": str(runs[0].path)} for j in jurors]
     elif len(runs) == 2:
         pairs = [compare_judges(runs[0], runs[1], data_dir, resamples, seed)]
-        judges = [{"label": r.label, "run_dir": str(r.path), "judge": judge_protocol(r.cfg, r.bench)} for r in runs]
+        judges = [{"label": r.name, "run_dir": str(r.path), "judge": judge_protocol(r.run_config, r.bench)} for r in runs]
     else:
         raise ConfigError(f"{len(runs)} runs: give two runs (their judges compared) or one jury run")
     return {"benchmark": runs[0].bench.name, "judges": judges, "resamples": resamples, "seed": seed,
@@ -255,12 +256,12 @@ def mlflow_metrics(report: dict) -> dict[str, float]:
     return out
 
 
-def log_mlflow(report: dict, run: Run, files: list[Path], uri: str | None = None) -> str | None:
+def log_mlflow(report: dict, run: StoredRun, files: list[Path], uri: str | None = None) -> str | None:
     """One MLflow run (kind ``judges``) in the experiment of ``run``: the agreement and the metric differences. The
     store: ``uri`` (``--tracking-uri``), else the environment's or the default, never the one ``run``'s config names."""
     from llmrec import tracking
 
-    tr = tracking.reader_section(run.cfg.tracking, uri)
+    tr = tracking.reader_section(run.run_config.tracking, uri)
     if not tr.enabled:
         return None
     exp_id = tracking.setup(tr.uri, tr.experiment or run.bench.name, tr.artifact_root)

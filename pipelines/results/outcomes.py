@@ -1,7 +1,7 @@
-"""One run's rows and per-unit outcomes, as the verbs that read results (leaderboard, compare) need them.
+"""One run's per-unit outcomes, as the verbs that read results (leaderboard, compare, judges) need them.
 
-Rows come from the run directory (``RunDir``): the result store's shards (``results/``, what a resumed or
-unfinished run holds) or the final samples file. Outcomes are the benchmark's ``paired_outcomes`` (sample,
+Rows come from :class:`llmrec.pipelines.results.stored.StoredRun` (the result store's shards or the samples file).
+Outcomes are the benchmark's ``paired_outcomes`` (sample,
 setting, cluster, metric, value, statistic); the benchmark's data is loaded only when they need it.
 """
 
@@ -14,32 +14,10 @@ from pathlib import Path
 import pandas as pd
 
 from llmrec.errors import DataError, LlmrecError
-from llmrec.rundir import RunDir
 
 log = logging.getLogger(__name__)
 
 OUTCOME_COLUMNS = ["sample_id", "setting", "cluster", "metric", "value", "statistic"]
-
-
-def read_samples(rd: RunDir) -> list[dict] | None:
-    """The rows of a run's samples file (missing values as None, nested values decoded); None without one."""
-    from llmrec.pipelines.record import read_rows
-
-    if not rd.has_samples():
-        return None
-    try:
-        return read_rows(rd.file(RunDir.SAMPLES))
-    except (OSError, ValueError) as e:
-        raise DataError(f"{rd.uri}/{RunDir.SAMPLES}: cannot read it ({e})") from e
-
-
-def read_stored_rows(rd: RunDir) -> list[dict] | None:
-    """The result store's rows (``results/``) where it has any, else the samples file's; None without either."""
-    from llmrec.pipelines.common.store import ResultStore
-
-    if rd.path is not None and (rd.path / RunDir.RESULTS).is_dir():
-        return list(ResultStore(rd.path / RunDir.RESULTS, writer=False).load().values())  # a reader: changes nothing
-    return read_samples(rd)
 
 
 def unit_outcomes(bench, bench_cfg, rows: list[dict], data_dir: str | Path | None, cache: dict,

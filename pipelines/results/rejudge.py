@@ -72,7 +72,7 @@ def rejudge_config(source: Path, judge_file: Path, overrides: list[str] | None =
     if not bench.judge_stages:
         raise ConfigError(f"{source}: benchmark '{bench.name}' declares no judge stages (Benchmark.judge_stages), "
                           "so there is nothing to judge again")
-    stages = judge_stage_names(bench, src.cfg.benchmark)
+    stages = judge_stage_names(bench, src.run_config.benchmark)
     if not stages:
         raise ConfigError(f"{source}: its benchmark settings run none of the judge stages of '{bench.name}' "
                           f"({', '.join(bench.judge_stages)}), so there is nothing to judge again")
@@ -100,7 +100,7 @@ def rejudge_config(source: Path, judge_file: Path, overrides: list[str] | None =
         output["run_name"] = None
     new["output"] = output
     new["rejudge"] = {"source_run": source_uri or str(source.resolve()),
-                      "source_config_hash": fingerprint(src.cfg.semantic()),
+                      "source_config_hash": fingerprint(src.run_config.semantic()),
                       "source_judge": raw.get("judge") if not (raw.get("judging") or {}).get("jurors")
                       else [raw.get("judge"), *raw["judging"]["jurors"]], "stages": stages}
     cfg = validate(RunConfig, new)
@@ -163,9 +163,9 @@ class SourceOutputs:
 
 
 def source_rows(source: Path) -> list[dict]:
-    from llmrec.pipelines.results.outcomes import read_stored_rows
+    from llmrec.pipelines.results.stored import open_run
 
-    rows = read_stored_rows(RunDir(source))
+    rows = open_run(source).stored_rows()
     if not rows:
         raise DataError(f"{source}: no stored results ({RunDir.RESULTS}/ or {RunDir.SAMPLES}) to judge again")
     return rows

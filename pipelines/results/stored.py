@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import io
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
@@ -131,6 +131,17 @@ class StoredRun:
     suite_entry: str | None = None  # the suite index's entry (runs are compared within one); None: a plain run
     listed_headline: tuple[str, ...] = field(default=(), repr=False)  # the suite index's headline metrics
 
+    @classmethod
+    def held(cls, location: "str | Path | RunDir", subject: str, benchmark: str, entry: str | None = None,
+             name: str | None = None, **known: Any) -> "StoredRun":
+        """A run whose stored parts are given rather than read (``known``: ``metrics``, ``config``, ``run_config``,
+        ``bench``, ``rows``, ``judged``, …): for a verb's rendering of rows it already holds, and for tests."""
+        rd = location if isinstance(location, RunDir) else RunDir(location)
+        fields = {k: known.pop(k) for k in ("kind", "key", "suite", "suite_entry", "listed_headline") if k in known}
+        run = cls(rd, subject, benchmark, entry or benchmark, name or rd.name, **fields)
+        run.__dict__.update(known)
+        return run
+
     # ---- where it is ----------------------------------------------------------------------------------------
     @property
     def run_dir(self) -> Path:
@@ -146,8 +157,8 @@ class StoredRun:
 
     @property
     def group(self) -> str:
-        """The runs compared together: a suite's entry, else the benchmark's runs."""
-        return self.suite_entry or self.benchmark
+        """The runs compared together: a suite's entry, else the (installed) benchmark's runs."""
+        return self.suite_entry or (self.bench.name if self.bench is not None else self.benchmark)
 
     # ---- its config and benchmark ---------------------------------------------------------------------------
     @cached_property
@@ -245,6 +256,14 @@ class StoredRun:
             raise RunNotReadable(f"{self.dir.uri}: no per-sample results ({RunDir.RESULTS}/ or {RunDir.SAMPLES}); "
                                  "`llmrec compare` pairs samples, so it needs run directories written by `llmrec run`")
         return got
+
+    def with_rows(self, rows: list[dict], name: str | None = None) -> "StoredRun":
+        """The same run holding only ``rows`` (a subset; a juror's view of a jury run), named ``name`` if given;
+        its config and benchmark as read already."""
+        run = replace(self, name=self.name if name is None else name)
+        run.__dict__.update({k: v for k, v in self.__dict__.items() if k in ("config", "run_config", "bench")},
+                            rows=rows)
+        return run
 
     def stored_rows(self) -> list[dict] | None:
         """The result store's rows where it has any, else the samples file's; None without either."""

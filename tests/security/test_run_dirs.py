@@ -264,7 +264,7 @@ def test_a_copied_run_directory_gets_its_own_mlflow_run(tmp_path, local_ray, cap
 # ---- 5. readers never change what they read ----------------------------------------------------------------
 
 def test_a_reader_reports_a_damaged_shard_and_leaves_it(hand_run, tmp_path):
-    from llmrec.pipelines.results.outcomes import read_stored_rows
+    from llmrec.pipelines.results.stored import open_run
 
     t07 = tmp_path / "T07"
     shutil.copytree(hand_run, t07)
@@ -272,7 +272,7 @@ def test_a_reader_reports_a_damaged_shard_and_leaves_it(hand_run, tmp_path):
     shard.write_bytes(shard.read_bytes()[:40])  # truncated
     before = _hashes(t07)
     with pytest.raises(DataError, match=f"{shard.name}: an unreadable result shard .*nothing was changed"):
-        read_stored_rows(RunDir(t07))
+        open_run(t07).stored_rows()
     assert _hashes(t07) == before and not list(t07.rglob("*.corrupt"))
 
 

@@ -80,15 +80,17 @@ def test_leaderboard_cell_carries_the_judge_failure_rate():
 
 
 def test_leaderboard_and_report_show_the_rate_beside_a_judged_metric(tmp_path):
-    from llmrec.pipelines.results.leaderboard import Entry, leaderboard, wide
+    from llmrec.pipelines.results.leaderboard import leaderboard, wide
+    from llmrec.pipelines.results.stored import StoredRun
 
     metrics = {"accuracy": 1.0, "accuracy_ci_low": 1.0, "accuracy_ci_high": 1.0, "missed_rate": 0.0,
                "judge_failure_rate": 1.0, "judge_failed": 4.0, "n_judged": 4.0, "n_answered": 40.0}
-    broken = Entry("gemma", "prefeval", "prefeval", "llm", tmp_path / "a", ("accuracy", "missed_rate"), metrics,
-                   {"execution": {"max_judge_failed_share": 0.1}}, judged=("accuracy",))
-    lenient = Entry("qwen", "prefeval", "prefeval", "llm", tmp_path / "b", ("accuracy",),
-                    {**metrics, "judge_failure_rate": 0.2, "judge_failed": 8.0},
-                    {"execution": {"max_judge_failed_share": 0.25}}, judged=("accuracy",))
+    broken = StoredRun.held(tmp_path / "a", "gemma", "prefeval", listed_headline=("accuracy", "missed_rate"),
+                            metrics=metrics, config={"execution": {"max_judge_failed_share": 0.1}},
+                            judged=("accuracy",))
+    lenient = StoredRun.held(tmp_path / "b", "qwen", "prefeval", listed_headline=("accuracy",),
+                             metrics={**metrics, "judge_failure_rate": 0.2, "judge_failed": 8.0},
+                             config={"execution": {"max_judge_failed_share": 0.25}}, judged=("accuracy",))
     df = leaderboard([broken, lenient])
     acc = df[df["metric"] == "accuracy"].set_index("subject")
     assert acc.loc["gemma", "judge_failure_rate"] == 1.0 and acc.loc["gemma", "judge_over"]
@@ -247,12 +249,13 @@ def test_kappa_is_refused_for_a_judge_that_mostly_failed():
 
 
 def _run(label: str, cfg: PrefEvalConfig, rows: list[dict], tmp_path: Path):
-    from llmrec.pipelines.results.compare import Run
+    from llmrec.pipelines.results.stored import StoredRun
     from llmrec.pipelines.runner.run_config import RunConfig
 
     run_cfg = RunConfig.model_validate({"benchmark": cfg.model_dump(mode="json"), "engine": SUBJECT,
                                         "output": {"dir": str(tmp_path)}})
-    return Run(label, tmp_path / label, None, run_cfg, BENCHMARK, rows)
+    return StoredRun.held(tmp_path / label, label, BENCHMARK.name, name=label, run_config=run_cfg, bench=BENCHMARK,
+                          rows=rows)
 
 
 def test_judges_refuses_kappa_and_counts_unreadable_for_a_broken_judge(tmp_path, data_root):
