@@ -297,28 +297,21 @@ def log_mlflow(comp: Comparison, files: dict[str, Path], enabled: bool | None = 
     metrics = each row's diff, CI and p-values, artifacts = the two files. ``enabled`` / ``uri``: the verb's
     ``--tracking/--no-tracking`` (default: the last run's tracking.enabled) and ``--tracking-uri`` (default: the
     environment's or the default store, never the one a run's config names)."""
+    from llmrec.pipelines.results.mlflow_log import log_reading
+
     last = comp.runs[-1]
-    tr = tracking.reader_section(last.run_config.tracking, uri)
-    if not (tr.enabled if enabled is None else enabled):
-        return None
-    exp_id = tracking.setup(tr.uri, tr.experiment or last.bench.name, tr.artifact_root)
-    client = tracking.client(tr.uri)
-    tags = tracking.run_tags("compare", protocol_record(last.bench, last.run_config.benchmark), benchmark=last.bench.name,
+    tags = tracking.run_tags("compare", protocol_record(last.bench, last.run_config.benchmark),
+                             benchmark=last.bench.name,
                              **{"llmrec.protocol_diff": "allowed" if comp.protocol_diff else "none"})
     params = {f"run_{LETTERS[i] if i < len(LETTERS) else i}": str(r.path) for i, r in enumerate(comp.runs)}
     params.update(allow_protocol_diff=comp.allowed_protocol_diff, **comp.settings)
-    run_id = tracking.start_run(client, exp_id, mlflow_name(comp)[:240], params, tags)
     metrics = {}
     for row in comp.rows:
         key = f"{metric_prefix(comp, row)}{row['metric']}/{row['setting']}"
         metrics.update({f"{key}/{k}": row[k] for k in ("diff", "ci_low", "ci_high", "p", "p_holm",
                                                         "judge_failure_rate_a", "judge_failure_rate_b",
                                                         "n_clusters") if k in row})
-    tracking.log_metrics(client, run_id, metrics)
-    for f in files.values():
-        client.log_artifact(run_id, str(f))
-    client.set_terminated(run_id, "FINISHED")
-    return run_id
+    return log_reading(last, mlflow_name(comp), params, tags, metrics, files.values(), enabled, uri)
 
 
 def mlflow_name(comp: Comparison) -> str:

@@ -260,20 +260,10 @@ def log_mlflow(report: dict, run: StoredRun, files: list[Path], uri: str | None 
     """One MLflow run (kind ``judges``) in the experiment of ``run``: the agreement and the metric differences. The
     store: ``uri`` (``--tracking-uri``), else the environment's or the default, never the one ``run``'s config names."""
     from llmrec import tracking
+    from llmrec.pipelines.results.mlflow_log import log_reading
 
-    tr = tracking.reader_section(run.run_config.tracking, uri)
-    if not tr.enabled:
-        return None
-    exp_id = tracking.setup(tr.uri, tr.experiment or run.bench.name, tr.artifact_root)
-    client = tracking.client(tr.uri)
     tags = tracking.run_tags("judges", {"judges": [j.get("judge") for j in report["judges"]]},
                              benchmark=report["benchmark"])
     names = " vs ".join(j["label"] for j in report["judges"])
-    run_id = tracking.start_run(client, exp_id, f"judges · {names}"[:240],
-                                {f"judge_{i}": f"{j['run_dir']} ({j['label']})" for i, j in
-                                 enumerate(report["judges"])}, tags)
-    tracking.log_metrics(client, run_id, mlflow_metrics(report))
-    for f in files:
-        client.log_artifact(run_id, str(f))
-    client.set_terminated(run_id, "FINISHED")
-    return run_id
+    params = {f"judge_{i}": f"{j['run_dir']} ({j['label']})" for i, j in enumerate(report["judges"])}
+    return log_reading(run, f"judges · {names}", params, tags, mlflow_metrics(report), files, uri=uri)
