@@ -22,6 +22,7 @@ from llmrec.pipelines.protocol import judge_stage_names
 from llmrec.pipelines.record import RECORD_FIELDS
 from llmrec.pipelines.runner.execution import RunPlan
 from llmrec.pipelines.runner.judges import JURY_FIELD
+from llmrec.pipelines.results.stored import StoredRun, open_run
 from llmrec.rundir import RunDir, refuse_inside_runs
 from llmrec.transcripts import TextStore
 
@@ -66,7 +67,6 @@ def rejudge_config(source: Path, judge_file: Path, overrides: list[str] | None =
     from llmrec.pipelines.results.compare import load_run
     from llmrec.pipelines.runner.run_config import RunConfig
 
-    rd = RunDir(source)
     src = load_run(source, source.name)
     bench = src.bench
     if not bench.judge_stages:
@@ -76,7 +76,7 @@ def rejudge_config(source: Path, judge_file: Path, overrides: list[str] | None =
     if not stages:
         raise ConfigError(f"{source}: its benchmark settings run none of the judge stages of '{bench.name}' "
                           f"({', '.join(bench.judge_stages)}), so there is nothing to judge again")
-    raw = rd.config()
+    raw = src.config
     judge = read_judge(judge_file)
     new = {k: v for k, v in raw.items() if k not in ("judge", "judging", "rejudge")}
     # the MLflow store is this invocation's (--tracking-uri / --set, $MLFLOW_TRACKING_URI, the default), never the one
@@ -162,12 +162,11 @@ class SourceOutputs:
                  len(samples), p.config.rejudge.source_run, len(p.pending), self.carried, self.missing)
 
 
-def source_rows(source: Path) -> list[dict]:
-    from llmrec.pipelines.results.stored import open_run
-
-    rows = open_run(source).stored_rows()
+def source_rows(source: StoredRun) -> list[dict]:
+    """The source run's stored rows (its result store, else its samples file); none is a ``DataError``."""
+    rows = source.stored_rows()
     if not rows:
-        raise DataError(f"{source}: no stored results ({RunDir.RESULTS}/ or {RunDir.SAMPLES}) to judge again")
+        raise DataError(f"{source.run_dir}: no stored results ({RunDir.RESULTS}/ or {RunDir.SAMPLES}) to judge again")
     return rows
 
 
@@ -176,9 +175,8 @@ def run_rejudge(cfg, source: Path, data_dir: Path | None = None, progress=None):
     from llmrec import tracking
     from llmrec.pipelines.runner.api import run_evaluation
 
-    rd = RunDir(source)
-    texts = TextStore(rd.transcripts) if rd.exists(RunDir.TRANSCRIPTS) else None
-    prepare = SourceOutputs(source_rows(source), texts)
+    src = open_run(source)
+    prepare = SourceOutputs(source_rows(src), src.stored_transcripts())
     judges = ", ".join(tracking.model_label(j) for j in ([cfg.judge] + (cfg.judging.jurors if cfg.judging else [])))
     title = f"{cfg.benchmark.name} · {tracking.model_label(cfg.engine)} · rejudged by {judges}"
     return run_evaluation(cfg, data_dir, progress, title=title, prepare=prepare), prepare

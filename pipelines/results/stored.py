@@ -222,7 +222,7 @@ class StoredRun:
 
     @cached_property
     def metrics(self) -> dict[str, Any]:
-        """``metrics.json`` ({} where the run has none yet)."""
+        """The stored metrics (``RunDir.METRICS``; {} where the run has none yet)."""
         rd = self.dir
         return _readable(rd.metrics, rd.uri) if rd.has_metrics() else {}
 
@@ -287,6 +287,10 @@ class StoredRun:
         from llmrec.transcripts import TextStore
 
         return TextStore(self.dir.transcripts)
+
+    def stored_transcripts(self) -> "TextStore | None":
+        """Its text store where the run kept transcripts; None where it has none (a run from before them)."""
+        return self.transcripts if self.dir.exists(RunDir.TRANSCRIPTS) else None
 
     @property
     def transcripts_root(self) -> storage.Storage:
@@ -368,7 +372,7 @@ def open_runs(sources: Iterable[str | Path], needs: tuple[str, ...] = ANY_RUN) -
     """Every run of the given run directories, suite directories and storage URIs, in order (a suite: its entries).
 
     ``needs``: the files any one of which marks a plain run directory for the caller (the leaderboard needs
-    ``metrics.json``; the viewer either file). A source that is neither raises ``RunNotReadable`` naming it."""
+    ``RunDir.METRICS``; the viewer either file). A source that is neither raises ``RunNotReadable`` naming it."""
     out: list[StoredRun] = []
     for src in map(str, sources):
         if not storage.is_uri(src) and not Path(src).exists():

@@ -11,8 +11,8 @@ from pathlib import Path
 from llmrec.pipelines.benchmarks.lrworld.plots import all_plots, factor_radar
 from llmrec.pipelines.benchmarks.prefeval.plots import accuracy_by_turns, run_plots
 from llmrec.pipelines.common.plotting import overlay, read_left_out, why_left_out
-from llmrec.pipelines.results.leaderboard import Entry
 from llmrec.pipelines.results.report_plots import overlays, run_figures
+from llmrec.pipelines.results.stored import StoredRun
 from llmrec.rundir import RunDir
 
 
@@ -55,8 +55,9 @@ def test_lrworld_radar_and_bars_without_data_are_left_out(tmp_path):
     assert set(read_left_out(tmp_path / "empty")) == {"lrworld_factors.png", "lrworld_radar.png"}
 
 
-def _entry(subject: str, entry: str, metrics: dict, run_dir: Path) -> Entry:
-    return Entry(subject, "prefeval", entry, "llm", run_dir, ("accuracy", "failed"), metrics, {})
+def _entry(subject: str, entry: str, metrics: dict, run_dir: Path) -> StoredRun:
+    return StoredRun.held(run_dir, subject, "prefeval", entry, listed_headline=("accuracy", "failed"),
+                          metrics=metrics, config={})
 
 
 def test_suite_report_overlays_every_subject_per_metric(tmp_path):
@@ -75,7 +76,7 @@ def test_suite_report_overlays_every_subject_per_metric(tmp_path):
     assert groups[0].figures[0]["uri"].startswith("data:image/png;base64,")
     assert groups[1].figures == [] and groups[1].left_out == ["accuracy: no data"]
     assert overlays(entries[:1]) == []  # one subject: its run's figures say it all
-    assert run_figures("gemma · prefeval", run).left_out == ["accuracy_by_turns.png: one turns value (2)"]
+    assert run_figures("gemma · prefeval", StoredRun.held(run, "gemma", "prefeval")).left_out == ["accuracy_by_turns.png: one turns value (2)"]
 
 
 def test_overlay_draws_lines_over_a_setting(tmp_path):
