@@ -58,7 +58,8 @@ def test_wheel_holds_one_top_level_package(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert tops == {"llmrec"}
-    for sub in ("pipelines/runner", "pipelines/benchmarks/prefeval/templates", "serving/engines", "models", "tuning",
+    for sub in ("pipelines/runner", "pipelines/results", "pipelines/results/templates",
+                "pipelines/benchmarks/prefeval/templates", "serving/engines", "models", "tuning",
                 "cluster"):
         assert any(n.startswith(f"llmrec/{sub}/") for n in names), sub
 
