@@ -26,6 +26,7 @@ import pandas as pd
 
 from llmrec.agreement import MAX_UNREADABLE_SHARE, PAIR_COLUMNS, decision_agreement
 from llmrec.errors import ConfigError, DataError
+from llmrec.pipelines import capabilities as caps
 from llmrec.pipelines.runner.compare import ALL, Run, _rows_of, judge_cell, judge_failure_rate, load_run, short_settings
 from llmrec.pipelines.runner.judges import JURY_FIELD, judge_protocol
 from llmrec.pipelines.runner.outcomes import unit_outcomes
@@ -45,7 +46,7 @@ class JudgePair:
 
 
 def _subject_texts(run: Run, row: dict) -> list:
-    judge = set(run.bench.judge_stages)
+    judge = set(caps.judge_stages(run.bench))
     out = []
     for name, calls in sorted((row.get("outputs") or {}).items()):
         if name.split("[", 1)[0] in judge:
@@ -56,14 +57,14 @@ def _subject_texts(run: Run, row: dict) -> list:
 
 
 def _decisions(run: Run, row: dict) -> dict[tuple[str, str], object]:
-    return {(d.decision, d.unit): d.label for d in run.bench.judge_decisions(run.cfg.benchmark, row)}
+    return {(d.decision, d.unit): d.label for d in caps.judge_decisions(run.bench, run.cfg.benchmark, row)}
 
 
 def _pairs(ra: Run, rows_a: dict, rb: Run, rows_b: dict, ids: list[str]) -> pd.DataFrame:
     out = []
     for sid in ids:
         da, db = _decisions(ra, rows_a[sid]), _decisions(rb, rows_b[sid])
-        cluster = ra.bench.cluster(rows_a[sid])
+        cluster = caps.cluster(ra.bench, rows_a[sid])
         out += [(k[0], sid, k[1], cluster, da[k], db[k]) for k in da if k in db]
     return pd.DataFrame(out, columns=PAIR_COLUMNS)
 
@@ -82,7 +83,7 @@ def compare_judges(ra: Run, rb: Run, data_dir=None, resamples: int = 2000, seed:
     if ra.bench.name != rb.bench.name:
         raise ConfigError(f"{ra.label} is {ra.bench.name}, {rb.label} is {rb.bench.name}: judges are compared on "
                           "one benchmark's samples")
-    if not ra.bench.judge_stages:
+    if not caps.judge_stages(ra.bench):
         raise ConfigError(f"benchmark '{ra.bench.name}' declares no judge stages: there is no judge to compare")
     rows_a = {str(r["sample_id"]): r for r in ra.rows if r.get("status", "ok") == "ok"}
     rows_b = {str(r["sample_id"]): r for r in rb.rows if r.get("status", "ok") == "ok"}

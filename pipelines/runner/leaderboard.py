@@ -30,6 +30,7 @@ import pandas as pd
 from llmrec import costs, tracking
 from llmrec.config import fingerprint
 from llmrec.errors import ConfigError, LlmrecError
+from llmrec.pipelines import capabilities as caps
 from llmrec.pipelines.common.stats import CHANCE, CI_CLUSTERS, FEW, MIN_CLUSTERS, few_clusters
 from llmrec.small_samples import finite_number as _number
 from llmrec.pipelines.registry import benchmark_config, get_benchmark
@@ -100,9 +101,10 @@ def _run_entry(rd: RunDir) -> Entry:
         raise ConfigError(f"{rd.uri}: no {RunDir.CONFIG} with benchmark.name, so not a `llmrec run` directory "
                           f"(a baseline result is read through its suite's {SuiteDir.INDEX})")
     bench = _installed(name, f"{rd.uri}/{RunDir.CONFIG}")
-    entry = bench.entry_label(cfg.get("benchmark") or {})
+    entry = caps.entry_label(bench, cfg.get("benchmark") or {})
     return Entry(tracking.model_label(cfg.get("engine") or {}), str(name), entry, "llm", Path(rd.uri),
-                 tuple(bench.headline_metrics), _read(rd.metrics, rd), cfg, judged=tuple(bench.judged_metrics))
+                 tuple(caps.headline_metrics(bench)), _read(rd.metrics, rd), cfg,
+                 judged=tuple(caps.judged_metrics(bench)))
 
 
 def _installed(name: str, where: str):
@@ -124,9 +126,9 @@ def _suite_entries(suite_dir: Path) -> list[Entry]:
                         RunDir.METRICS, rd.uri)
             continue
         bench = _installed(e.benchmark, f"{where}: entries.{i}")
-        headline = tuple(e.headline) or bench.headline_metrics  # none listed: the benchmark's
+        headline = tuple(e.headline) or caps.headline_metrics(bench)  # none listed: the benchmark's
         out.append(Entry(e.subject, e.benchmark, e.entry, e.kind, Path(rd.uri), headline, _read(rd.metrics, rd),
-                         _config(rd), index.name, tuple(bench.judged_metrics)))
+                         _config(rd), index.name, tuple(caps.judged_metrics(bench))))
     return out
 
 
@@ -337,7 +339,7 @@ def _absent_texts(df: pd.DataFrame) -> dict[str, str]:
     out = {}
     for entry, name in dict(zip(df["entry"], df["benchmark"])).items():
         try:
-            text = _installed(str(name), "leaderboard").absent_text
+            text = caps.absent_text(_installed(str(name), "leaderboard"))
         except ConfigError:
             continue
         if text:
