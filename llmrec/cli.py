@@ -18,6 +18,7 @@ from llmrec.errors import ConfigError, LlmrecError, RunFailed
 from llmrec.exits import EXIT_CODES_HELP, ErrorsToExitCodes, exit_on_error
 from llmrec.cli_options import (SET_HELP, STORE_HELP, data_dir_option, tracking_uri_option,
                                  with_tracking_uri)
+from llmrec.pipelines import capabilities as caps
 from llmrec.pipelines.runner import judge_failures
 from llmrec.ray_start import filter_false_alarms, quiet_false_alarms
 from llmrec.rundir import RunDir, SuiteDir, dumps_json, refuse_inside_runs
@@ -386,16 +387,16 @@ def data_fetch(
 
     refuse_inside_runs(dest, "--dest")
     bench = get_benchmark(benchmark)
-    if bench.data is None:
+    if caps.data(bench) is None:
         raise ConfigError(f"benchmark '{benchmark}' has no downloadable data")
     if if_missing:
         try:
-            found = resolve_data_dir(dest, bench.data)
+            found = resolve_data_dir(dest, caps.data(bench))
             console.print(f"{benchmark} data found in {found}", markup=False)
             return
         except LlmrecError:
             pass
-    path = fetch(bench.data, dest, base_url,
+    path = fetch(caps.data(bench), dest, base_url,
                  progress=lambda i, n, f: err.print(f"[{i}/{n}] {f}", markup=False, highlight=False))
     console.print(f"{benchmark} data in {path}", markup=False)
 
@@ -409,7 +410,7 @@ def data_where(
     from llmrec.pipelines.registry import get_benchmark
     from llmrec.pipelines.common.datasets import resolve_data_dir
 
-    console.print(str(resolve_data_dir(data_dir, get_benchmark(benchmark).data)), markup=False)
+    console.print(str(resolve_data_dir(data_dir, caps.data(get_benchmark(benchmark)))), markup=False)
 
 
 @app.command()
@@ -462,7 +463,7 @@ def _mount_benchmark_clis() -> None:
     from llmrec.pipelines.registry import BENCHMARKS
 
     for name in BENCHMARKS.names():
-        sub = BENCHMARKS.get(name).cli
+        sub = caps.cli(BENCHMARKS.get(name))
         if sub is not None:
             app.add_typer(sub, name=name)
 

@@ -35,6 +35,7 @@ REPLIES = {"perrecbench": "4", "prefeval": "<choice>B</choice> Explanation: the 
 
 
 def digest(config: str, root: Path, context_length: int | None = None) -> dict:
+    from llmrec.pipelines import capabilities as caps
     from llmrec.pipelines.registry import get_benchmark
     from llmrec.pipelines.runner.worker import process_samples
     from llmrec.serving.engine import build_engine
@@ -45,14 +46,14 @@ def digest(config: str, root: Path, context_length: int | None = None) -> dict:
     data_dir = Path(os.environ["LLMREC_DATA_DIR"])
     engine = build_engine({"type": "fake", "default": REPLIES[bench.name], "context_length": context_length})
     engine.start()
-    assets = bench.assets(cfg, data_dir)
+    assets = caps.assets(bench, cfg, data_dir)
     samples = bench.build_samples(cfg, data_dir)
     rows = process_samples(bench, cfg, samples, lambda role: engine, retries=0, backoff_s=0, assets=assets)
     for r in rows:
         r.pop("outputs", None)  # latencies: not outputs of the benchmark
-    metrics = bench.aggregate(cfg, rows, assets)
-    lines = "".join(json.dumps(line) + "\n" for line in bench.predictions(rows, assets)) if bench.predictions else ""
-    outcomes = json.dumps([dataclasses.asdict(o) for o in bench.paired_outcomes(cfg, rows, assets)])
+    metrics = caps.aggregate(bench, cfg, rows, assets)
+    lines = "".join(json.dumps(line) + "\n" for line in write(rows, assets)) if (write := caps.predictions(bench)) else ""
+    outcomes = json.dumps([dataclasses.asdict(o) for o in caps.paired_outcomes(bench, cfg, rows, assets)])
     return {"sample_ids": [r["sample_id"] for r in rows],
             "status": {s: sum(r["status"] == s for r in rows) for s in sorted({r["status"] for r in rows})},
             "predictions_sha256": hashlib.sha256(lines.encode()).hexdigest(), "predictions_lines": lines.count("\n"),

@@ -76,14 +76,15 @@ def direct(cfg) -> dict:
     """The slice through the engine itself, with no Ray, in prefix-group order (model load counted): one engine in this
     process, or, when the run config has ``execution.concurrency`` replicas, as many engines in as many processes, each
     pulling the next prefix group when it is free (what the run's actor pool does)."""
+    from llmrec.pipelines import capabilities as caps
     from llmrec.pipelines.common.datasets import resolve_data_dir
     from llmrec.pipelines.registry import get_benchmark
     from llmrec.pipelines.runner.worker import group_by_prefix
 
     bench = get_benchmark(cfg.benchmark.name)
-    root = resolve_data_dir(cfg.data.dir, bench.data)
+    root = resolve_data_dir(cfg.data.dir, caps.data(bench))
     samples = bench.build_samples(cfg.benchmark, root)
-    assets = bench.assets(cfg.benchmark, root)
+    assets = caps.assets(bench, cfg.benchmark, root)
     groups = group_by_prefix(samples)
     t0 = time.perf_counter()
     with EngineThreads(lambda proc: True) as threads:  # this process, and the pool's when there is one

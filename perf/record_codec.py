@@ -32,6 +32,7 @@ from benchmark_digest import CONFIGS, REPLIES  # noqa: E402
 def rows_of(config: str, root: Path) -> tuple[object, list[dict], list[dict]]:
     import yaml
 
+    from llmrec.pipelines import capabilities as caps
     from llmrec.pipelines.registry import get_benchmark
     from llmrec.pipelines.runner.worker import process_samples
     from llmrec.serving.engine import build_engine
@@ -42,7 +43,7 @@ def rows_of(config: str, root: Path) -> tuple[object, list[dict], list[dict]]:
     data_dir = Path(os.environ["LLMREC_DATA_DIR"])
     engine = build_engine({"type": "fake", "default": REPLIES[bench.name]})
     engine.start()
-    assets = bench.assets(cfg, data_dir)
+    assets = caps.assets(bench, cfg, data_dir)
     built = bench.build_samples(cfg, data_dir)
     inputs = pickle.loads(pickle.dumps(built))
     rows = process_samples(bench, cfg, built, lambda role: engine, retries=0, backoff_s=0, assets=assets)

@@ -9,7 +9,7 @@ value types are declared and checked:
   engine call's ``Result``, per stage).
 - the benchmark's **payload**, a :class:`Payload` subclass (``extra="forbid"``): every field its ``build_samples``
   sets, its stages write and its ``score`` adds. A field a later stage fills defaults to None.
-- transient inputs: keys starting with ``_`` that the benchmark lists in ``Benchmark.transient`` (rendering inputs
+- transient inputs: keys starting with ``_`` that the benchmark lists in ``HasTransient.transient`` (rendering inputs
   such as long conversations or templates). They reach the stages and are never stored.
 
 :class:`RecordSchema` checks a built sample (an undeclared key or a wrong type fails naming the sample and the field

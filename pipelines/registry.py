@@ -16,6 +16,7 @@ import pkgutil
 
 from llmrec.config import validate
 from llmrec.errors import ConfigError
+from llmrec.pipelines import capabilities as caps
 from llmrec.pipelines.protocol import Benchmark, BenchmarkConfig, ScoreTask, check_benchmark
 from llmrec.registry import Registry, expects
 
@@ -42,7 +43,7 @@ def _register(name: str) -> None:
     if bench is None:
         raise ConfigError(f"{module.__name__} is in the benchmarks folder but exports no BENCHMARK")
     BENCHMARKS.register(name, bench)
-    for task in bench.score_tasks:
+    for task in caps.score_tasks(bench):
         SCORE_TASKS.register(task.name, task)
 
 

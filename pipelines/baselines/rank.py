@@ -13,6 +13,7 @@ import yaml
 from llmrec import storage, tracking
 from llmrec.config import fingerprint, validate
 from llmrec.errors import ConfigError, DataError
+from llmrec.pipelines import capabilities as caps
 from llmrec.pipelines.common.jsonio import iter_jsonl
 from llmrec.models.base import build_model
 from llmrec.models.candidates import rank_candidates, round_robin_pool, tied_within
@@ -150,7 +151,7 @@ def prediction_lines(cands: list[dict], ranked_raw: list[list[str]], list_len: i
 def _owner(task: str):
     for name in BENCHMARKS.names():
         bench = BENCHMARKS.get(name)
-        if any(t.name == task for t in bench.score_tasks):
+        if any(t.name == task for t in caps.score_tasks(bench)):
             return bench
     return None
 
@@ -172,7 +173,7 @@ def _log(cfg, label, metrics, path, run_dir, tcfg, seconds) -> None:
 
     bench = _owner(cfg.score_task)
     exp = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment or cfg.score_task, cfg.tracking.artifact_root)
-    heads = bench.headline_metrics if bench is not None else ()
+    heads = caps.headline_metrics(bench) if bench is not None else ()
     with mlflow.start_run(experiment_id=exp, run_name=f"baseline-{label}"):
         mlflow.set_tags({"git_commit": tracking.git_commit(), "llmrec.kind": "baseline",
                          "llmrec.headline": ",".join(heads), "llmrec.setting": f"baseline={label}",

@@ -33,6 +33,7 @@ from llmrec import storage, tracking
 from llmrec.cli_options import RUNS_STORE_HELP, data_dir_option, tracking_uri_option
 from llmrec.config import flatten
 from llmrec.errors import ConfigError, DataError
+from llmrec.pipelines import capabilities as caps
 from llmrec.pipelines.common import paired, stats
 from llmrec.pipelines.protocol import Benchmark, protocol_record, setting_of
 from llmrec.pipelines.runner import judge_failures
@@ -135,7 +136,7 @@ def judge_failure_rate(run: StoredRun, setting: str = ALL) -> float:
     for r in run.rows:
         if setting != ALL and setting_of(run.bench, r) != setting:
             continue
-        f, n = run.bench.judge_failures(run.run_config.benchmark, r)
+        f, n = caps.judge_failures(run.bench, run.run_config.benchmark, r)
         failed, judged = failed + f, judged + n
     return failed / judged if judged else math.nan
 
@@ -143,7 +144,7 @@ def judge_failure_rate(run: StoredRun, setting: str = ALL) -> float:
 def _judge_columns(a: StoredRun, b: StoredRun, metric: str, setting: str) -> dict:
     """``judge_failure_rate_a`` / ``_b`` (and whether each is above its run's ``execution.max_judge_failed_share``)
     for a judged metric; {} for another."""
-    if not judge_failures.is_judged(metric, a.bench.judged_metrics):
+    if not judge_failures.is_judged(metric, caps.judged_metrics(a.bench)):
         return {}
     out = {}
     for side, run in (("a", a), ("b", b)):
@@ -529,7 +530,7 @@ def _judge_agreement(comp: Comparison, console, out: Path, resamples: int, seed:
     pairs = []
     for a in comp.runs[:1]:
         for b in comp.runs[1:]:
-            if not a.bench.judge_stages or a.bench.name != b.bench.name or not any(
+            if not caps.judge_stages(a.bench) or a.bench.name != b.bench.name or not any(
                     d["key"].startswith("judge.") for d in comp.protocol_diff if d["b"] == b.name):
                 continue
             try:

@@ -27,6 +27,7 @@ from typing import Any, Iterable
 import jinja2
 
 from llmrec.errors import ConfigError
+from llmrec.pipelines import capabilities as caps
 from llmrec.pipelines.protocol import DRILLDOWN_FIELDS, Explanation, failed_explanation, setting_of
 from llmrec.pipelines.record import read_rows
 from llmrec.pipelines.registry import get_benchmark
@@ -72,7 +73,7 @@ def _label(e: StoredRun) -> str:
 
 def _explain(bench, row: dict) -> Explanation:
     try:
-        return bench.explain(row) or failed_explanation(row) or Explanation()
+        return caps.explain(bench, row) or failed_explanation(row) or Explanation()
     except Exception as ex:  # noqa: BLE001 - one odd row must not lose the report; shown in its row
         return failed_explanation(row) or Explanation(reason=f"explain failed: {type(ex).__name__}: {ex}")
 
@@ -89,7 +90,7 @@ def drill_rows(e: StoredRun, max_rows: int) -> tuple[list[dict], int]:
     out = []
     for r, ex in explained[:max_rows]:
         try:
-            view = {**bench.drilldown(r, None), **ex.cells()}
+            view = {**caps.drilldown(bench, r, None), **ex.cells()}
         except Exception as err:  # noqa: BLE001 - one odd row must not lose the report; shown in its row
             view = {"prompt": f"(drilldown failed: {type(err).__name__}: {err})", **ex.cells()}
         sid = str(r.get("sample_id"))

@@ -26,6 +26,7 @@ import pandas as pd
 
 from llmrec.agreement import MAX_UNREADABLE_SHARE, PAIR_COLUMNS, decision_agreement
 from llmrec.errors import ConfigError, DataError
+from llmrec.pipelines import capabilities as caps
 from llmrec.pipelines.results.compare import ALL, judge_cell, judge_failure_rate, load_run, paired_rows, short_settings
 from llmrec.pipelines.results.outcomes import unit_outcomes
 from llmrec.pipelines.results.stored import StoredRun
@@ -46,7 +47,7 @@ class JudgePair:
 
 
 def _subject_texts(run: StoredRun, row: dict) -> list:
-    judge = set(run.bench.judge_stages)
+    judge = set(caps.judge_stages(run.bench))
     out = []
     for name, calls in sorted((row.get("outputs") or {}).items()):
         if name.split("[", 1)[0] in judge:
@@ -57,14 +58,14 @@ def _subject_texts(run: StoredRun, row: dict) -> list:
 
 
 def _decisions(run: StoredRun, row: dict) -> dict[tuple[str, str], object]:
-    return {(d.decision, d.unit): d.label for d in run.bench.judge_decisions(run.run_config.benchmark, row)}
+    return {(d.decision, d.unit): d.label for d in caps.judge_decisions(run.bench, run.run_config.benchmark, row)}
 
 
 def _pairs(ra: StoredRun, rows_a: dict, rb: StoredRun, rows_b: dict, ids: list[str]) -> pd.DataFrame:
     out = []
     for sid in ids:
         da, db = _decisions(ra, rows_a[sid]), _decisions(rb, rows_b[sid])
-        cluster = ra.bench.cluster(rows_a[sid])
+        cluster = caps.cluster(ra.bench, rows_a[sid])
         out += [(k[0], sid, k[1], cluster, da[k], db[k]) for k in da if k in db]
     return pd.DataFrame(out, columns=PAIR_COLUMNS)
 
@@ -83,7 +84,7 @@ def compare_judges(ra: StoredRun, rb: StoredRun, data_dir=None, resamples: int =
     if ra.bench.name != rb.bench.name:
         raise ConfigError(f"{ra.name} is {ra.bench.name}, {rb.name} is {rb.bench.name}: judges are compared on "
                           "one benchmark's samples")
-    if not ra.bench.judge_stages:
+    if not caps.judge_stages(ra.bench):
         raise ConfigError(f"benchmark '{ra.bench.name}' declares no judge stages: there is no judge to compare")
     rows_a = {str(r["sample_id"]): r for r in ra.rows if r.get("status", "ok") == "ok"}
     rows_b = {str(r["sample_id"]): r for r in rb.rows if r.get("status", "ok") == "ok"}

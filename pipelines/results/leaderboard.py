@@ -30,6 +30,7 @@ import pandas as pd
 from llmrec import costs, tracking
 from llmrec.config import fingerprint
 from llmrec.errors import ConfigError
+from llmrec.pipelines import capabilities as caps
 from llmrec.pipelines.common.stats import CHANCE, CI_CLUSTERS, FEW, MIN_CLUSTERS, few_clusters
 from llmrec.small_samples import finite_number as _number
 from llmrec.pipelines.registry import benchmark_config, get_benchmark
@@ -283,7 +284,7 @@ def _absent_texts(df: pd.DataFrame) -> dict[str, str]:
     out = {}
     for entry, name in dict(zip(df["entry"], df["benchmark"])).items():
         try:
-            text = installed_benchmark(str(name), "leaderboard").absent_text
+            text = caps.absent_text(installed_benchmark(str(name), "leaderboard"))
         except ConfigError:
             continue
         if text:

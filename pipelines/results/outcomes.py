@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from llmrec.errors import DataError, LlmrecError
+from llmrec.pipelines import capabilities as caps
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ def unit_outcomes(bench, bench_cfg, rows: list[dict], data_dir: str | Path | Non
     from llmrec.pipelines.common.datasets import resolve_data_dir
 
     def outcomes(assets):
-        return pd.DataFrame([asdict(o) for o in bench.paired_outcomes(bench_cfg, rows, assets)],
+        return pd.DataFrame([asdict(o) for o in caps.paired_outcomes(bench, bench_cfg, rows, assets)],
                             columns=OUTCOME_COLUMNS)
 
     try:
@@ -41,8 +42,8 @@ def unit_outcomes(bench, bench_cfg, rows: list[dict], data_dir: str | Path | Non
     key = (bench.name, json.dumps(bench_cfg.model_dump(mode="json"), sort_keys=True), str(data_dir))
     if key not in cache:
         try:
-            root = resolve_data_dir(Path(data_dir) if data_dir is not None else None, bench.data)
-            cache[key] = bench.assets(bench_cfg, root)
+            root = resolve_data_dir(Path(data_dir) if data_dir is not None else None, caps.data(bench))
+            cache[key] = caps.assets(bench, bench_cfg, root)
         except LlmrecError:  # no data here
             cache[key] = None
     try:

@@ -18,6 +18,7 @@ from typing import Any
 
 from llmrec.config import apply_overrides, fingerprint, read_yaml, validate
 from llmrec.errors import ConfigError, DataError
+from llmrec.pipelines import capabilities as caps
 from llmrec.pipelines.protocol import judge_stage_names
 from llmrec.pipelines.record import RECORD_FIELDS
 from llmrec.pipelines.runner.execution import RunPlan
@@ -69,13 +70,13 @@ def rejudge_config(source: Path, judge_file: Path, overrides: list[str] | None =
 
     src = load_run(source, source.name)
     bench = src.bench
-    if not bench.judge_stages:
-        raise ConfigError(f"{source}: benchmark '{bench.name}' declares no judge stages (Benchmark.judge_stages), "
+    if not caps.judge_stages(bench):
+        raise ConfigError(f"{source}: benchmark '{bench.name}' declares no judge stages (Judged.judge_stages), "
                           "so there is nothing to judge again")
     stages = judge_stage_names(bench, src.run_config.benchmark)
     if not stages:
         raise ConfigError(f"{source}: its benchmark settings run none of the judge stages of '{bench.name}' "
-                          f"({', '.join(bench.judge_stages)}), so there is nothing to judge again")
+                          f"({', '.join(caps.judge_stages(bench))}), so there is nothing to judge again")
     raw = src.config
     judge = read_judge(judge_file)
     new = {k: v for k, v in raw.items() if k not in ("judge", "judging", "rejudge")}

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from llmrec import storage, tracking
+from llmrec.pipelines import capabilities as caps
 from llmrec.errors import ConfigError, DataError, LlmrecError
 from llmrec.rundir import RunDir, SuiteDir
 from llmrec.small_samples import finite_number
@@ -202,12 +203,12 @@ class StoredRun:
         """The suite index's headline metrics, else the benchmark's."""
         if self.listed_headline:
             return tuple(self.listed_headline)
-        return tuple(self.bench.headline_metrics) if self.bench is not None else ()
+        return tuple(caps.headline_metrics(self.bench)) if self.bench is not None else ()
 
     @cached_property
     def judged(self) -> tuple[str, ...]:
         """The benchmark's judged metrics (shown with their judge failure rate)."""
-        return tuple(self.bench.judged_metrics) if self.bench is not None else ()
+        return tuple(caps.judged_metrics(self.bench)) if self.bench is not None else ()
 
     @property
     def max_judge_failed_share(self) -> float:
@@ -362,7 +363,7 @@ def open_run(location: str | Path | RunDir, key: str = "0") -> StoredRun:
     subject = tracking.model_label(cfg.get("engine") or {}) if cfg.get("engine") else rd.name
     entry = rd.name
     if bench is not None:
-        entry = bench.entry_label(bench_section or {})
+        entry = caps.entry_label(bench, bench_section or {})
     run = StoredRun(rd, subject, str(name or "?"), entry, rd.name, key=key)
     run.__dict__["config"] = cfg  # read once here; a cached_property's value
     return run

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from llmrec.errors import ConfigError
+from llmrec.pipelines import capabilities as caps
 from llmrec.pipelines.protocol import Benchmark, Explanation, failed_explanation, setting_label
 from llmrec.pipelines.results.stored import StoredRun, installed_benchmark, open_runs
 from llmrec.rundir import RunDir
@@ -79,23 +80,23 @@ def explain(view: StoredRun, row: dict) -> Explanation:
     """The benchmark's explanation of a row; without a benchmark (or when its explain fails) the default."""
     if view.bench is not None:
         try:
-            got = view.bench.explain(row)
+            got = caps.explain(view.bench, row)
             if got is not None:
                 return got
         except Exception as e:  # noqa: BLE001 - one odd row must not lose the page: named in the reason
             failed = failed_explanation(row)
             return failed or Explanation(reason=f"explain failed: {type(e).__name__}: {e}")
         return failed_explanation(row) or Explanation()
-    return Benchmark.explain(Benchmark(), row)
+    return caps.Explains().explain(row)
 
 
 def _setting(view: StoredRun, row: dict) -> str:
     setting = row.get("setting")
     if isinstance(setting, dict):
-        keys = list(view.bench.group_keys) if view.bench else []
+        keys = list(caps.group_keys(view.bench)) if view.bench else []
         keys = [k for k in keys if k in setting] + [k for k in setting if k not in keys]
         return setting_label(keys, setting)
-    return setting_label(view.bench.group_keys, row) if view.bench else ""
+    return setting_label(caps.group_keys(view.bench), row) if view.bench else ""
 
 
 def _search_text(row: dict, ex: Explanation) -> str:

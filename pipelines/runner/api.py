@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from llmrec.pipelines import capabilities as caps
 from llmrec.pipelines.common.plotting import left_out_file
 from llmrec.pipelines.runner.budget import budget_stop
 from llmrec.pipelines.runner.cost import RunCost
@@ -68,7 +69,7 @@ def _run(p: RunPlan, cfg: RunConfig, data_dir: Path | None, progress: Progress |
         raise budget_stop(p.budget, done + len(fresh), len(p.samples))
     t0 = time.perf_counter()
     rows = collect(p)
-    metrics = p.bench.aggregate(cfg.benchmark, rows, p.assets)
+    metrics = caps.aggregate(p.bench, cfg.benchmark, rows, p.assets)
     cost = books.ledger(len(rows))  # the whole run's cost/ keys: written and logged beside the metrics
     t1 = time.perf_counter()
     stats = {**invocation_stats(fresh), "samples_resumed": float(len(p.samples) - len(p.pending)),
@@ -78,7 +79,7 @@ def _run(p: RunPlan, cfg: RunConfig, data_dir: Path | None, progress: Progress |
     t2 = time.perf_counter()
     (staged / RunDir.PLOTS / RunDir.PLOTS_LEFT_OUT).unlink(missing_ok=True)  # a resumed run decides again
     with storage_errors(str(staged / RunDir.PLOTS), "write the plots"):  # a full disk: one line naming the folder
-        plots = p.bench.plots(cfg.benchmark, rows, staged / RunDir.PLOTS, p.assets) if rows else []
+        plots = caps.plots(p.bench, cfg.benchmark, rows, staged / RunDir.PLOTS, p.assets) if rows else []
     plots = [*plots, *[f for f in left_out_file(staged / RunDir.PLOTS) if f not in plots]]  # why a figure is missing
     t3 = time.perf_counter()
     publish(p, staged, list(files.values()) + list(plots))
@@ -87,4 +88,4 @@ def _run(p: RunPlan, cfg: RunConfig, data_dir: Path | None, progress: Progress |
     stats.update(p.timings)  # seconds per phase, logged with the run (the MLflow phase itself is not in them)
     run_id = log_mlflow(p, rows, {**metrics, **cost}, files, plots, stats, started, title, parent_run_id)
     return RunOutcome(p.run_dir.local_path or p.run_dir.uri, metrics, stats, run_id, summarize_failures(rows), files,
-                      p.bench.headline_metrics, cost, tuple(p.bench.judged_metrics))
+                      caps.headline_metrics(p.bench), cost, tuple(caps.judged_metrics(p.bench)))

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Callable
 from llmrec import settings, storage
 from llmrec.config import dump_yaml, fingerprint
 from llmrec.errors import ConfigError, DataError, EngineDead
+from llmrec.pipelines import capabilities as caps
 from llmrec.pipelines.protocol import Benchmark, BenchmarkConfig, Sample, check_stages, record_schema
 from llmrec.pipelines.record import RecordError
 from llmrec.pipelines.registry import get_benchmark
@@ -43,6 +44,7 @@ from llmrec.transcripts import TextStore
 if TYPE_CHECKING:
     from llmrec.types import Result
     from llmrec.pipelines.runner.budget import Budget
+    from llmrec.pipelines.runner.judges import JudgingSpec
     from llmrec.pipelines.runner.provision import SharedSubject
 
 log = logging.getLogger(__name__)
@@ -56,7 +58,7 @@ class StageWorker:
     request cache service; ``run``: the run directory, recorded with the cache entries its calls write."""
 
     def __init__(self, bench_cfg: BenchmarkConfig, engines: dict, cache, retries: int, backoff_s: float,
-                 assets: tuple = (), transcripts: bool = True, judging: dict | None = None, run: str | None = None,
+                 assets: tuple = (), transcripts: bool = True, judging: JudgingSpec | None = None, run: str | None = None,
                  work: tuple[str, str] | None = None):
         import ray
 
@@ -168,7 +170,7 @@ def data_root(cfg: RunConfig, bench: Benchmark, data_dir: Path | None = None) ->
     where = data_dir or cfg.data.dir
     if where is not None and storage.is_uri(where):
         where = storage.materialize(where, settings.cache_root())
-    return resolve_data_dir(Path(where) if where is not None else None, bench.data)
+    return resolve_data_dir(Path(where) if where is not None else None, caps.data(bench))
 
 
 def build_samples(cfg: RunConfig, data_dir: Path | None = None) -> tuple[Benchmark, list[Sample], dict | None]:
@@ -179,12 +181,12 @@ def build_samples(cfg: RunConfig, data_dir: Path | None = None) -> tuple[Benchma
     if not samples:  # e.g. an empty list of settings: a run of nothing would "succeed"
         raise ConfigError(f"benchmark '{bench.name}': the config selects 0 samples; check the benchmark section's "
                           "lists and limits")
-    assets = bench.assets(cfg.benchmark, root)
+    assets = caps.assets(bench, cfg.benchmark, root)
     schema = record_schema(bench)
     try:
         for s in samples:
             schema.check_built(s)
-            s["setting"] = {k: s.get(k) for k in bench.group_keys}
+            s["setting"] = {k: s.get(k) for k in caps.group_keys(bench)}
     except RecordError as e:
         raise DataError(str(e)) from None
     ids = [str(s["sample_id"]) for s in samples]

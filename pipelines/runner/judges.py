@@ -5,9 +5,9 @@
 - **Jury**: a ``judge:`` list is the first judge (role ``judge``) plus jurors (roles ``judge2``, ``judge3``, …).
   Each juror runs the benchmark's ``judge_stages`` over its own copy of the sample; its fields are kept in the
   record (``jury``: juror label → the fields its judge stages wrote) and its calls in ``outputs`` under
-  ``<stage>[<juror>]``. The verdict of each judged decision (``Benchmark.judge_decisions``) is the majority; a tie
+  ``<stage>[<juror>]``. The verdict of each judged decision (``Judged.judge_decisions``) is the majority; a tie
   goes by ``judging.tie`` (``strict``: the benchmark's adverse label, e.g. a violation counts; ``first``: the first
-  listed judge that gave one of the tied labels). ``Benchmark.jury_fields`` turns the verdicts into the judge
+  listed judge that gave one of the tied labels). ``Judged.jury_fields`` turns the verdicts into the judge
   stages' fields, which ``score`` reads as it reads one judge's.
 - **Protocol**: the judges' identities, the pinned sampling, the judge prompts' version and the tie rule go into the
   MLflow ``protocol`` tag and into what ``llmrec compare`` checks (``judge_protocol``).
@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any, Callable
+from typing import Any, Callable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from llmrec.config import fingerprint, flatten
 from llmrec.errors import ConfigError
+from llmrec.pipelines import capabilities as caps
 from llmrec.pipelines.protocol import UNREADABLE, Benchmark, BenchmarkConfig, Sample, Stage, judge_stage_names
 
 log = logging.getLogger(__name__)
@@ -49,10 +52,38 @@ def juror_labels(sections: list[dict]) -> list[str]:
     return [f"{n}#{i}" if names.count(n) > 1 else n for i, n in enumerate(names, 1)]
 
 
-def judging_spec(cfg, bench: Benchmark) -> dict | None:
-    """What the workers need to know about the judge (JSON-able): the jury's roles, labels and tie rule, the pinned
-    sampling, and (``llmrec rejudge``) the only stages to run. Refuses (ConfigError) a jury for a benchmark that
-    declares no judge stages or no ``jury_fields``."""
+class JudgingSpec(BaseModel):
+    """What the workers need to know about the judges, built and checked on the driver and handed to every worker
+    as it is (typed across Ray, like the engines' configs): the jury's engine ``roles`` and juror ``labels`` (one
+    each: the first judge alone has role ``judge``), the ``tie`` rule, the pinned sampling (``temperature``,
+    ``seed``) and (``llmrec rejudge``) the ``only`` stages to run (None: every stage)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    roles: tuple[str, ...]
+    labels: tuple[str, ...]
+    tie: Literal["strict", "first"] = "strict"
+    temperature: float = Field(0.0, ge=0.0)
+    seed: int | None = 0
+    only: tuple[str, ...] | None = None
+
+    @model_validator(mode="after")
+    def _a_label_per_role(self) -> JudgingSpec:
+        if len(self.labels) != len(self.roles):
+            raise ValueError(f"{len(self.labels)} label(s) for {len(self.roles)} judge role(s) {list(self.roles)}")
+        return self
+
+    @property
+    def jury(self) -> bool:
+        """Several judges: the judge stages run once per juror and the verdicts are the jury's."""
+        return len(self.roles) > 1
+
+
+def judging_spec(cfg, bench: Benchmark) -> JudgingSpec | None:
+    """What the workers need to know about the judge (a ``JudgingSpec``): the jury's roles, labels and tie rule, the
+    pinned sampling, and (``llmrec rejudge``) the only stages to run. Refuses (ConfigError) a jury for a benchmark
+    that declares no judge stages or no ``jury_fields``, and a spec that does not validate, naming the field —
+    here, on the driver, before any worker starts."""
     sections = judge_sections(cfg)
     judging = cfg.judging
     only = list(cfg.rejudge.stages) if getattr(cfg, "rejudge", None) is not None else None
@@ -62,13 +93,19 @@ def judging_spec(cfg, bench: Benchmark) -> dict | None:
         if not judge_stage_names(bench, cfg.benchmark):
             raise ConfigError(f"judge: a jury of {len(sections)} judges, but benchmark '{bench.name}' runs no judge "
                               "stage in this config")
-        if bench.jury_fields is None:
+        if caps.jury_fields(bench) is None:
             raise ConfigError(f"judge: a jury of {len(sections)} judges, but benchmark '{bench.name}' declares no "
                               "jury_fields (how a jury's verdicts become its judge fields); give one judge")
-    return {"roles": juror_roles(len(sections)), "labels": juror_labels(sections),
+    spec = {"roles": juror_roles(len(sections)), "labels": juror_labels(sections),
             "tie": judging.tie if judging else "strict",
             "temperature": judging.temperature if judging else 0.0, "seed": judging.seed if judging else 0,
             "only": only}
+    try:
+        return JudgingSpec.model_validate(spec)
+    except ValidationError as e:
+        problems = [f"{'.'.join(str(x) for x in err['loc']) or 'spec'}: {err['msg']} (got {err.get('input')!r})"
+                    for err in e.errors()]
+        raise ConfigError(f"judging of benchmark '{bench.name}': {'; '.join(problems)}") from None
 
 
 class PinnedJudge:
@@ -85,10 +122,10 @@ class PinnedJudge:
         return getattr(self._engine, name)
 
 
-def pinned(engine, spec: dict | None):
+def pinned(engine, spec: JudgingSpec | None):
     if spec is None:
         return PinnedJudge(engine, 0.0, 0)
-    return PinnedJudge(engine, spec["temperature"], spec["seed"])
+    return PinnedJudge(engine, spec.temperature, spec.seed)
 
 
 def _copy(s: Sample) -> Sample:
@@ -105,7 +142,7 @@ def verdicts(bench: Benchmark, cfg: BenchmarkConfig, sample: Sample, jury: dict[
     ``UNREADABLE`` answer is no vote); a tie by ``tie``."""
     labels: dict[tuple[str, str], list] = {}
     for fields in jury.values():  # in juror order
-        for d in bench.judge_decisions(cfg, {**sample, **fields}):
+        for d in caps.judge_decisions(bench, cfg, {**sample, **fields}):
             if d.label != UNREADABLE:  # a juror whose answer could not be read does not vote
                 labels.setdefault((d.decision, d.unit), []).append(d.label)
     out = {}
@@ -115,24 +152,24 @@ def verdicts(bench: Benchmark, cfg: BenchmarkConfig, sample: Sample, jury: dict[
         tied = [lab for lab in dict.fromkeys(given) if counts[lab] == top]
         if len(tied) == 1:
             out[key] = tied[0]
-        elif tie == "strict" and key[0] in bench.adverse_labels:
-            out[key] = bench.adverse_labels[key[0]]
+        elif tie == "strict" and key[0] in caps.adverse_labels(bench):
+            out[key] = caps.adverse_labels(bench)[key[0]]
         else:
             out[key] = tied[0]  # the first juror's (in order) among the tied labels
     return out
 
 
 def run_jury(bench: Benchmark, cfg: BenchmarkConfig, stages: list[Stage], samples: list[Sample],
-             engines: Callable[[str], object], run_stage: Callable, spec: dict,
+             engines: Callable[[str], object], run_stage: Callable, spec: JudgingSpec,
              merge: Callable[[Sample, str, dict], None]) -> None:
     """Run the judge ``stages`` once per juror (each on its own copy of every healthy sample), keep each juror's
-    fields and calls, then set the verdict fields (``Benchmark.jury_fields``) with ``merge``. A juror's failure on
+    fields and calls, then set the verdict fields (``Judged.jury_fields``) with ``merge``. A juror's failure on
     a sample fails that sample, naming the juror."""
     live = [s for s in samples if s.get("status", "ok") == "ok"]
     writes = [f for st in stages for f in st.writes]
     names = {st.name for st in stages}
     jury: dict[int, dict[str, dict]] = {id(s): {} for s in live}
-    for role, label in zip(spec["roles"], spec["labels"]):
+    for role, label in zip(spec.roles, spec.labels):
         copies = [_copy(s) for s in live]
         engine = pinned(engines(role), spec)
         for stage in stages:
@@ -152,9 +189,9 @@ def run_jury(bench: Benchmark, cfg: BenchmarkConfig, stages: list[Stage], sample
         if s.get("status", "ok") != "ok":
             continue
         s[JURY_FIELD] = jury[id(s)]
-        chosen = verdicts(bench, cfg, s, jury[id(s)], spec["tie"])
+        chosen = verdicts(bench, cfg, s, jury[id(s)], spec.tie)
         try:
-            fields = bench.jury_fields(cfg, s, jury[id(s)], chosen)
+            fields = caps.jury_fields(bench)(cfg, s, jury[id(s)], chosen)
         except Exception as e:  # noqa: BLE001 - a benchmark bug stays with its sample
             s["status"], s["error"], s["failed_stage"] = "failed", f"jury_fields raised {type(e).__name__}: {e}", "jury"
             continue
@@ -172,7 +209,7 @@ def judge_protocol(cfg, bench: Benchmark) -> dict | None:
     try:
         stages = judge_stage_names(bench, cfg.benchmark)
     except Exception:  # noqa: BLE001 - stages that need data: the declared names
-        stages = list(bench.judge_stages)
+        stages = list(caps.judge_stages(bench))
     sections = judge_sections(cfg)
     if not stages or not sections:
         return None

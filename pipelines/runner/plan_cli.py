@@ -18,6 +18,7 @@ import typer
 from llmrec.cli_options import data_dir_option
 from llmrec.errors import ConfigError
 from llmrec.packing import GroupNeed, dispatch_slices, expected_dispatch
+from llmrec.pipelines import capabilities as caps
 from llmrec.pipelines.runner.placement import judge_placement, replica_placement
 from llmrec.pipelines.runner.prompt_sizes import DISPATCH_WAVES, TokenCount, dry_run_needs, run_capacity
 
@@ -32,7 +33,7 @@ def group_needs(cfg, max_groups: int, block_tokens: int, count: TokenCount,
     bench = get_benchmark(cfg.benchmark.name)
     root = data_root(cfg, bench, data_dir)
     samples = bench.build_samples(cfg.benchmark, root)
-    assets = bench.assets(cfg.benchmark, root)
+    assets = caps.assets(bench, cfg.benchmark, root)
     groups = group_by_prefix(samples)
     step = max(1, len(groups) // max_groups)
     return dry_run_needs(bench, cfg.benchmark, groups[::step][:max_groups], block_tokens, assets, count), len(groups)

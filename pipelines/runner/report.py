@@ -12,6 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from llmrec import tracking
+from llmrec.pipelines import capabilities as caps
 from llmrec.storage import storage_errors
 from llmrec.config import dump_yaml, fingerprint
 from llmrec.pipelines.protocol import protocol_record, record_schema, setting_label
@@ -45,10 +46,11 @@ def write_outputs(p: RunPlan, rows: list[dict], metrics: dict, d: Path) -> dict[
     if p.facts:
         files["facts"] = staged.file(RunDir.FACTS)
         staged.write_facts(p.facts)
-    if p.bench.predictions is not None:
+    write_lines = caps.predictions(p.bench)
+    if write_lines is not None:
         files["predictions"] = staged.file(RunDir.PREDICTIONS)
         with storage_errors(str(files["predictions"]), "write"), open(files["predictions"], "w") as fh:
-            for line in p.bench.predictions(rows, p.assets):
+            for line in write_lines(rows, p.assets):
                 fh.write(json.dumps(line) + "\n")
     return files
 
@@ -161,7 +163,7 @@ def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Pat
     cfg = p.config
     if not cfg.tracking.enabled:
         return None
-    headline = tuple(p.bench.headline_metrics) + judge_failures.pinned(p.bench.judged_metrics)
+    headline = tuple(caps.headline_metrics(p.bench)) + judge_failures.pinned(caps.judged_metrics(p.bench))
     # below a suite's subject run the view keeps the suite's `<entry>.<metric>` columns (the subject run sets them)
     exp_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment or p.bench.name, cfg.tracking.artifact_root,
                             () if parent else headline)
@@ -226,7 +228,7 @@ def _log_children(p: RunPlan, rows: list[dict], exp_id: str, parent_id: str, tag
     On resume the children already logged are found by their setting tag and their metrics
     are logged again (at the next step) when the samples behind them changed, so a child
     never keeps the numbers of samples that were since retried."""
-    keys = p.bench.group_keys
+    keys = caps.group_keys(p.bench)
     groups = group_rows(rows, keys)
     if len(groups) <= 1:
         return
@@ -236,7 +238,7 @@ def _log_children(p: RunPlan, rows: list[dict], exp_id: str, parent_id: str, tag
     varying = [k for i, k in enumerate(keys) if len({v[i] for v in groups}) > 1]
     for i, (values, rs) in enumerate(sorted(groups.items(), key=lambda kv: _setting_order(kv[0]))):
         setting = setting_label(keys, dict(zip(keys, values)))
-        m = tracking.finite_metrics(p.bench.aggregate(p.config.benchmark, rs, p.assets))
+        m = tracking.finite_metrics(caps.aggregate(p.bench, p.config.benchmark, rs, p.assets))
         digest = fingerprint([[r.get("sample_id"), r.get("status"), r.get("error")] for r in rs], 16)
         run = existing.get(setting)
         if run is None:

@@ -8,8 +8,8 @@ result store, so a killed suite resumes like a run: finished entries send nothin
 is not even started), a half-done entry sends its missing samples.
 
 Benchmarks with traditional baselines get entries of kind ``baseline`` at ``<suite>/<label>/<entry>/``
-(metrics, samples, predictions: ``RunDir``): model-free ones (``Benchmark.baselines``), and for a
-benchmark that ranks candidates (``Benchmark.ranking_baselines``) the recommenders the entry names
+(metrics, samples, predictions: ``RunDir``): model-free ones (``HasBaselines.baselines``), and for a
+benchmark that ranks candidates (``HasBaselines.ranking_baselines``) the recommenders the entry names
 (``baselines.models``), trained through ``llmrec train``'s path under ``<suite>/<label>/<entry>/train/`` and
 ranking the same samples' candidates. A re-run does not train again a baseline whose result exists.
 
@@ -44,6 +44,7 @@ from typing import Callable
 from llmrec import storage, tracking
 from llmrec.config import fingerprint
 from llmrec.errors import ConfigError, LlmrecError
+from llmrec.pipelines import capabilities as caps
 from llmrec.pipelines.baselines.config import ModelEntry
 from llmrec.pipelines.protocol import Benchmark, RankingBaselines, protocol_record
 from llmrec.pipelines.runner import judge_failures
@@ -171,7 +172,7 @@ def view_columns(cfg: SuiteConfig) -> list[str]:
     ``failed`` left out: the leaderboard shows them)."""
     from llmrec.pipelines.registry import get_benchmark
 
-    heads = [(e.name, [h for h in get_benchmark(str(e.benchmark["name"])).headline_metrics
+    heads = [(e.name, [h for h in caps.headline_metrics(get_benchmark(str(e.benchmark["name"])))
                        if not tracking.is_count(h)]) for e in cfg.benchmarks]
     first = [f"{name}.{h[0]}{s}" for name, h in heads if h for s in CI_SUFFIXES]
     return first + [f"{name}.{m}" for name, h in heads for m in h[1:]]
@@ -257,9 +258,10 @@ def _baseline_producers(cfg: SuiteConfig, entry: SuiteEntry, rc: RunConfig, benc
     when their rows are asked for."""
     same = [protocol_record(bench, rc.benchmark), [s["sample_id"] for s in samples]]
     out: dict[str, Producer] = {}
-    for label, rows in (bench.baselines(rc.benchmark, samples, assets) if bench.baselines else {}).items():
+    free, trained = caps.baselines(bench), caps.ranking_baselines(bench)
+    for label, rows in (free(rc.benchmark, samples, assets) if free else {}).items():
         out[label] = (fingerprint(same, 16), lambda rows=rows: rows)
-    ranking = bench.ranking_baselines(rc.benchmark, samples, assets) if bench.ranking_baselines else None
+    ranking = trained(rc.benchmark, samples, assets) if trained else None
     if ranking is None or not entry.baselines.models:
         return out
     from llmrec.pipelines.baselines.rank import entry_label
@@ -306,7 +308,7 @@ def _run_baselines(cfg: SuiteConfig, data_dir: Path | None, index: SuiteIndex, o
     for entry in cfg.benchmarks:
         rc = absolute_locations(cfg.run_config(subject, entry))
         found = get_benchmark(rc.benchmark.name)
-        if found.baselines is None and (found.ranking_baselines is None or not entry.baselines.models):
+        if caps.baselines(found) is None and (caps.ranking_baselines(found) is None or not entry.baselines.models):
             continue
         bench, samples, assets = build_samples(rc, data_dir)
         producers = _baseline_producers(cfg, entry, rc, bench, samples, assets, data_dir)
@@ -320,7 +322,7 @@ def _run_baselines(cfg: SuiteConfig, data_dir: Path | None, index: SuiteIndex, o
                 run_dir.mkdir()
                 rows = make_rows()
                 p = RunPlan(rc, bench, rows, run_dir, None, [], assets)
-                metrics = bench.aggregate(rc.benchmark, rows, assets)
+                metrics = caps.aggregate(bench, rc.benchmark, rows, assets)
                 staged = staging_dir(p)
                 files = write_outputs(p, rows, metrics, staged)
                 (staged / BASELINE_KEY).write_text(key + "\n")
@@ -331,7 +333,7 @@ def _run_baselines(cfg: SuiteConfig, data_dir: Path | None, index: SuiteIndex, o
                 runs[label] = SubjectRun(cfg, label, "baseline", label,
                                          {"engine.type": "baseline", "engine.model": label})
                 runs[label].open(time.time())
-            heads = headline_of(bench.headline_metrics, metrics)
+            heads = headline_of(caps.headline_metrics(bench), metrics)
             runs[label].log_entry(entry.name, metrics, heads)
             index.add(label, str(entry.benchmark["name"]), entry.name, "baseline", str(run_dir), heads,
                       runs[label].run_id)

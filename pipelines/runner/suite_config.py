@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from llmrec import storage
 from llmrec.config import PathName, StrictModel, apply_overrides, read_yaml, validate
 from llmrec.errors import ConfigError
+from llmrec.pipelines import capabilities as caps
 from llmrec.rundir import RunDir, SuiteDir
 from llmrec.pipelines.baselines.config import ModelEntry
 from llmrec.pipelines.registry import benchmark_config, get_benchmark
@@ -198,7 +199,7 @@ def _check_rankers(e: SuiteEntry, where: str) -> None:
 
     if "baselines" not in e.model_fields_set:
         return
-    if get_benchmark(str(e.benchmark["name"])).ranking_baselines is None:
+    if caps.ranking_baselines(get_benchmark(str(e.benchmark["name"]))) is None:
         raise ConfigError(f"'{where}.baselines': benchmark {e.benchmark['name']} has no candidates that trained "
                           "recommenders could rank; remove the key")
     for j, m in enumerate(e.baselines.models):

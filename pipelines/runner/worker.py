@@ -21,14 +21,18 @@ import json
 import logging
 import pickle
 from types import MappingProxyType
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
+from llmrec.pipelines import capabilities as caps
 from llmrec.pipelines.protocol import (Benchmark, BenchmarkConfig, LLMStage, LoopStage, Sample, Stage,
                                        attach_assets, record_schema)
 from llmrec.pipelines.record import RecordSchema
 from llmrec.serving.resilience import generate_resilient
 from llmrec.transcripts import request_ref
 from llmrec.types import Request, Result
+
+if TYPE_CHECKING:
+    from llmrec.pipelines.runner.judges import JudgingSpec
 
 log = logging.getLogger(__name__)
 
@@ -191,16 +195,16 @@ def _loop_stage(schema: RecordSchema, stage: LoopStage, samples: list[Sample], e
 
 def process_samples(bench: Benchmark, cfg: BenchmarkConfig, samples: list[Sample], engines: EngineGetter,
                     retries: int = 3, backoff_s: float = 1.0, assets: dict | None = None,
-                    texts: Texts | None = None, judging: dict | None = None) -> list[Sample]:
+                    texts: Texts | None = None, judging: JudgingSpec | None = None) -> list[Sample]:
     """Run every stage, then per-sample scoring. Mutates and returns ``samples``.
 
     ``texts``: collect transcripts (every call's request reference beside its result; the texts here, see
     ``llmrec.transcripts``); None: results only.
 
-    ``judging`` (``runner.judges.judging_spec``): judge stages send pinned sampling; a jury runs the benchmark's
-    judge stages once per juror (``runner.judges.run_jury``); ``only`` runs just the named stages (`llmrec rejudge`).
+    ``judging`` (a ``runner.judges.JudgingSpec``, built and checked on the driver): judge stages send pinned
+    sampling; a jury runs the benchmark's judge stages once per juror (``runner.judges.run_jury``); ``only`` runs just the named stages (`llmrec rejudge`).
 
-    ``assets``: the benchmark's shared read-only data (``Benchmark.assets``), attached to every
+    ``assets``: the benchmark's shared read-only data (``HasAssets.assets``), attached to every
     sample as ``sample[ASSETS_KEY]``. Fields whose name starts with ``_`` are inputs for
     rendering only; they are dropped before the samples leave the worker.
     """
@@ -215,8 +219,9 @@ def process_samples(bench: Benchmark, cfg: BenchmarkConfig, samples: list[Sample
         run = _loop_stage if isinstance(stage, LoopStage) else _llm_stage
         run(schema, stage, batch, engine, retries, backoff_s, texts)
 
-    stages = [st for st in bench.stages(cfg) if not (judging and judging.get("only")) or st.name in judging["only"]]
-    jury = [st for st in stages if st.name in bench.judge_stages] if judging and len(judging["roles"]) > 1 else []
+    only = judging.only if judging is not None else None
+    stages = [st for st in bench.stages(cfg) if not only or st.name in only]
+    jury = [st for st in stages if st.name in caps.judge_stages(bench)] if judging is not None and judging.jury else []
     for stage in stages:
         if not any(_ok(s) for s in samples):
             break

@@ -1,10 +1,11 @@
-"""Benchmark.explain: one stored sample as people read it (answer, gold, verdict right / wrong / missed / failed,
+"""Explains.explain: one stored sample as people read it (answer, gold, verdict right / wrong / missed / failed,
 reason and the numbers behind it), the default and each benchmark's."""
 
 from __future__ import annotations
 
 import pytest
 
+from llmrec.pipelines import capabilities as caps
 from llmrec.pipelines.protocol import Benchmark, Explanation, choice_verdict
 from llmrec.pipelines.registry import BENCHMARKS
 
@@ -15,7 +16,8 @@ def test_the_one_verdict_rule():
 
 
 def test_the_default_fails_from_status_and_reads_correct_and_missed():
-    b = Benchmark()
+    b = caps.Explains()  # the capability's default: what a benchmark without Explains gets too
+    assert caps.explain(Benchmark(), {"status": "ok", "correct": True}).verdict == "right"
     failed = b.explain({"status": "over_context", "failed_stage": "answer", "error": None})
     assert failed.verdict == "failed" and "over_context in answer" in failed.reason
     assert b.explain({"status": "ok", "correct": False, "missed": False, "output": "x", "gold": "y"}) == \

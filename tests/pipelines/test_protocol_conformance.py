@@ -1,5 +1,5 @@
-"""The declared benchmark protocol: every benchmark subclasses ``Benchmark`` (optional members have
-defaults), and one that does not conform fails when it is discovered or imported — at ``llmrec list`` —
+"""The declared benchmark protocol: every benchmark subclasses the core ``Benchmark`` and the capabilities it
+uses (each with defaults), and one that does not conform fails when it is discovered or imported — at ``llmrec list`` —
 naming what is missing, before any model call is paid for."""
 
 from __future__ import annotations
@@ -10,22 +10,26 @@ import sys
 import pytest
 
 from llmrec.errors import ConfigError
-from llmrec.pipelines.protocol import Benchmark, check_benchmark
+from llmrec.pipelines.protocol import PairedOutcomes, check_benchmark
 from llmrec.pipelines.registry import BENCHMARKS
 from llmrec.registry import Registry
 from tests.conftest import REPO
 from tests.pipelines.toy.benchmark import NAME as TOY
 
 BAD = "tests.pipelines.toy.nonconforming.bad:BENCHMARK"
-WHAT = ("missing aggregate", "plots(cfg, rows, out_dir) must take 4 positional argument(s)",
-        "headline_metrics must be a tuple of str")
+WHAT = ("missing score", "Presents.plots(cfg, rows, out_dir) must take 4 positional argument(s)",
+        "Presents.headline_metrics must be a tuple of str",
+        "defines explain of the capability Explains without declaring it")
 
 
 def test_every_benchmark_conforms_with_defaults():
     for name in BENCHMARKS.names():
         check_benchmark(BENCHMARKS.get(name), name)
+    from llmrec.pipelines import capabilities as caps
+
     toy = BENCHMARKS.get(TOY)  # a plugin by path is checked on import too
-    assert toy.assets(None, None) is None and toy.plots(None, [], None, None) == []  # declared defaults
+    assert not isinstance(toy, caps.HasAssets) and caps.assets(toy, None, None) is None  # the capability's default
+    assert toy.plots(None, [], None, None) == []  # Presents' default, not overridden
 
 
 def test_a_plugin_that_does_not_conform_fails_on_import_naming_what_is_missing():
@@ -39,7 +43,7 @@ def test_registration_refuses_it():
     import tests.pipelines.toy.nonconforming.bad as bad
 
     r = Registry("benchmark", check=check_benchmark)
-    with pytest.raises(ConfigError, match="missing aggregate"):
+    with pytest.raises(ConfigError, match="missing score"):
         r.register("bad", bad.BENCHMARK)
     assert "bad" not in r
     with pytest.raises(ConfigError, match="not a subclass of llmrec.pipelines.protocol.Benchmark"):
@@ -64,7 +68,7 @@ def test_a_key_typo_fails_at_registration_naming_the_key_and_the_choices():
 
     class Keyed(Toy):
         cluster_key = "kind"
-        cluster = Benchmark.cluster  # the protocol's default: the cluster_key field
+        cluster = PairedOutcomes.cluster  # the capability's default: the cluster_key field
 
     r.register("keyed", Keyed())
     assert Keyed().cluster({"sample_id": "s", "kind": "odd"}) == "odd"

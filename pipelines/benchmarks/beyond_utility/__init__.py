@@ -19,6 +19,7 @@ from llmrec.pipelines.benchmarks.beyond_utility.contract import ContractLine, Sc
 from llmrec.pipelines.benchmarks.beyond_utility.dataset import load_dataset
 from llmrec.pipelines.benchmarks.beyond_utility.metrics import METRIC_KEYS
 from llmrec.pipelines.benchmarks.beyond_utility.stages import build_stages, rank_state, titles
+from llmrec.pipelines.capabilities import (HasTransient, HasCli, HasAssets, Aggregates, HasScoreTasks, Presents, HasBaselines, Explains, PairedOutcomes)
 from llmrec.pipelines.protocol import (Benchmark, Explanation, Outcome, RankingBaselines, ScoreTask,
                                        failed_explanation)
 from llmrec.pipelines.benchmarks.beyond_utility.payload import TRANSIENT, BeyondUtilityPayload
@@ -34,14 +35,15 @@ def _catalog_key(cfg: BeyondUtilityConfig, data_dir: Path) -> str:
     return fingerprint([cfg.model_dump(mode="json"), str(data_dir)], 16)
 
 
-class BeyondUtility(Benchmark):
+class BeyondUtility(Benchmark, HasTransient, HasCli, HasAssets, Aggregates, HasScoreTasks, Presents, HasBaselines,
+                    Explains, PairedOutcomes):
     name = "beyond_utility"
     config_cls = BeyondUtilityConfig
     payload = BeyondUtilityPayload
     transient = TRANSIENT
     group_keys = results.SETTING_KEYS
     score_tasks = (SCORE_TASK,)
-    data = None  # MovieLens / LastFM / Amazon through the interaction layer; templates from the data dir
+    # no HasData: MovieLens / LastFM / Amazon through the interaction layer; templates from the data dir
     headline_metrics = ("hr", "ndcg", "serendipity", "item_coverage", "hallucination", "compliance")
     protocol_keys = ("data", "task", "num_negatives", "seed", "k", "list_len", "users", "prompts", "history_lens",
                      "orders", "paraphrase", "title_match", "padding", "query")

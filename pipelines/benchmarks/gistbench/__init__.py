@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from llmrec.pipelines.common import reask
+from llmrec.pipelines.capabilities import (HasTransient, HasData, HasAssets, Aggregates, HasScoreTasks, Presents, Judged, Explains, PairedOutcomes)
 from llmrec.pipelines.protocol import (UNREADABLE, Benchmark, DataFile, DataManifest, Explanation, JudgeDecision,
                                        LoopStage, Outcome, ScoreTask, failed_explanation)
 from llmrec.pipelines.benchmarks.gistbench import aggregate as agg
@@ -38,7 +39,8 @@ def _manifest() -> DataManifest:
                         probe="gistbench/gistbench/assets/categories.csv")
 
 
-class GistBench(Benchmark):
+class GistBench(Benchmark, HasTransient, HasData, HasAssets, Aggregates, HasScoreTasks, Presents, Judged, Explains,
+                PairedOutcomes):
     name = "gistbench"
     config_cls = GistbenchConfig
     payload = GistbenchPayload

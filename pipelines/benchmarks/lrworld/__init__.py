@@ -15,11 +15,13 @@ from llmrec.pipelines.benchmarks.lrworld import metrics, samples
 from llmrec.pipelines.benchmarks.lrworld.config import LRWorldConfig
 from llmrec.pipelines.benchmarks.lrworld.payload import TRANSIENT, LRWorldPayload
 from llmrec.pipelines.benchmarks.lrworld.stages import build_stages
+from llmrec.pipelines.capabilities import (HasTransient, HasCli, HasAssets, Aggregates, HasScoreTasks, Presents, Explains, PairedOutcomes)
 from llmrec.pipelines.protocol import (Benchmark, Explanation, Outcome, ScoreTask, choice_verdict,
                                        failed_explanation, outcomes_from_fields, prediction_lines)
 
 
-class LRWorld(Benchmark):
+class LRWorld(Benchmark, HasTransient, HasCli, HasAssets, Aggregates, HasScoreTasks, Presents, Explains,
+              PairedOutcomes):
     name = "lrworld"
     config_cls = LRWorldConfig
     payload = LRWorldPayload
@@ -28,7 +30,7 @@ class LRWorld(Benchmark):
     protocol_keys = ("samples_file", "build", "measures", "per_measure", "variants", "position_runs", "shots",
                      "sampling", "seed")
     headline_metrics = ("base/accuracy", "base/missed_rate")
-    data = None  # built from rating data read by the interaction layer (cfg.build.sources)
+    # no HasData: built from rating data read by the interaction layer (cfg.build.sources)
     score_tasks = (
         ScoreTask("lrworld", metrics.ContractLine, metrics.score_predictions,
                   "LRWorld: accuracy / HitRate@1 with bootstrap CI and missed rate per variant, measure, factor "

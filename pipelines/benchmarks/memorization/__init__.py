@@ -13,6 +13,7 @@ from pathlib import Path
 from llmrec.pipelines.benchmarks.memorization import catalogues, matching, metrics, prompts, samples
 from llmrec.pipelines.benchmarks.memorization.config import MemorizationConfig
 from llmrec.pipelines.benchmarks.memorization.payload import TRANSIENT, MemorizationPayload
+from llmrec.pipelines.capabilities import (HasTransient, Aggregates, Presents, Explains, PairedOutcomes)
 from llmrec.pipelines.protocol import (Benchmark, Explanation, LLMStage, Outcome, choice_verdict, failed_explanation,
                                        outcomes_from_fields)
 from llmrec.types import Request, Result, SamplingParams
@@ -32,7 +33,7 @@ def accept(row: dict, result: Result) -> dict:
     return {"output": result.text, "prompt_tokens": result.prompt_tokens}
 
 
-class Memorization(Benchmark):
+class Memorization(Benchmark, HasTransient, Aggregates, Presents, Explains, PairedOutcomes):
     name = "memorization"
     config_cls = MemorizationConfig
     payload = MemorizationPayload
@@ -42,8 +43,7 @@ class Memorization(Benchmark):
     protocol_keys = ("probe", "catalogue", "items", "seed", "shots", "history", "per_user", "fuzzy_threshold",
                      "answer_cut", "popularity_buckets", "temperature", "max_tokens", "stop")
     headline_metrics = ("coverage", "coverage_normalised", "failed")
-    score_tasks = ()
-    data = None  # the shared MovieLens / Last.fm folders (`llmrec data fetch` does not fetch them)
+    # no HasData: the shared MovieLens / Last.fm folders (`llmrec data fetch` does not fetch them)
     absent_text = "not probed"  # the leaderboard's cell for a subject with no probe run beside its others
 
     def entry_label(self, config: dict) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from llmrec.pipelines.capabilities import (HasTransient, HasCli, Aggregates, HasScoreTasks, Presents, HasBaselines, Explains, PairedOutcomes)
 from llmrec.pipelines.protocol import (Benchmark, Explanation, ScoreTask, choice_verdict, failed_explanation,
                                        prediction_lines)
 from llmrec.pipelines.benchmarks.perrecbench import metrics, samples
@@ -21,7 +22,8 @@ from llmrec.pipelines.benchmarks.perrecbench.stages import build_stages, finaliz
 from llmrec.pipelines.benchmarks.perrecbench.payload import TRANSIENT, PerRecBenchPayload
 
 
-class PerRecBench(Benchmark):
+class PerRecBench(Benchmark, HasTransient, HasCli, Aggregates, HasScoreTasks, Presents, HasBaselines, Explains,
+                  PairedOutcomes):
     name = "perrecbench"
     config_cls = PerRecBenchConfig
     payload = PerRecBenchPayload
@@ -32,7 +34,7 @@ class PerRecBench(Benchmark):
     # llmrec compare's unit: the query item, whose users recur across levels and modes (a sample holds several
     # users, so clustering by user would not partition the samples); ptc / ptc_rank / exact_match pair per group
     cluster_key = "item_id"
-    data = None  # built from rating data read by pipelines/interactions (cfg.data)
+    # no HasData: built from rating data read by pipelines/interactions (cfg.data)
     score_tasks = (
         ScoreTask("perrecbench", metrics.ContractLine, metrics.score_predictions,
                   "PerRecBench: ptc (the reference's ordering-list Kendall tau), ptc_rank, exact_match, missed, "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from llmrec.pipelines.capabilities import (HasTransient, HasData, HasCli, HasAssets, Aggregates, HasScoreTasks, Presents, Judged, Explains, PairedOutcomes)
 from llmrec.pipelines.protocol import (Benchmark, DataFile, DataManifest, Explanation, JudgeDecision, Outcome,
                                        ScoreTask, choice_verdict, failed_explanation, outcomes_from_fields)
 from llmrec.pipelines.benchmarks.prefeval import gen_metrics, metrics
@@ -30,7 +31,8 @@ def _manifest() -> DataManifest:
                         probe="prefeval/benchmark_dataset/filtered_inter_turns.json")
 
 
-class PrefEval(Benchmark):
+class PrefEval(Benchmark, HasTransient, HasData, HasCli, HasAssets, Aggregates, HasScoreTasks, Presents, Judged,
+               Explains, PairedOutcomes):
     name = "prefeval"
     config_cls = PrefEvalConfig
     payload = PrefEvalPayload

@@ -49,7 +49,7 @@ class QuestionsPayload(Payload):
 
 
 class OneStage(Benchmark):
-    name, config_cls, group_keys, score_tasks = "reask-test", BenchmarkConfig, (), ()
+    name, config_cls = "reask-test", BenchmarkConfig
     payload = QuestionsPayload
 
     def __init__(self, stage):

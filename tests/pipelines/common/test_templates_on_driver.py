@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from llmrec.pipelines import capabilities as caps
 from llmrec.pipelines.registry import get_benchmark
 from llmrec.pipelines.runner.worker import process_samples
 from llmrec.serving.engines.fake import FakeEngine, FakeEngineConfig
@@ -27,7 +28,7 @@ class Recorder(FakeEngine):
 def plan_then_move(bench, cfg, data_dir: Path | None, folder: Path, samples=None) -> list[dict]:
     """The driver's part (samples, assets), then the override folder disappears, then the worker's part."""
     samples = samples if samples is not None else bench.build_samples(cfg, data_dir)
-    assets = bench.assets(cfg, data_dir)
+    assets = caps.assets(bench, cfg, data_dir)
     shutil.move(str(folder), str(folder.parent / "moved-away"))
     engine = Recorder(default="<choice>A</choice>")
     rows = process_samples(bench, cfg, samples, lambda role: engine, retries=0, backoff_s=0, assets=assets)

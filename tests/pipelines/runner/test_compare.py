@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from llmrec.cli import _mount_extra_verbs, app
 from llmrec.config import dump_yaml
 from llmrec.pipelines.common.store import ResultStore
-from llmrec.pipelines.protocol import Benchmark, BenchmarkConfig, outcomes_from_fields
+from llmrec.pipelines.protocol import (Aggregates, Benchmark, BenchmarkConfig, PairedOutcomes, Presents,
+                                       outcomes_from_fields)
 from llmrec.pipelines.registry import benchmark_config, get_benchmark
 from llmrec.pipelines.runner.run_config import RunConfig
 from llmrec.pipelines.runner.worker import process_samples
@@ -201,8 +202,8 @@ def test_metric_option_and_mlflow_comparison_run(tmp_path, monkeypatch):
 
 
 def test_default_paired_outcomes_read_the_headline_fields_score_wrote():
-    class Plain(Benchmark):
-        name, config_cls, group_keys, score_tasks = "plain", BenchmarkConfig, ("k",), ()
+    class Plain(Benchmark, Aggregates, Presents, PairedOutcomes):
+        name, config_cls, group_keys = "plain", BenchmarkConfig, ("k",)
         headline_metrics = ("hit", "failed")
 
     rows = [{"sample_id": "s1", "status": "ok", "k": 1, "hit": True}, {"sample_id": "s2", "status": "failed", "k": 1},
@@ -292,8 +293,8 @@ def test_a_paired_outcomes_of_the_wrong_arity_does_not_conform():
     from llmrec.errors import ConfigError
     from llmrec.pipelines.protocol import check_benchmark
 
-    class Wrong(Benchmark):
-        name, config_cls, group_keys, score_tasks = "wrong", BenchmarkConfig, (), ()
+    class Wrong(Benchmark, Aggregates, PairedOutcomes):
+        name, config_cls = "wrong", BenchmarkConfig
 
         def build_samples(self, cfg, data_dir):
             return []

@@ -18,6 +18,7 @@ from llmrec.errors import ConfigError
 from llmrec.pipelines.benchmarks.prefeval import BENCHMARK
 from llmrec.pipelines.benchmarks.prefeval.config import PrefEvalConfig
 from llmrec.pipelines.common.store import ResultStore
+from llmrec.pipelines.runner.judges import JudgingSpec
 from llmrec.pipelines.runner.worker import process_samples
 from llmrec.serving.engine import build_engine
 from tests.pipelines.conftest import config
@@ -80,8 +81,7 @@ def _engines(**cfgs):
 @pytest.mark.parametrize("tie,violated", [("strict", True), ("first", False)])
 def test_two_judge_jury_stores_both_verdicts_and_breaks_ties_by_rule(data_root, tie, violated):
     cfg, samples, assets = _gen_samples(data_root)
-    spec = {"roles": ["judge", "judge2"], "labels": ["lenient", "harsh"], "tie": tie, "temperature": 0.0,
-            "seed": 0, "only": None}
+    spec = JudgingSpec(roles=("judge", "judge2"), labels=("lenient", "harsh"), tie=tie, temperature=0.0, seed=0)
     engines = _engines(subject=SUBJECT, judge=judge("lenient", False), judge2=judge("harsh", True))
     out = process_samples(BENCHMARK, cfg, samples, engines, assets=assets, judging=spec)
     for s in out:
@@ -94,8 +94,8 @@ def test_two_judge_jury_stores_both_verdicts_and_breaks_ties_by_rule(data_root, 
 
 def test_three_judge_jury_majority(data_root):
     cfg, samples, assets = _gen_samples(data_root, 1)
-    spec = {"roles": ["judge", "judge2", "judge3"], "labels": ["a", "b", "c"], "tie": "strict", "temperature": 0.0,
-            "seed": 0, "only": None}
+    spec = JudgingSpec(roles=("judge", "judge2", "judge3"), labels=("a", "b", "c"), tie="strict", temperature=0.0,
+                       seed=0)
     engines = _engines(subject=SUBJECT, judge=judge("a", False), judge2=judge("b", True), judge3=judge("c", False))
     (s,) = process_samples(BENCHMARK, cfg, samples, engines, assets=assets, judging=spec)
     assert len(s["jury"]) == 3 and s["violated"] is False and s["correct"] is True
@@ -114,7 +114,7 @@ def test_judge_requests_go_out_with_pinned_sampling(data_root, tmp_path):
             return self.inner.generate(requests)
 
     subject, judge_engine = build_engine(SUBJECT), Recording(build_engine(judge("j", False)))
-    spec = {"roles": ["judge"], "labels": ["j"], "tie": "strict", "temperature": 0.0, "seed": 7, "only": None}
+    spec = JudgingSpec(roles=("judge",), labels=("j",), tie="strict", temperature=0.0, seed=7)
     process_samples(BENCHMARK, cfg, samples, {"subject": subject, "judge": judge_engine}.__getitem__, assets=assets,
                     judging=spec)
     assert len(seen) == 4 and {(s.temperature, s.seed) for s in seen} == {(0.0, 7)}
@@ -260,6 +260,32 @@ def test_a_jury_for_a_benchmark_without_jury_fields_is_refused():
     assert [j.model for j in cfg.judging.jurors] == ["b"] and cfg.judge.model == "a"
     with pytest.raises(ConfigError, match="declares no jury_fields"):
         judging_spec(cfg, get_benchmark("gistbench"))
+
+
+def test_the_judging_spec_is_typed_and_checked_on_the_driver_naming_the_field():
+    """The workers get a ``JudgingSpec`` (not a dict to re-parse); a bad value fails where it is built, on the
+    driver, before Ray starts, naming the field."""
+    from llmrec.pipelines.registry import get_benchmark
+    from llmrec.pipelines.runner.judges import JudgingSpec, judging_spec
+    from llmrec.pipelines.runner.run_config import JudgingConfig, RunConfig
+
+    cfg = RunConfig.model_validate({"benchmark": {"name": "prefeval", "task": "gen"}, "engine": {"type": "fake"},
+                                    "judge": [{"type": "fake", "model": "a"}, {"type": "fake", "model": "b"}],
+                                    "judging": {"tie": "first", "seed": 3}})
+    spec = judging_spec(cfg, get_benchmark("prefeval"))
+    assert isinstance(spec, JudgingSpec) and spec.jury and spec.tie == "first" and spec.seed == 3
+    assert spec.roles == ("judge", "judge2") and spec.only is None
+    with pytest.raises(Exception):  # frozen: what crosses Ray is what the driver checked
+        spec.tie = "strict"
+    # a judging section that skipped validation (built in code): the spec refuses it naming each field
+    cfg.judging = JudgingConfig.model_construct(temperature=-1.0, seed=0, tie="lenient", jurors=cfg.judging.jurors)
+    with pytest.raises(ConfigError) as e:
+        judging_spec(cfg, get_benchmark("prefeval"))
+    msg = str(e.value)
+    assert "judging of benchmark 'prefeval'" in msg and "temperature:" in msg and "-1.0" in msg
+    assert "tie:" in msg and "'lenient'" in msg
+    with pytest.raises(Exception, match="2 label"):
+        JudgingSpec(roles=("judge",), labels=("a", "b"))
 
 
 def test_gistbench_judged_decisions_are_evidence_and_specificity_choices():

@@ -170,12 +170,15 @@ def test_prompts_show_the_inputs_they_are_built_from():
 
 
 def test_the_default_drilldown_reads_the_last_stage_output():
+    from llmrec.pipelines import capabilities as caps
+
     toy = BENCHMARKS.get(TOY)
-    assert type(toy).drilldown is type(toy).__mro__[1].drilldown  # the toy declares none: the protocol's default
-    view = toy.drilldown({"sample_id": "t", "outputs": {"ask": {"text": "yes"}, "loop": [{"text": "a"}, {"text": "b"}]},
-                          "gold": "yes", "verdict": "fine"}, None)
+    assert not isinstance(toy, caps.Explains)  # the toy does not declare Explains: the capability's default
+    view = caps.drilldown(toy, {"sample_id": "t", "outputs": {"ask": {"text": "yes"},
+                                                              "loop": [{"text": "a"}, {"text": "b"}]},
+                                "gold": "yes", "verdict": "fine"}, None)
     assert view == {"prompt": None, "answer": "b", "gold": "yes", "verdict": "fine"}
-    assert toy.drilldown({"answer": "x", "correct": False}, None)["verdict"] is False
+    assert caps.drilldown(toy, {"answer": "x", "correct": False}, None)["verdict"] is False
 
 
 def test_protocol_differences_show_as_their_keys_only_when_there_are_some(suite):

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 from pydantic import Field
 
+from llmrec.pipelines.capabilities import Aggregates, HasBaselines, HasScoreTasks, PairedOutcomes, Presents
 from llmrec.pipelines.common.jsonio import PredictionLine
 from llmrec.pipelines.protocol import (Benchmark, BenchmarkConfig, LLMStage, LoopStage, Outcome, Payload, Ranker,
                                       RankingBaselines, Sample, ScoreTask, outcomes_from_fields, prediction_lines)
@@ -102,12 +103,11 @@ class ToyLine(PredictionLine):
     answer: str | None
 
 
-class Toy(Benchmark):
+class Toy(Benchmark, Aggregates, HasScoreTasks, Presents, PairedOutcomes, HasBaselines):
     name = "toy"
     config_cls = ToyConfig
     payload = ToyPayload
     group_keys = ("kind",)
-    data = None
     protocol_keys = ("n", "truncate", "rounds")
     headline_metrics = ("accuracy", "failed")
     score_tasks = (ScoreTask("toy", ToyLine, lambda lines, opts: {"n": float(len(lines))}),)
