@@ -62,9 +62,9 @@ def test_set_addresses_a_suite_entry_and_the_placement_error_says_what_to_do(at_
         assert cfg.run_config("gemma", cfg.benchmarks[0]).execution.concurrency == 2
     cfg = load_shipped(path, ["benchmarks.1.benchmark.groups.groups_per_level=3"])
     assert cfg.run_config("gemma", cfg.benchmarks[1]).benchmark.groups.groups_per_level == 3
-    with pytest.raises(ConfigError, match=r"'benchmarks' has 5 entries \(indexes 0 to 4\)"):
+    with pytest.raises(ConfigError, match=r"'benchmarks' has 6 entries \(indexes 0 to 5\)"):
         load_shipped(path, ["benchmarks.7.execution.batch_size=1"])
-    with pytest.raises(ConfigError, match=r"'benchmarks' is a list of 5 entries; address an entry by its index, "
+    with pytest.raises(ConfigError, match=r"'benchmarks' is a list of 6 entries; address an entry by its index, "
                                           r"e\.g\. --set benchmarks\.0\.execution"):
         load_shipped(path, ["benchmarks.execution.batch_size=1"])
 
@@ -117,7 +117,7 @@ CHEAP = {
                         "benchmarks.0.benchmark.turns=[0]", "benchmarks.1.benchmark.groups.groups_per_level=2",
                         "benchmarks.2.benchmark.users=2", "benchmarks.3.benchmark.users.n_users=2",
                         "benchmarks.3.baselines.models=[{model: {name: mostpop}}]",
-                        "benchmarks.4.benchmark.build.per_measure=1"],
+                        "benchmarks.4.benchmark.build.per_measure=1", "benchmarks.5.benchmark.items=2"],
     "sft_perrecbench_eval.yaml": [f"engine={FAKE}"],  # the base, adapter and merged evaluations, all on the fake
 }
 # `make chaos` starts a 3-node local Ray around the MCQ demo: only its config is checked (above)

@@ -76,6 +76,47 @@ def cluster_bootstrap_ci1(values, clusters, statistic: Statistic = "mean", confi
     return cluster_bootstrap_ci(np.zeros_like(b), b, clusters, statistic, confidence, n_resamples, seed)
 
 
+@dataclass(frozen=True)
+class GroupDifference:
+    """mean(in) − mean(out) of one run's per-unit values split by a flag, e.g. a subject's score on the items it
+    memorized against the items it did not."""
+
+    n_in: int
+    n_out: int
+    n_clusters: int
+    mean_in: float
+    mean_out: float
+    diff: float
+    ci_low: float
+    ci_high: float
+
+
+def group_difference(values, flags, clusters, confidence: float = 0.95, n_resamples: int = 2000,
+                     seed: int = 0) -> GroupDifference:
+    """mean(values where flag) − mean(values where not), with a percentile CI that resamples whole clusters with
+    replacement (a user's units stay together, whichever side each is on); a draw that leaves one side empty is
+    dropped. Either side empty, or fewer than two clusters: the difference (or NaN) with a zero-width interval."""
+    values, flags = np.asarray(values, float), np.asarray(flags, bool)
+    idx, k = _cluster_index(clusters)
+    n_in, n_out = int(flags.sum()), int((~flags).sum())
+    mean_in = float(values[flags].mean()) if n_in else math.nan
+    mean_out = float(values[~flags].mean()) if n_out else math.nan
+    diff = mean_in - mean_out
+    lo = hi = diff
+    if n_in and n_out and k >= 2:
+        rng = np.random.default_rng(seed)
+        weights = rng.multinomial(k, np.full(k, 1 / k), size=n_resamples).astype(float)
+        side = flags.astype(float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            boot = ((weights @ np.bincount(idx, values * side, k)) / (weights @ np.bincount(idx, side, k))
+                    - (weights @ np.bincount(idx, values * (1 - side), k)) / (weights @ np.bincount(idx, 1 - side, k)))
+        boot = boot[np.isfinite(boot)]
+        if boot.size:
+            alpha = (1 - confidence) / 2
+            lo, hi = (float(q) for q in np.quantile(boot, [alpha, 1 - alpha]))
+    return GroupDifference(n_in, n_out, k, mean_in, mean_out, diff, lo, hi)
+
+
 def mcnemar_exact(a, b) -> float:
     """Exact McNemar p-value (statsmodels) of paired binary outcomes."""
     from statsmodels.stats.contingency_tables import mcnemar

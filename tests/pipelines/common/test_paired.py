@@ -131,3 +131,25 @@ def test_median_metrics_compare_medians_by_cluster():
 def test_empty_input_gives_nan_not_an_error():
     r = paired.paired_compare([], [], [])
     assert r.n_pairs == 0 and r.test == "none" and np.isnan(r.p)
+
+
+def test_group_difference_is_the_difference_of_means_with_a_clustered_ci():
+    rng = np.random.default_rng(1)
+    flags = rng.random(400) < 0.5
+    values = np.where(flags, rng.random(400) < 0.7, rng.random(400) < 0.3).astype(float)
+    clusters = [f"u{i // 2}" for i in range(400)]
+    g = paired.group_difference(values, flags, clusters)
+    assert (g.n_in, g.n_out, g.n_clusters) == (int(flags.sum()), int((~flags).sum()), 200)
+    assert g.diff == pytest.approx(values[flags].mean() - values[~flags].mean())
+    assert 0.2 < g.ci_low < g.diff < g.ci_high < 0.5
+    # a Welch interval on the same data is of the same width (the clusters of two carry little correlation here)
+    welch = stats.ttest_ind(values[flags], values[~flags], equal_var=False).confidence_interval()
+    assert (g.ci_high - g.ci_low) == pytest.approx(welch.high - welch.low, rel=0.25)
+
+
+def test_group_difference_with_one_side_empty_is_nan_not_a_number_that_looks_sure():
+    g = paired.group_difference([1.0, 0.0], [True, True], ["a", "b"])
+    assert (g.n_in, g.n_out) == (2, 0) and np.isnan(g.diff) and np.isnan(g.ci_low) and np.isnan(g.ci_high)
+    # one cluster: the difference, a zero-width interval
+    g = paired.group_difference([1.0, 0.0], [True, False], ["a", "a"])
+    assert g.diff == 1.0 and g.ci_low == g.ci_high == 1.0
