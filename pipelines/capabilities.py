@@ -193,6 +193,31 @@ class PairedOutcomes:
         return outcomes_from_fields(self, rows, {m: m for m in headline_metrics(self)})  # type: ignore[arg-type]
 
 
+class TargetsItems:
+    """Rows each about one catalogue item (Beyond Utility's held-out target, an LRWorld probe's item): what the
+    results verbs split a headline metric by, whether the subject memorized that item (its memorization probe run
+    on the same catalogue, ``ProbesMemory``). ``target_item(config, row)``: ``(catalogue, how, value)`` of the item
+    ``row`` is about: the catalogue as ``DataSpec.catalogue`` names the data it was read from, and the item by its
+    ID in the catalogue's file (``how`` "id") or by its title as the file writes it ("title"); ``config``: the run's
+    stored ``benchmark`` section. Default: None (about no item)."""
+
+    def target_item(self, config: dict, row: Sample) -> tuple[str, str, str] | None:
+        return None
+
+
+class ProbesMemory:
+    """A memorization probe: which items of a catalogue the subject reproduced. ``probed_catalogue(config)``: the
+    catalogue its run probed (``DataSpec.catalogue`` naming; None where the run probed no items);
+    ``memorized_items(rows)``: ``(how, value)`` → memorized over the run's answered item rows, each item under its ID
+    (``("id", "143")``) and its title (``("title", "Sound of Music, The (1965)")``). Default: none probed."""
+
+    def probed_catalogue(self, config: dict) -> str | None:
+        return None
+
+    def memorized_items(self, rows: list[Sample]) -> dict[tuple[str, str], bool]:
+        return {}
+
+
 # --- what each capability's members must be (checked at registration) ---------------------------------------
 
 @dataclass(frozen=True)
@@ -233,6 +258,8 @@ CAPABILITIES: dict[type, tuple[Member, ...]] = {
     Explains: (Member("explain", 1), Member("drilldown", 2)),
     PairedOutcomes: (Member("cluster_key", want="a str or None", ok=lambda v: v is None or isinstance(v, str)),
                      Member("cluster", 1), Member("paired_outcomes", 3)),
+    TargetsItems: (Member("target_item", 2),),
+    ProbesMemory: (Member("probed_catalogue", 1), Member("memorized_items", 1)),
 }
 """Every capability and its members, in the order ``check_benchmark`` reports them."""
 
@@ -361,6 +388,18 @@ def paired_outcomes(bench: Benchmark, cfg: BenchmarkConfig, rows: list[Sample], 
 
 
 # --- helpers that read capabilities -------------------------------------------------------------------------
+
+def target_item(bench: Benchmark, config: dict, row: Sample) -> tuple[str, str, str] | None:
+    return _member(bench, TargetsItems, "target_item")(config, row)
+
+
+def probed_catalogue(bench: Benchmark, config: dict) -> str | None:
+    return _member(bench, ProbesMemory, "probed_catalogue")(config)
+
+
+def memorized_items(bench: Benchmark, rows: list[Sample]) -> dict[tuple[str, str], bool]:
+    return _member(bench, ProbesMemory, "memorized_items")(rows)
+
 
 def setting_label(keys: Iterable[str], row: dict) -> str:
     """``k1=v1,k2=v2`` over ``keys`` (the name of a setting's MLflow child run, after the run name)."""

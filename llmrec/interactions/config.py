@@ -36,6 +36,15 @@ class DataSpec(StrictModel):
         "error", description="interactions whose item is not in the item table: fail, drop them, or keep them"
     )
 
+    def catalogue(self) -> str:
+        """The catalogue's name across benchmarks, ``<format>:<folder>`` (``movielens-100k:ml-100k``): the reader
+        and the data folder (a relative path's first part; an absolute one's folder), whatever file in it is read
+        — so that a memorization probe and a recommendation run on the same data name it alike."""
+        path = Path(self.path)
+        folder = path.parts[0] if path.parts and not path.is_absolute() else (path.parent.name if path.suffix
+                                                                               else path.name)
+        return f"{self.format}:{folder}"
+
     def resolve(self, path: Path | None) -> Path | None:
         """Resolve ``path`` against ``dir`` / ``$LLMREC_DATA_DIR`` / the working directory."""
         if path is None:

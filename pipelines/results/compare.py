@@ -37,6 +37,8 @@ from llmrec.pipelines import capabilities as caps
 from llmrec.pipelines.common import paired, stats
 from llmrec.pipelines.protocol import Benchmark, protocol_record, setting_of
 from llmrec.pipelines.runner import judge_failures
+from llmrec.pipelines.results import memorized
+from llmrec.pipelines.results.memorized import memorization_splits
 from llmrec.pipelines.results.outcomes import unit_outcomes
 from llmrec.pipelines.results.stored import StoredRun, open_run, open_runs
 from llmrec.registry import installed_only
@@ -57,6 +59,7 @@ class Comparison:
     not_compared: list[str] = field(default_factory=list)  # runs alone in their suite entry
     config_diff: list[dict] = field(default_factory=list)  # config_differences of each B with its A
     settings: dict = field(default_factory=dict)
+    memorized: list[dict] = field(default_factory=list)  # headline metrics split by memorized items (memorized.py)
 
 
 def load_run(path: str | Path, name: str | None = None) -> StoredRun:
@@ -172,7 +175,11 @@ def paired_rows(a: StoredRun, b: StoredRun, merged: pd.DataFrame, resamples: int
 
 def compare_runs(paths: list[Path], allow_protocol_diff: bool = False, resamples: int = 2000, seed: int = 0,
                  data_dir: Path | None = None) -> Comparison:
-    runs = expand(paths)
+    every = expand(paths)
+    # memorization probe runs given beside runs of another benchmark are context (the memorized-vs-not split of
+    # those runs), not runs to compare
+    probes = [r for r in every if not r.suite_entry and isinstance(r.bench, caps.ProbesMemory)]
+    runs = [r for r in every if r not in probes] if len(probes) < len(every) else every
     groups: dict[str, list[StoredRun]] = {}
     for r in runs:  # suite entries by entry; run directories given as such form one group
         groups.setdefault(r.suite_entry or "", []).append(r)
@@ -209,6 +216,7 @@ def compare_runs(paths: list[Path], allow_protocol_diff: bool = False, resamples
         raise DataError("no unit has an outcome in both runs, nothing to compare ("
                         + "; ".join(f"{d['b']} vs {d['a']}: {d['samples_a']} and {d['samples_b']} samples" for d in
                                     comp.dropped) + "); `llmrec compare` pairs answered samples of the same ids")
+    comp.memorized = memorization_splits(every, data_dir, cache, resamples, seed)
     for metric in {r["metric"] for r in comp.rows}:  # Holm per metric: its settings × comparisons
         family = [r for r in comp.rows if r["metric"] == metric]
         for r, p in zip(family, paired.holm([r["p"] for r in family])):
@@ -276,7 +284,7 @@ def write_files(comp: Comparison, out: Path) -> dict[str, Path]:
             "config_diff": comp.config_diff,
            "protocol_diff": {"allowed": comp.allowed_protocol_diff, "differences": comp.protocol_diff},
            "dropped": comp.dropped, "not_compared": comp.not_compared, "holm": "per metric, over its settings and comparisons",
-           **comp.settings, "rows": comp.rows}
+           **comp.settings, "rows": comp.rows, **({"memorized": comp.memorized} if comp.memorized else {})}
     files = {"comparison": out / "comparison.json", "per_sample": out / "per_sample.parquet"}
     files["comparison"].write_text(dumps_json(doc) + "\n")
     cols = ["group", "a", "b", "sample_id", "setting", "cluster", "metric", "statistic", "value_a", "value_b", "diff"]
@@ -499,6 +507,18 @@ def register(app: typer.Typer) -> None:
                      track, tracking_uri_)
 
 
+def memorized_table(splits: list[dict]):
+    """Each subject's headline metrics split by the items its memorization probe found memorized (``memorized``)."""
+    from rich.table import Table
+
+    t = Table(title="memorized vs not", caption=memorized.CAPTION)
+    for h in memorized.HEADER:
+        t.add_column(h, overflow="fold")
+    for s in splits:
+        t.add_row(*memorized.cells(s))
+    return t
+
+
 def _compare(runs: list[Path], metric: list[str], allow_protocol_diff: bool, out: Path | None, resamples: int, seed: int,
              data_dir: Path | None, here: Path | None, track: bool | None = None, uri: str | None = None) -> None:
     from rich.console import Console
@@ -515,6 +535,8 @@ def _compare(runs: list[Path], metric: list[str], allow_protocol_diff: bool, out
     console = Console()  # the terminal's width (80 columns, or $COLUMNS, when not a terminal)
     console.print(config_lines(comp), markup=False)
     console.print(table(comp))
+    if comp.memorized:
+        console.print(memorized_table(comp.memorized))
     console.print(f"wrote {files['comparison']} and {files['per_sample']}", markup=False)
     run_id = log_mlflow(comp, files, track, uri)
     if run_id:

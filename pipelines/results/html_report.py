@@ -32,7 +32,9 @@ from llmrec.pipelines.protocol import DRILLDOWN_FIELDS, Explanation, failed_expl
 from llmrec.pipelines.record import read_rows
 from llmrec.pipelines.registry import get_benchmark
 from llmrec.pipelines.common.stats import FEW_LEGEND, few_mark
+from llmrec.pipelines.results import memorized
 from llmrec.pipelines.results.leaderboard import MISSING, SMALL, SMALL_TEXT, fmt, leaderboard, load_entries, wide
+from llmrec.pipelines.results.memorized import memorization_splits
 from llmrec.pipelines.results.stored import StoredRun
 from llmrec.rundir import RunDir, SuiteDir
 from llmrec.pipelines.results.report_plots import overlays, run_figures
@@ -242,6 +244,15 @@ def _comparison_cell(v: Any) -> str:
     return MISSING if v is None else str(v)
 
 
+def _memorized(entries) -> dict | None:
+    """The headline metrics of runs about items split by whether the subject memorized each item (its probe run among
+    the sources); None where no subject has both."""
+    splits = memorization_splits(entries)
+    if not splits:
+        return None
+    return {"columns": memorized.HEADER, "rows": [memorized.cells(s) for s in splits], "caption": memorized.CAPTION}
+
+
 def render(sources: list[Path], compare: list[Path] = (), max_rows: int = MAX_ROWS, title: str = "llmrec report",
            transcript_mb: float = TRANSCRIPT_MB) -> str:
     """The report's HTML text."""
@@ -270,6 +281,7 @@ def render(sources: list[Path], compare: list[Path] = (), max_rows: int = MAX_RO
         viewer={"command": "llmrec view " + " ".join(str(s) for s in sources), "embedded": embedded,
                 "skipped": skipped, "cap_mb": transcript_mb},
         runs=runs, overlays=overlays(entries), comparisons=[_comparison(p) for p in find_comparisons(sources, compare)],
+        memorized=_memorized(entries),
         small_legend=f"{SMALL}: {SMALL_TEXT}", few_legend=FEW_LEGEND,
         drill={"rows": rows, "notes": notes, "filters": filters, "fields": DRILLDOWN_FIELDS})
 

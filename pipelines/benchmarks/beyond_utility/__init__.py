@@ -19,7 +19,8 @@ from llmrec.pipelines.benchmarks.beyond_utility.contract import ContractLine, Sc
 from llmrec.pipelines.benchmarks.beyond_utility.dataset import load_dataset
 from llmrec.pipelines.benchmarks.beyond_utility.metrics import METRIC_KEYS
 from llmrec.pipelines.benchmarks.beyond_utility.stages import build_stages, rank_state, titles
-from llmrec.pipelines.capabilities import (HasTransient, HasCli, HasAssets, Aggregates, HasScoreTasks, Presents, HasBaselines, Explains, PairedOutcomes)
+from llmrec.pipelines.capabilities import (HasTransient, HasCli, HasAssets, Aggregates, HasScoreTasks, Presents,
+                                          HasBaselines, Explains, PairedOutcomes, TargetsItems)
 from llmrec.pipelines.protocol import (Benchmark, Explanation, Outcome, RankingBaselines, ScoreTask,
                                        failed_explanation)
 from llmrec.pipelines.benchmarks.beyond_utility.payload import TRANSIENT, BeyondUtilityPayload
@@ -36,7 +37,7 @@ def _catalog_key(cfg: BeyondUtilityConfig, data_dir: Path) -> str:
 
 
 class BeyondUtility(Benchmark, HasTransient, HasCli, HasAssets, Aggregates, HasScoreTasks, Presents, HasBaselines,
-                    Explains, PairedOutcomes):
+                    Explains, PairedOutcomes, TargetsItems):
     name = "beyond_utility"
     config_cls = BeyondUtilityConfig
     payload = BeyondUtilityPayload
@@ -100,6 +101,13 @@ class BeyondUtility(Benchmark, HasTransient, HasCli, HasAssets, Aggregates, HasS
                   f"items shown ({row.get('template')} prompt); rank {len(row.get('candidates') or [])} "
                   f"{row.get('order')} candidates: {names}")
         return {"prompt": prompt, **self.explain(row).cells()}
+
+    def target_item(self, config: dict, row: dict) -> tuple[str, str, str] | None:
+        """The held-out target, by its title (rows keep the contract's internal IDs, not the file's)."""
+        if not row.get("target_title"):
+            return None
+        data = BeyondUtilityConfig.model_validate({**config, "name": self.name}).data
+        return data.catalogue(), "title", str(row["target_title"])
 
     def explain(self, row: dict) -> Explanation:
         """The ranked list as titles (a trained baseline's ids mapped to titles through the candidates it

@@ -15,13 +15,14 @@ from llmrec.pipelines.benchmarks.lrworld import metrics, samples
 from llmrec.pipelines.benchmarks.lrworld.config import LRWorldConfig
 from llmrec.pipelines.benchmarks.lrworld.payload import TRANSIENT, LRWorldPayload
 from llmrec.pipelines.benchmarks.lrworld.stages import build_stages
-from llmrec.pipelines.capabilities import (HasTransient, HasCli, HasAssets, Aggregates, HasScoreTasks, Presents, Explains, PairedOutcomes)
+from llmrec.pipelines.capabilities import (HasTransient, HasCli, HasAssets, Aggregates, HasScoreTasks, Presents,
+                                          Explains, PairedOutcomes, TargetsItems)
 from llmrec.pipelines.protocol import (Benchmark, Explanation, Outcome, ScoreTask, choice_verdict,
                                        failed_explanation, outcomes_from_fields, prediction_lines)
 
 
 class LRWorld(Benchmark, HasTransient, HasCli, HasAssets, Aggregates, HasScoreTasks, Presents, Explains,
-              PairedOutcomes):
+              PairedOutcomes, TargetsItems):
     name = "lrworld"
     config_cls = LRWorldConfig
     payload = LRWorldPayload
@@ -82,6 +83,17 @@ class LRWorld(Benchmark, HasTransient, HasCli, HasAssets, Aggregates, HasScoreTa
             by_variant.setdefault(r.get("variant") or "base", []).append(r)
         return [o for v, rs in by_variant.items()
                 for o in outcomes_from_fields(self, rs, {f"{v}/accuracy": "correct", f"{v}/missed_rate": "missed"})]
+
+    def target_item(self, config: dict, row: dict) -> tuple[str, str, str] | None:
+        """The item a probe is about (the gold option's item: an association's consequent, a title asked from
+        memory, the item whose attribute is asked), by its ID in the file; None for a user probe, or where the
+        row's dataset is not among the config's built sources (a sample set built elsewhere)."""
+        gold_id = (row.get("candidate_ids") or [None])[0]
+        if gold_id is None or row.get("field") == "user":
+            return None
+        build = LRWorldConfig.model_validate({**config, "name": self.name}).build
+        source = next((s for s in build.sources if s.name == row.get("dataset")), None)
+        return None if source is None else (source.data.catalogue(), "id", str(gold_id))
 
     def predictions(self, rows: list[dict], assets: dict | None) -> list[dict]:
         """Lines of the ``llmrec score lrworld`` contract (every row; a failed one has output null)."""

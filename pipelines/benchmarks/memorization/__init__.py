@@ -13,7 +13,8 @@ from pathlib import Path
 from llmrec.pipelines.benchmarks.memorization import catalogues, matching, metrics, prompts, samples
 from llmrec.pipelines.benchmarks.memorization.config import MemorizationConfig
 from llmrec.pipelines.benchmarks.memorization.payload import TRANSIENT, MemorizationPayload
-from llmrec.pipelines.capabilities import (HasTransient, Aggregates, Presents, Explains, PairedOutcomes)
+from llmrec.pipelines.capabilities import (HasTransient, Aggregates, Presents, Explains, PairedOutcomes,
+                                          ProbesMemory)
 from llmrec.pipelines.protocol import (Benchmark, Explanation, LLMStage, Outcome, choice_verdict, failed_explanation,
                                        outcomes_from_fields)
 from llmrec.types import Request, Result, SamplingParams
@@ -33,7 +34,7 @@ def accept(row: dict, result: Result) -> dict:
     return {"output": result.text, "prompt_tokens": result.prompt_tokens}
 
 
-class Memorization(Benchmark, HasTransient, Aggregates, Presents, Explains, PairedOutcomes):
+class Memorization(Benchmark, HasTransient, Aggregates, Presents, Explains, PairedOutcomes, ProbesMemory):
     name = "memorization"
     config_cls = MemorizationConfig
     payload = MemorizationPayload
@@ -53,6 +54,21 @@ class Memorization(Benchmark, HasTransient, Aggregates, Presents, Explains, Pair
         catalogue = config.get("catalogue") or fields["catalogue"].default
         probe = config.get("probe") or fields["probe"].default
         return f"{self.name} {catalogue}" + ("" if probe == "item" else f" {PROBE_LABEL.get(probe, probe)}")
+
+    def probed_catalogue(self, config: dict) -> str | None:
+        """The catalogue an item probe asked titles of (``movielens-100k:ml-100k``); None for the other probes."""
+        fields = MemorizationConfig.model_fields
+        if (config.get("probe") or fields["probe"].default) != "item":
+            return None
+        return catalogues.catalogue_id(config.get("catalogue") or fields["catalogue"].default)
+
+    def memorized_items(self, rows: list[dict]) -> dict[tuple[str, str], bool]:
+        """Each answered item row's item, by ID and by title → memorized (the reference's fuzzy match)."""
+        out = {}
+        for r in rows:
+            if r.get("probe") == "item" and r.get("status", "ok") == "ok" and r.get("correct") is not None:
+                out[("id", str(r["key"]))] = out[("title", str(r["gold"]))] = bool(r["correct"])
+        return out
 
     def build_samples(self, cfg: MemorizationConfig, data_dir: Path) -> list[dict]:
         rows = samples.build(cfg, catalogues.load(cfg.catalogue, samples.folder(cfg, data_dir)))

@@ -38,6 +38,15 @@ class Catalogue:
 
 FOLDERS = {"ml-100k": "ml-100k", "ml-1m": "ml-1m", "lastfm": "hetrec2011-lastfm-2k",
            "amazon-beauty": "amazon-all-beauty-2023"}
+FORMATS = {"ml-100k": "movielens-100k", "ml-1m": "movielens-1m", "lastfm": "hetrec-lastfm", "amazon-beauty": "amazon"}
+"""The interaction reader of each catalogue's folder: the probe names its catalogue as the recommendation benchmarks
+name the data they read (``DataSpec.catalogue``), so their rows can be split by what the probe found memorized."""
+
+
+def catalogue_id(name: str) -> str:
+    from llmrec.interactions.config import DataSpec
+
+    return DataSpec(format=FORMATS[name], path=FOLDERS[name]).catalogue()
 
 
 def _need(path: Path, what: str) -> Path:
