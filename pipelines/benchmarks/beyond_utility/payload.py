@@ -38,3 +38,5 @@ class BeyondUtilityPayload(Payload):
     compliant: bool | None = None
     # a trained baseline's row (a suite's ranking_baselines): the contract ids it ranked
     ranked: list[int] | None = None
+    tied: bool | None = Field(None, description="a trained baseline's row: equal scores (broken by the candidates' "
+                              "given order) decided which items made its top list")

@@ -333,6 +333,7 @@ def test_run_rejudge_and_judges_with_a_broken_judge_end_to_end(tmp_path, data_ro
                   turns=[0], methods=["zero-shot"])
     raw = yaml.safe_load(path.read_text())
     raw["judge"] = GARBAGE
+    raw["data"] = {"dir": str(data_root)}  # the test's data, whatever $LLMREC_DATA_DIR says
     path.write_text(yaml.safe_dump(raw))
     res = CliRunner().invoke(cli.app, ["run", str(path)])
     assert res.exit_code == 1, res.output
