@@ -99,9 +99,12 @@ browser:
 
 # `make test` runs every tier (tests/tiers.py; markers in pyproject.toml), one after the other, and goes on after a
 # failed tier so that every tier's result and time is printed; it fails if any tier failed. The unit tier runs on
-# TEST_WORKERS processes (pytest-xdist); the others in one process each (one local Ray, one loaded model).
-# Each test's time goes to $(TEST_TIMES); the end prints the 15 slowest tests and each tier's time.
+# TEST_WORKERS processes (pytest-xdist). The integration/model/cluster/browser tier runs on SLOW_WORKERS processes,
+# whole files to one process (--dist loadfile: a module's Ray, model or server fixture is started once): its tests
+# mostly wait (Ray and servers starting, runs killed and resumed), using ~0.4 of a core each on average, so two
+# share the 2 cores. Each test's time goes to $(TEST_TIMES); the end prints the 15 slowest tests and each tier's time.
 TEST_WORKERS ?= auto
+SLOW_WORKERS ?= 2
 TEST_TIMES := $(CURDIR)/.test-times.jsonl
 # run one tier: $(call tier,NAME,PYTHON,PYTEST ARGUMENTS); pytest's exit 5 (nothing selected, e.g. by PYTEST_ARGS) passes
 tier = start=$$(date +%s); LLMREC_TEST_TIMES=$(TEST_TIMES) $(2) -m pytest $(3); rc=$$?; \
@@ -113,7 +116,7 @@ test:
 	  echo "make test: set-up $$(( $$(date +%s) - start )) s"
 	@rm -f $(TEST_TIMES); failed=; start_all=$$(date +%s); \
 	  $(call tier,unit,$(PY),-m "not slow" -n $(TEST_WORKERS) $(PYTEST_ARGS)); \
-	  $(call tier,integration+model+cluster+browser,$(PY),-m slow $(PYTEST_ARGS)); \
+	  $(call tier,integration+model+cluster+browser,$(PY),-m slow -n $(SLOW_WORKERS) --dist loadfile $(PYTEST_ARGS)); \
 	  $(call tier,vllm_cpu,$(VENV_VLLM)/bin/python,-m vllm_cpu -s -p no:cacheprovider tests/serving/test_vllm_cpu.py); \
 	  $(PY) -m tests.tiers $(TEST_TIMES); \
 	  echo "make test: $$(( $$(date +%s) - start_all )) s"; \
