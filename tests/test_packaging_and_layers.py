@@ -129,31 +129,31 @@ def test_a_broken_contract_fails_naming_the_import(site, tmp_path):
     assert "sneaky -> llmrec.pipelines.runner.store_like" in flat, res.stdout[-3000:]
 
 
-def test_the_runner_may_not_import_an_engine_or_vllm(site, tmp_path):
+def _runner_module_breaks(site, tmp_path, source: str) -> str:
+    """The import-linter report (whitespace folded) of the installed tree with a runner module of ``source``
+    added, which must break a contract."""
     bad = tmp_path / "site"
     shutil.copytree(site, bad)
-    (bad / "llmrec" / "pipelines" / "runner" / "sneaky.py").write_text(
-        "def f():\n    from llmrec.serving.engines.vllm import planning\n    import vllm\n")
+    (bad / "llmrec" / "pipelines" / "runner" / "sneaky.py").write_text(source)
     res = lint(bad)
-    assert res.returncode != 0
-    flat = " ".join(res.stdout.split())
+    assert res.returncode != 0 and "BROKEN" in res.stdout, res.stdout[-3000:]
+    return " ".join(res.stdout.split())
+
+
+def test_the_runner_may_not_import_an_engine_or_vllm(site, tmp_path):
+    flat = _runner_module_breaks(site, tmp_path,
+                                 "def f():\n    from llmrec.serving.engines.vllm import planning\n    import vllm\n")
     assert "the runner imports no engine" in flat and "BROKEN" in flat
-    assert "llmrec.pipelines.runner.sneaky -> llmrec.serving.engines.vllm.planning" in flat, res.stdout[-3000:]
-    assert "llmrec.pipelines.runner.sneaky -> vllm" in flat, res.stdout[-3000:]
+    assert "llmrec.pipelines.runner.sneaky -> llmrec.serving.engines.vllm.planning" in flat, flat[-3000:]
+    assert "llmrec.pipelines.runner.sneaky -> vllm" in flat, flat[-3000:]
 
 
 def test_the_write_path_may_not_import_the_results_room(site, tmp_path):
     """The read verbs (``llmrec.pipelines.results``) sit above the runner: a runner module that imports one of
     them breaks the contract, naming the import."""
-    bad = tmp_path / "site"
-    shutil.copytree(site, bad)
-    (bad / "llmrec" / "pipelines" / "runner" / "sneaky.py").write_text(
-        "from llmrec.pipelines.results.stored import open_runs\n")
-    res = lint(bad)
-    assert res.returncode != 0
-    flat = " ".join(res.stdout.split())
+    flat = _runner_module_breaks(site, tmp_path, "from llmrec.pipelines.results.stored import open_runs\n")
     assert "the write path does not import the results room" in flat and "BROKEN" in flat
-    assert "llmrec.pipelines.runner.sneaky -> llmrec.pipelines.results.stored" in flat, res.stdout[-3000:]
+    assert "llmrec.pipelines.runner.sneaky -> llmrec.pipelines.results.stored" in flat, flat[-3000:]
 
 
 def test_an_engine_may_not_import_another_engine(site, tmp_path):
