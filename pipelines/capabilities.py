@@ -196,22 +196,22 @@ class PairedOutcomes:
 class TargetsItems:
     """Rows each about one catalogue item (Beyond Utility's held-out target, an LRWorld probe's item): what the
     results verbs split a headline metric by, whether the subject memorized that item (its memorization probe run
-    on the same catalogue, ``ProbesMemory``). ``target_item(config, row)``: ``(catalogue, how, value)`` of the item
+    on the same catalogue, ``ProbesMemory``). ``target_item(cfg, row)``: ``(catalogue, how, value)`` of the item
     ``row`` is about: the catalogue as ``DataSpec.catalogue`` names the data it was read from, and the item by its
     ID in the catalogue's file (``how`` "id") or by its title as the file writes it ("title"); ``config``: the run's
-    stored ``benchmark`` section. Default: None (about no item)."""
+    validated benchmark config. Default: None (about no item)."""
 
-    def target_item(self, config: dict, row: Sample) -> tuple[str, str, str] | None:
+    def target_item(self, cfg: BenchmarkConfig, row: Sample) -> tuple[str, str, str] | None:
         return None
 
 
 class ProbesMemory:
-    """A memorization probe: which items of a catalogue the subject reproduced. ``probed_catalogue(config)``: the
+    """A memorization probe: which items of a catalogue the subject reproduced. ``probed_catalogue(cfg)``: the
     catalogue its run probed (``DataSpec.catalogue`` naming; None where the run probed no items);
     ``memorized_items(rows)``: ``(how, value)`` → memorized over the run's answered item rows, each item under its ID
     (``("id", "143")``) and its title (``("title", "Sound of Music, The (1965)")``). Default: none probed."""
 
-    def probed_catalogue(self, config: dict) -> str | None:
+    def probed_catalogue(self, cfg: BenchmarkConfig) -> str | None:
         return None
 
     def memorized_items(self, rows: list[Sample]) -> dict[tuple[str, str], bool]:
@@ -389,12 +389,12 @@ def paired_outcomes(bench: Benchmark, cfg: BenchmarkConfig, rows: list[Sample], 
 
 # --- helpers that read capabilities -------------------------------------------------------------------------
 
-def target_item(bench: Benchmark, config: dict, row: Sample) -> tuple[str, str, str] | None:
-    return _member(bench, TargetsItems, "target_item")(config, row)
+def target_item(bench: Benchmark, cfg: BenchmarkConfig, row: Sample) -> tuple[str, str, str] | None:
+    return _member(bench, TargetsItems, "target_item")(cfg, row)
 
 
-def probed_catalogue(bench: Benchmark, config: dict) -> str | None:
-    return _member(bench, ProbesMemory, "probed_catalogue")(config)
+def probed_catalogue(bench: Benchmark, cfg: BenchmarkConfig) -> str | None:
+    return _member(bench, ProbesMemory, "probed_catalogue")(cfg)
 
 
 def memorized_items(bench: Benchmark, rows: list[Sample]) -> dict[tuple[str, str], bool]:

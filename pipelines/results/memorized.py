@@ -42,7 +42,7 @@ def _probed(runs: list[StoredRun]) -> dict[tuple[str, str], dict[tuple[str, str]
     for run in runs:
         if run.bench is None or not isinstance(run.bench, caps.ProbesMemory):
             continue
-        catalogue = caps.probed_catalogue(run.bench, run.config.get("benchmark") or {})
+        catalogue = caps.probed_catalogue(run.bench, run.run_config.benchmark)
         if catalogue is not None and (rows := _rows(run)) is not None:
             out.setdefault((run.subject, catalogue), {}).update(caps.memorized_items(run.bench, rows))
     return out
@@ -60,18 +60,18 @@ def memorization_splits(runs: list[StoredRun], data_dir: Path | None = None, cac
     for run in runs:
         if run.bench is None or not isinstance(run.bench, caps.TargetsItems) or run.kind != "llm":
             continue
-        section = run.config.get("benchmark") or {}
+        cfg = run.run_config.benchmark
         rows = [r for r in _rows(run) or [] if r.get("status", "ok") == "ok"]
         known, catalogues = {}, set()
         for r in rows:
-            target = caps.target_item(run.bench, section, r)
+            target = caps.target_item(run.bench, cfg, r)
             if target is None or (run.subject, target[0]) not in probed:
                 continue
             catalogues.add(target[0])
             known[str(r["sample_id"])] = probed[(run.subject, target[0])].get((target[1], target[2]))
         if not catalogues:
             continue
-        outcomes = unit_outcomes(run.bench, run.run_config.benchmark, rows, data_dir, cache, quiet=True)
+        outcomes = unit_outcomes(run.bench, cfg, rows, data_dir, cache, quiet=True)
         headline = set(caps.headline_metrics(run.bench))
         for (setting, metric), units in outcomes.groupby(["setting", "metric"], sort=True):
             if metric not in headline:

@@ -102,12 +102,11 @@ class BeyondUtility(Benchmark, HasTransient, HasCli, HasAssets, Aggregates, HasS
                   f"{row.get('order')} candidates: {names}")
         return {"prompt": prompt, **self.explain(row).cells()}
 
-    def target_item(self, config: dict, row: dict) -> tuple[str, str, str] | None:
+    def target_item(self, cfg: BeyondUtilityConfig, row: dict) -> tuple[str, str, str] | None:
         """The held-out target, by its title (rows keep the contract's internal IDs, not the file's)."""
         if not row.get("target_title"):
             return None
-        data = BeyondUtilityConfig.model_validate({**config, "name": self.name}).data
-        return data.catalogue(), "title", str(row["target_title"])
+        return cfg.data.catalogue(), "title", str(row["target_title"])
 
     def explain(self, row: dict) -> Explanation:
         """The ranked list as titles (a trained baseline's ids mapped to titles through the candidates it

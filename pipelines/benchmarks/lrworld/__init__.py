@@ -84,15 +84,14 @@ class LRWorld(Benchmark, HasTransient, HasCli, HasAssets, Aggregates, HasScoreTa
         return [o for v, rs in by_variant.items()
                 for o in outcomes_from_fields(self, rs, {f"{v}/accuracy": "correct", f"{v}/missed_rate": "missed"})]
 
-    def target_item(self, config: dict, row: dict) -> tuple[str, str, str] | None:
+    def target_item(self, cfg: LRWorldConfig, row: dict) -> tuple[str, str, str] | None:
         """The item a probe is about (the gold option's item: an association's consequent, a title asked from
         memory, the item whose attribute is asked), by its ID in the file; None for a user probe, or where the
         row's dataset is not among the config's built sources (a sample set built elsewhere)."""
         gold_id = (row.get("candidate_ids") or [None])[0]
         if gold_id is None or row.get("field") == "user":
             return None
-        build = LRWorldConfig.model_validate({**config, "name": self.name}).build
-        source = next((s for s in build.sources if s.name == row.get("dataset")), None)
+        source = next((s for s in cfg.build.sources if s.name == row.get("dataset")), None)
         return None if source is None else (source.data.catalogue(), "id", str(gold_id))
 
     def predictions(self, rows: list[dict], assets: dict | None) -> list[dict]:

@@ -55,12 +55,9 @@ class Memorization(Benchmark, HasTransient, Aggregates, Presents, Explains, Pair
         probe = config.get("probe") or fields["probe"].default
         return f"{self.name} {catalogue}" + ("" if probe == "item" else f" {PROBE_LABEL.get(probe, probe)}")
 
-    def probed_catalogue(self, config: dict) -> str | None:
+    def probed_catalogue(self, cfg: MemorizationConfig) -> str | None:
         """The catalogue an item probe asked titles of (``movielens-100k:ml-100k``); None for the other probes."""
-        fields = MemorizationConfig.model_fields
-        if (config.get("probe") or fields["probe"].default) != "item":
-            return None
-        return catalogues.catalogue_id(config.get("catalogue") or fields["catalogue"].default)
+        return catalogues.catalogue_id(cfg.catalogue) if cfg.probe == "item" else None
 
     def memorized_items(self, rows: list[dict]) -> dict[tuple[str, str], bool]:
         """Each answered item row's item, by ID and by title → memorized (the reference's fuzzy match)."""

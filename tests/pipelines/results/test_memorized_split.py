@@ -133,3 +133,16 @@ def test_the_report_and_compare_show_the_split(runs, tmp_path):
     assert doc["memorized"] and all(s["diff"] > 0 for s in doc["memorized"] if s["metric"] == "hr")
     text = re.sub(r"<[^>]+>", " ", render([probe, bu]))
     assert "Memorized vs not" in text and "+0.7" in text
+
+
+def test_lrworld_rows_name_their_item_by_id_and_user_probes_none():
+    from llmrec.pipelines.benchmarks.lrworld import BENCHMARK as LRW
+    from llmrec.pipelines.benchmarks.lrworld.config import LRWorldConfig
+
+    cfg = LRWorldConfig(name="lrworld")  # built from ML-100K by default
+    item = {"dataset": "ml-100k", "field": "genres", "candidate_ids": ["56", None, None, None]}
+    assert LRW.target_item(cfg, item) == ("movielens-100k:ml-100k", "id", "56")
+    assert LRW.target_item(cfg, {**item, "field": "user"}) is None
+    assert LRW.target_item(cfg, {**item, "dataset": "elsewhere"}) is None
+    assert PROBE.probed_catalogue(MemorizationConfig(name="memorization")) == "movielens-100k:ml-100k"
+    assert PROBE.probed_catalogue(MemorizationConfig(name="memorization", probe="user")) is None
