@@ -2,7 +2,8 @@
 
 Every verb that writes or reads results — run, suite, leaderboard, compare, report, view, runs, sft export,
 train — goes through :class:`RunDir` (one evaluation or training run) and :class:`SuiteDir` (a suite: an index
-``suite.json`` over run directories, plus the suite's comparisons). Both sit on :class:`llmrec.storage.Storage`, so a
+``suite.json`` over run directories, plus the suite's comparisons). The writers — run, suite, train, tune, sft — make
+a run's files through :class:`RunWriter`, which publishes the metrics last. Both sit on :class:`llmrec.storage.Storage`, so a
 local folder and a storage URI (``s3://…``) are read and written the same way.
 
 A run directory holds::
@@ -295,6 +296,106 @@ class RunDir(_Folder):
         if not isinstance(value, dict):
             raise DataError(f"{where}: expected a JSON object, got {type(value).__name__}")
         return value
+
+
+class RunWriter:
+    """The write twin of :class:`RunDir`: how ``run``, ``suite``, ``train``, ``tune`` and ``sft`` write a run directory.
+
+    Files are made in a local working folder (``work``) and published to the run directory: a local run directory is
+    its own working folder (nothing is copied; text files are written atomically), a storage URI gets a temporary
+    folder whose files :meth:`publish` uploads whole. The metrics file marks a run directory complete, so it goes
+    last: :meth:`write_metrics` publishes it at once and :meth:`publish_all` uploads it after everything else.
+    """
+
+    def __init__(self, target: "RunDir | str | Path | Storage"):
+        self.run_dir = target if isinstance(target, RunDir) else RunDir(target)
+        self._tmp = None
+        if self.run_dir.local:
+            self.work = self.run_dir.path
+        else:
+            import tempfile
+
+            self._tmp = tempfile.TemporaryDirectory(prefix=f"llmrec-{self.run_dir.name}-")
+            self.work = Path(self._tmp.name)
+        self.work.mkdir(parents=True, exist_ok=True)
+
+    def __enter__(self) -> "RunWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def store(self) -> Storage:
+        return self.run_dir.storage
+
+    @property
+    def uri(self) -> str:
+        return self.run_dir.uri
+
+    @property
+    def name(self) -> str:
+        return self.run_dir.name
+
+    def location(self, rel: str) -> str:
+        """Where ``rel`` (``checkpoint/best.pt``) lives in the run directory: a local path or a URI."""
+        return f"{self.uri}/{rel}"
+
+    def file(self, rel: str) -> Path:
+        """``rel``'s local file in the working folder (made there, then published)."""
+        return self.work / rel
+
+    def exists(self, rel: str) -> bool:
+        """Whether the run directory (not the working folder) holds ``rel``."""
+        folder, _, name = rel.rpartition("/")
+        return (self.store / folder if folder else self.store).exists(name)
+
+    def read_text(self, rel: str) -> str:
+        folder, _, name = rel.rpartition("/")
+        return (self.store / folder if folder else self.store).read_text(name)
+
+    def write_text(self, rel: str, text: str, publish: bool = True) -> Path:
+        """Write ``rel`` atomically in the working folder (and, unless ``publish`` is False, publish it)."""
+        folder, _, name = rel.rpartition("/")
+        Storage(self.work / folder if folder else self.work).write_text(name, text)
+        if publish:
+            self.publish(rel)
+        return self.work / rel
+
+    def write_config(self, text: str, publish: bool = True) -> Path:
+        return self.write_text(RunDir.CONFIG, text, publish)
+
+    def write_protocol(self, protocol: dict, publish: bool = True) -> Path:
+        return self.write_text(RunDir.PROTOCOL, json.dumps(protocol, indent=2, default=str), publish)
+
+    def write_facts(self, facts: dict, publish: bool = True) -> Path:
+        return self.write_text(RunDir.FACTS, dumps_json(facts), publish)
+
+    def write_metrics(self, metrics: dict, publish: bool = True) -> Path:
+        """The metrics: the file that marks the run complete. Write (and publish) it after the files it sums up."""
+        return self.write_text(RunDir.METRICS, dumps_json(metrics), publish)
+
+    def publish(self, *rels: str | Path) -> None:
+        """Upload these files of the working folder (relative names, or paths inside it) to a URI run directory
+        (no-op when local), in the order given."""
+        if self.run_dir.local:
+            return
+        for rel in rels:
+            rel = Path(rel).relative_to(self.work).as_posix() if Path(rel).is_absolute() else str(rel)
+            if (self.work / rel).is_file():
+                self.store.put_file(self.work / rel, rel)
+
+    def publish_all(self, last: str | None = RunDir.METRICS, skip: tuple[str, ...] = ()) -> None:
+        """Upload every file of the working folder (but those under ``skip`` folders), ``last`` (the metrics) last."""
+        rels = sorted(p.relative_to(self.work).as_posix() for p in self.work.rglob("*") if p.is_file())
+        rels = [r for r in rels if r != last and not r.startswith(tuple(f"{s}/" for s in skip))]
+        self.publish(*rels, *([last] if last else []))
+
+    def close(self) -> None:
+        """Remove the working folder of a URI run directory (after the files were published)."""
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
 
 
 class SuiteDir(_Folder):

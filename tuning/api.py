@@ -17,12 +17,11 @@ import yaml
 
 from llmrec import storage
 from llmrec.config import dump_yaml, fingerprint, load_config, semantic_conflicts, validate
-from llmrec.errors import ConfigError
+from llmrec.errors import ConfigError, DataError
 from llmrec.rundir import RunDir, dumps_json
 from llmrec.models.export import candidate_lists, export_embeddings, topk_frame
 from llmrec.models.trainer import CHECKPOINT, LAST
 from llmrec.redact import redacted
-from llmrec.rundir import RunDir
 from llmrec.ray_start import ray_session
 from llmrec.tuning import sweep as sweep_
 from llmrec.tuning.config import TrainConfig, TuneConfig, set_path
@@ -92,13 +91,14 @@ def check_existing_run(cfg: TrainConfig, files: RunFiles, resume: bool, fresh: b
                           "it, --fresh to discard it and train again, or another output.run_name")
     if not resume or not any(rel.startswith("checkpoint/") for rel in held):
         return  # nothing to continue: _train says so
-    if not files.exists(RunDir.CONFIG):
+    stored_dir = files.run_dir
+    if not stored_dir.has_config():
         raise ConfigError(f"--resume: {files.uri} has no {RunDir.CONFIG}, so nothing says which config its "
                           "checkpoint was trained under; use --fresh to train again")
     try:
-        stored = yaml.safe_load(files.read_text(RunDir.CONFIG))
-    except yaml.YAMLError as e:
-        raise ConfigError(f"--resume: {files.location(RunDir.CONFIG)} is not readable YAML ({e})") from None
+        stored = stored_dir.config()
+    except DataError as e:
+        raise ConfigError(f"--resume: {e}") from None
     differ = [d for d in semantic_conflicts(redacted(cfg.semantic()), stored if isinstance(stored, dict) else {})
               if not d.startswith(RESUMABLE_CHANGES)]
     if differ:
@@ -111,9 +111,9 @@ def _train(cfg: TrainConfig, files: RunFiles, resume: bool) -> dict:
     ckpt_dir = files.work / "checkpoint"
     if resume and not files.fetch_checkpoint():
         raise ConfigError(f"--resume: no checkpoint of this config at {files.location('checkpoint')}")
-    files.write_text(RunDir.CONFIG, dump_yaml(cfg))
+    files.write_config(dump_yaml(cfg))
     data = prepare_data(cfg)
-    files.write_text(RunDir.PROTOCOL, json.dumps(data.protocol, indent=2, default=str))
+    files.write_protocol(data.protocol)
     client = run_id = None
     if cfg.tracking.enabled:
         client = tracking.client(cfg.tracking.uri)
@@ -139,11 +139,11 @@ def _train(cfg: TrainConfig, files: RunFiles, resume: bool) -> dict:
         raise
     out = _write_outputs(cfg, files, data, model, result, test)
     out["mlflow_run_id"] = run_id
-    files.write_text(RunDir.METRICS, dumps_json(out))  # last: the run is complete
+    files.write_metrics(out)  # last: the run is complete
     if client is not None:
         log_metrics(client, run_id, {**out["test"], "best_epoch": result.best_epoch}, result.best_epoch)
         for name in (RunDir.CONFIG, RunDir.PROTOCOL, RunDir.METRICS):
-            client.log_artifact(run_id, str(files.work / name))
+            client.log_artifact(run_id, str(files.file(name)))
         client.set_terminated(run_id, "FINISHED")
     logger.info(
         "trained %s: best epoch %d, test %s",
@@ -240,7 +240,7 @@ def _sweep(cfg: TuneConfig, sweep: RunFiles, metric: str, space: dict, resume: b
         raise ConfigError(f"--resume: no sweep to resume at {tune_dir}")
     if not resume and exists:
         raise ConfigError(f"a sweep already exists at {sweep.uri}; pass --resume to continue it or set output.run_name")
-    sweep.write_text(RunDir.CONFIG, dump_yaml(cfg))
+    sweep.write_config(dump_yaml(cfg))
     with ray_session(cfg.tune.ray_address, cfg.tune.num_cpus):
         data = prepare_data(cfg)
         base = cfg.train_config()

@@ -13,7 +13,7 @@ from llmrec.pipelines.common.plotting import left_out_file
 from llmrec.pipelines.runner.budget import budget_stop
 from llmrec.pipelines.runner.cost import RunCost
 from llmrec.pipelines.runner.failures import FailureSummary, summarize_failures
-from llmrec.pipelines.runner.report import log_mlflow, publish, staging_dir, write_outputs
+from llmrec.pipelines.runner.report import complete, log_mlflow, staging_dir, write_outputs
 from llmrec.pipelines.runner.run_config import RunConfig
 from llmrec.pipelines.runner.execution import Progress, RunPlan, collect, invocation_stats, plan, stream
 from llmrec.pipelines.runner.preflight import check_before_work
@@ -74,18 +74,19 @@ def _run(p: RunPlan, cfg: RunConfig, data_dir: Path | None, progress: Progress |
     t1 = time.perf_counter()
     stats = {**invocation_stats(fresh), "samples_resumed": float(len(p.samples) - len(p.pending)),
              "samples_new": float(len(fresh))}
-    staged = staging_dir(p)
-    files = write_outputs(p, rows, {**metrics, **cost}, staged)
-    t2 = time.perf_counter()
-    (staged / RunDir.PLOTS / RunDir.PLOTS_LEFT_OUT).unlink(missing_ok=True)  # a resumed run decides again
-    with storage_errors(str(staged / RunDir.PLOTS), "write the plots"):  # a full disk: one line naming the folder
-        plots = caps.plots(p.bench, cfg.benchmark, rows, staged / RunDir.PLOTS, p.assets) if rows else []
-    plots = [*plots, *[f for f in left_out_file(staged / RunDir.PLOTS) if f not in plots]]  # why a figure is missing
-    t3 = time.perf_counter()
-    publish(p, staged, list(files.values()) + list(plots))
-    p.timings.update(time_aggregate_s=t1 - t0, time_outputs_s=time.perf_counter() - t3 + t2 - t1,
-                     time_plots_s=t3 - t2)
-    stats.update(p.timings)  # seconds per phase, logged with the run (the MLflow phase itself is not in them)
-    run_id = log_mlflow(p, rows, {**metrics, **cost}, files, plots, stats, started, title, parent_run_id)
+    with staging_dir(p) as writer:  # a remote run's working folder is removed once the run is logged
+        files = write_outputs(p, rows, {**metrics, **cost}, writer)
+        t2 = time.perf_counter()
+        plots_dir = writer.file(RunDir.PLOTS)
+        (plots_dir / RunDir.PLOTS_LEFT_OUT).unlink(missing_ok=True)  # a resumed run decides again
+        with storage_errors(str(plots_dir), "write the plots"):  # a full disk: one line naming the folder
+            plots = caps.plots(p.bench, cfg.benchmark, rows, plots_dir, p.assets) if rows else []
+        plots = [*plots, *[f for f in left_out_file(plots_dir) if f not in plots]]  # why a figure is missing
+        t3 = time.perf_counter()
+        complete(writer, files, {**metrics, **cost})  # the metrics last: the run directory is complete
+        p.timings.update(time_aggregate_s=t1 - t0, time_outputs_s=time.perf_counter() - t3 + t2 - t1,
+                         time_plots_s=t3 - t2)
+        stats.update(p.timings)  # seconds per phase, logged with the run (the MLflow phase itself is not in them)
+        run_id = log_mlflow(p, rows, {**metrics, **cost}, files, plots, stats, started, title, parent_run_id)
     return RunOutcome(p.run_dir.local_path or p.run_dir.uri, metrics, stats, run_id, summarize_failures(rows), files,
                       caps.headline_metrics(p.bench), cost, tuple(caps.judged_metrics(p.bench)))

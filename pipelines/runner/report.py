@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -20,39 +19,44 @@ from llmrec.redact import redact_text
 from llmrec.pipelines.runner.execution import RunPlan
 from llmrec.pipelines.runner import judge_failures
 from llmrec.pipelines.runner.judges import judge_protocol
-from llmrec.rundir import RunDir
+from llmrec.rundir import RunDir, RunWriter
 
 log = logging.getLogger(__name__)
 
 
-def staging_dir(p: RunPlan) -> Path:
-    """Where the run's files are written first: the run directory itself when it is local, else a
-    local temporary folder whose files :func:`publish` copies to the storage URI."""
-    return p.run_dir.local_path or Path(tempfile.mkdtemp(prefix=f"llmrec-{p.run_dir.name}-"))
+def staging_dir(p: RunPlan) -> RunWriter:
+    """The run's writer (``RunWriter``): files are made in its working folder — the run directory itself when it is
+    local, else a temporary folder whose files :meth:`RunWriter.publish_all` uploads, the metrics last."""
+    return RunWriter(p.run_dir)
 
 
-def write_outputs(p: RunPlan, rows: list[dict], metrics: dict, d: Path) -> dict[str, Path]:
-    """The run's files in the staging folder ``d`` (the run directory itself when local): metrics, samples, facts,
-    predictions, and the config when the run directory is remote. File names are ``RunDir``'s."""
-    d.mkdir(parents=True, exist_ok=True)
-    staged = RunDir(d)
-    staged.write_metrics(metrics)
+def write_outputs(p: RunPlan, rows: list[dict], metrics: dict, writer: RunWriter) -> dict[str, Path]:
+    """The run's files in the writer's working folder: samples, facts, predictions, and the config when the run
+    directory is remote. The metrics come last, from :func:`complete` (a run directory with its metrics is
+    complete), which also publishes them all. File names are ``RunDir``'s."""
+    publish = False  # complete() publishes them, the metrics last
     if not p.run_dir.local:
-        staged.write_config(dump_yaml(p.config))
-    samples = staged.file(RunDir.SAMPLES)  # one typed column per declared field; nested ones as JSON text
+        writer.write_config(dump_yaml(p.config), publish)
+    samples = writer.file(RunDir.SAMPLES)  # one typed column per declared field; nested ones as JSON text
     with storage_errors(str(samples), "write"):  # a full disk: one line naming the file
         pq.write_table(samples_table(p, rows), samples, compression="zstd")  # see ResultStore.write
-    files = {"metrics": staged.file(RunDir.METRICS), "samples": samples, "config": staged.file(RunDir.CONFIG)}
+    files = {"samples": samples, "config": writer.file(RunDir.CONFIG)}
     if p.facts:
-        files["facts"] = staged.file(RunDir.FACTS)
-        staged.write_facts(p.facts)
+        files["facts"] = writer.write_facts(p.facts, publish)
     write_lines = caps.predictions(p.bench)
     if write_lines is not None:
-        files["predictions"] = staged.file(RunDir.PREDICTIONS)
+        files["predictions"] = writer.file(RunDir.PREDICTIONS)
         with storage_errors(str(files["predictions"]), "write"), open(files["predictions"], "w") as fh:
             for line in write_lines(rows, p.assets):
                 fh.write(json.dumps(line) + "\n")
     return files
+
+
+def complete(writer: RunWriter, files: dict[str, Path], metrics: dict) -> None:
+    """Write the metrics (the file that marks the run complete) after every other file of the run, then publish
+    the working folder to a remote run directory, the metrics last."""
+    files["metrics"] = writer.write_metrics(metrics, publish=False)
+    writer.publish_all(last=RunDir.METRICS)
 
 
 def samples_table(p: RunPlan, rows: list[dict]):
@@ -64,16 +68,6 @@ def samples_table(p: RunPlan, rows: list[dict]):
         return schema.table(rows)
     schema.warn_undeclared(rows)
     return table
-
-
-def publish(p: RunPlan, staged: Path, paths: list[Path]) -> None:
-    """Copy staged files (relative names kept, e.g. ``plots/x.png``) to a remote run directory."""
-    if p.run_dir.local:
-        return
-    for f in paths:
-        rel = Path(f).relative_to(staged)
-        target = p.run_dir if rel.parent == Path(".") else p.run_dir / str(rel.parent)
-        target.upload(Path(f), rel.name)
 
 
 def data_fingerprint(p: RunPlan) -> str:

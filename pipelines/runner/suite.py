@@ -51,7 +51,7 @@ from llmrec.pipelines.runner import judge_failures
 from llmrec.pipelines.runner.api import RunOutcome, run_evaluation
 from llmrec.pipelines.runner.execution import Progress, RunPlan, build_samples, data_root
 from llmrec.pipelines.runner.provision import SharedSubject
-from llmrec.pipelines.runner.report import bound_run, publish, staging_dir, write_outputs
+from llmrec.pipelines.runner.report import bound_run, complete, staging_dir, write_outputs
 from llmrec.pipelines.runner.run_config import RunConfig
 from llmrec.pipelines.runner.suite_config import SuiteConfig, SuiteEntry
 from llmrec.rundir import RunDir, SuiteDir
@@ -246,7 +246,7 @@ def _record(cfg: SuiteConfig, subject: str, entry: SuiteEntry, outcome: RunOutco
         out.errors[(subject, entry.name)] = "; ".join(problems)
 
 
-BASELINE_KEY = "baseline_key"  # in a baseline's run directory, written last: what its result was computed from
+BASELINE_KEY = "baseline_key"  # in a baseline's run directory, just before its metrics: what its result was computed from
 
 Producer = tuple[str, Callable[[], list[dict]]]  # (fingerprint of what the rows depend on, rows)
 
@@ -291,8 +291,9 @@ def _trained_rows(ranking: RankingBaselines, base: dict, where: storage.Storage,
 
 def _stored_metrics(run_dir: storage.Storage, key: str) -> dict | None:
     """A baseline's metrics when its run directory holds a result computed from ``key``."""
-    if run_dir.exists(BASELINE_KEY) and run_dir.read_text(BASELINE_KEY).strip() == key:
-        return RunDir(run_dir).metrics()
+    stored = RunDir(run_dir)
+    if stored.has_metrics() and run_dir.exists(BASELINE_KEY) and run_dir.read_text(BASELINE_KEY).strip() == key:
+        return stored.metrics()
     return None
 
 
@@ -323,10 +324,10 @@ def _run_baselines(cfg: SuiteConfig, data_dir: Path | None, index: SuiteIndex, o
                 rows = make_rows()
                 p = RunPlan(rc, bench, rows, run_dir, None, [], assets)
                 metrics = caps.aggregate(bench, rc.benchmark, rows, assets)
-                staged = staging_dir(p)
-                files = write_outputs(p, rows, metrics, staged)
-                (staged / BASELINE_KEY).write_text(key + "\n")
-                publish(p, staged, [*files.values(), staged / BASELINE_KEY])
+                with staging_dir(p) as writer:
+                    files = write_outputs(p, rows, metrics, writer)
+                    writer.write_text(BASELINE_KEY, key + "\n", publish=False)
+                    complete(writer, files, metrics)
             else:
                 log.info("suite %s: baseline %s × %s: results exist, not computed again", cfg.name, label, entry.name)
             if label not in runs:

@@ -56,9 +56,13 @@ def test_store_on_s3_keeps_newest_record():
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_run_on_s3_completes_and_resumes(tmp_path, data_root, local_ray):
+def test_run_on_s3_completes_and_resumes(tmp_path, data_root, local_ray, monkeypatch):
     from llmrec.pipelines.runner.api import run_evaluation
 
+    published: list[str] = []  # what the run uploads from its working folder, in order
+    put = storage.Storage.put_file
+    monkeypatch.setattr(storage.Storage, "put_file",
+                        lambda self, local, rel: (published.append(rel), put(self, local, rel))[1])
     with s3_server() as bucket:
         sets = [f"output.dir=s3://{bucket}/runs", "output.run_name=s3run",
                 f"output.cache_path={tmp_path / 'cache.sqlite'}"]
@@ -70,6 +74,8 @@ def test_run_on_s3_completes_and_resumes(tmp_path, data_root, local_ray):
             assert f"runs/s3run/{name}" in keys, name
         assert any(k.startswith("runs/s3run/results/") for k in keys)
         assert any(k.startswith("runs/s3run/plots/") for k in keys)
+        # the metrics mark the run directory complete: uploaded after every other file of the run
+        assert published[-1] == "metrics.json" and "samples.parquet" in published, published
         remote = storage.Storage(first.run_dir)
         assert json.loads(remote.read_text("metrics.json")) == pytest.approx({**first.metrics, **first.cost})
         assert len(ResultStore(remote / "results").load()) == n

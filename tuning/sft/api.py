@@ -18,7 +18,7 @@ from pathlib import Path
 
 from llmrec.config import dump_yaml, fingerprint
 from llmrec.ray_start import ray_session
-from llmrec.rundir import RunDir, dumps_json
+from llmrec.rundir import RunDir, RunWriter
 from llmrec import tracking
 from llmrec.tracking import log_metrics, log_params
 from llmrec.tuning.sft.config import SFTConfig, with_absolute_paths
@@ -111,7 +111,7 @@ def sft_from_config(cfg: SFTConfig) -> dict:
     cfg = with_absolute_paths(cfg)
     out = run_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
-    RunDir(out).write_config(dump_yaml(cfg))
+    RunWriter(out).write_config(dump_yaml(cfg))
     model_dir = resolve_model_dir(cfg.base_model)
     uri = tracking.tracking_uri(cfg.tracking.uri)
     run_id = _mlflow_run(cfg, out)
@@ -141,7 +141,7 @@ def _finish(cfg: SFTConfig, out: Path, result, run_id: str | None, uri: str, res
         "wall_s": wall, "mlflow_run_id": run_id,
         "mean_step_time_s": final.get("mean_step_time_s"),
     }
-    RunDir(out).storage.write_text(RunDir.METRICS, dumps_json(summary))
+    RunWriter(out).write_metrics(summary)  # last: the run is complete
     if run_id:
         client = tracking.client(uri)
         log_metrics(client, run_id, {"wall_s": wall, **({"mean_step_time_s": summary["mean_step_time_s"]}

@@ -23,7 +23,7 @@ from llmrec.tuning.config import set_path
 from llmrec.tracking import log_metrics, tracking_uri
 from llmrec.tuning.mlflow_logging import MLflowTrialLogger
 from llmrec.ray_start import ray_session
-from llmrec.rundir import RunDir, dumps_json
+from llmrec.rundir import RunWriter, dumps_json
 from llmrec.tuning.sft.api import SFT_HEADLINE, run_dir, trainer_for
 from llmrec.tuning.sft.config import SFTConfig, with_absolute_paths
 
@@ -73,7 +73,7 @@ def sweep_from_config(cfg: SFTConfig) -> dict:
     if (out / "best.json").is_file():
         raise ConfigError(f"a finished sweep exists at {out}; set output.run_name for a new one")
     out.mkdir(parents=True, exist_ok=True)
-    RunDir(out).write_config(dump_yaml(cfg))
+    RunWriter(out).write_config(dump_yaml(cfg))
     t, base = cfg.tune, cfg.model_dump(mode="json", exclude={"tune"})
     space = sweep.search_space(t.search_space, partial(_check_trial, base))
     model_dir, uri = resolve_model_dir(cfg.base_model), tracking_uri(cfg.tracking.uri)

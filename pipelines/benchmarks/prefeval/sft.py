@@ -35,8 +35,8 @@ REFERENCE_TEST_TOPICS = ("travel_transportation", "shop_technology", "education_
 def source_rows(run_dirs: list[Path], source_turns: int = 0) -> list[dict]:
     rows = []
     for d in run_dirs:
-        store = RunDir(d).file(RunDir.RESULTS)
-        if not store.is_dir():
+        store = RunDir(d).results  # a local folder or a storage URI
+        if not (store.local_path.is_dir() if store.local_path is not None else store.list()):
             raise DataError(f"{d}: no result store ({RunDir.RESULTS}/); give the run directory of a finished run")
         for r in ResultStore(store, writer=False).load().values():
             if (r.get("status") == "ok" and r.get("task") == "gen" and r.get("form") == "explicit"
