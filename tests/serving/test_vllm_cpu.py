@@ -44,8 +44,9 @@ def _config(tmp_path, mode: str) -> RunConfig:
         "tracking": {"uri": f"sqlite:///{tmp_path}/mlruns.db", "artifact_root": str(tmp_path / "mlartifacts")}})
 
 
-@pytest.fixture()
-def ray_here():
+@pytest.fixture(scope="module")
+def _module_ray():
+    """One local Ray for the module's tests (each test's engines and Serve apps are its own: see ``ray_here``)."""
     import ray
 
     for attempt in range(2):  # on a crowded shared machine the raylet can miss its start-up deadline once
@@ -60,12 +61,15 @@ def ray_here():
             if attempt:
                 raise
     yield
+    ray.shutdown()
+
+
+@pytest.fixture()
+def ray_here(_module_ray):
+    yield
     from ray import serve
 
-    # forget Serve's cached client too: the next test's Ray has the same job id, so Serve would take this
-    # session's client (and its HTTP port) for current, and a deployment would wait on a port nobody serves
-    serve.shutdown()
-    ray.shutdown()
+    serve.shutdown()  # the test's Serve applications and controller go with it; the next test starts its own
 
 
 def _engine_cores() -> dict[int, object]:
