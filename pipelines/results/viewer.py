@@ -356,9 +356,13 @@ class HostCheck:
         return await self.inner(scope, receive, send)
 
 
-def app(viewer: Viewer, host: str = "127.0.0.1"):
-    """The Starlette app over ``viewer``: ``/samples`` (the filtered list), ``/sample?run=K&id=ID``. It answers
-    only requests addressed to ``host`` (the address it listens on) or a loopback name (:class:`HostCheck`)."""
+def app(viewer: Viewer, host: str = "127.0.0.1", pairs=None, annotate=None):
+    """The Starlette app over ``viewer``: ``/samples`` (the filtered list), ``/sample?run=K&id=ID``; with ``pairs``
+    (a :class:`~llmrec.pipelines.results.viewer_pairs.PairIndex` over the same viewer) also ``/pairs`` and
+    ``/pair?pair=P&id=ID``, and ``/`` goes to ``/pairs``; with ``annotate`` (a
+    :class:`~llmrec.pipelines.results.labels.Annotator`) sample pages carry label forms that POST to ``/label``.
+    It answers only requests addressed to ``host`` (the address it listens on) or a loopback name
+    (:class:`HostCheck`)."""
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.requests import Request
@@ -372,7 +376,8 @@ def app(viewer: Viewer, host: str = "127.0.0.1"):
         return {k: request.query_params.get(k, "") for k in FILTERS}
 
     async def index(request: Request):
-        return RedirectResponse("/samples" + (f"?{request.url.query}" if request.url.query else ""))
+        home = "/pairs" if pairs is not None else "/samples"
+        return RedirectResponse(home + (f"?{request.url.query}" if request.url.query else ""))
 
     async def samples(request: Request):
         f = filters_of(request)
@@ -408,11 +413,44 @@ def app(viewer: Viewer, host: str = "127.0.0.1"):
             back=samples_path(benchmark=view.benchmark, subject=view.subject, entry=view.entry))
         return HTMLResponse(html)
 
-    return Starlette(routes=[Route("/", index), Route("/samples", samples), Route("/sample", sample)],
-                     middleware=[Middleware(HostCheck, bound=host)])
+    routes = [Route("/", index), Route("/samples", samples), Route("/sample", sample)]
+    if pairs is not None:
+        from llmrec.pipelines.results.viewer_pairs import CHANGES, PAIR_FILTERS, pairs_path
+
+        async def pair_list(request: Request):
+            f = {k: request.query_params.get(k, "") for k in PAIR_FILTERS}
+            q = request.query_params.get("q", "")
+            try:
+                page_no = int(request.query_params.get("page", "1"))
+            except ValueError:
+                page_no = 1
+            got = pairs.page(f, q, page_no)
+            keep = {**f, "q": q}
+            html = env.get_template("viewer_pairs.html").render(
+                **base, pairs=pairs, filters=f, q=q, options=pairs.options, got=got, changes=CHANGES,
+                page_href=lambda n: pairs_path(**keep, page=str(n)), filter_href=lambda c: pairs_path(change=c),
+                filter_names=PAIR_FILTERS, title="llmrec view · A vs B")
+            return HTMLResponse(html)
+
+        async def pair(request: Request):
+            sid, p = request.query_params.get("id"), request.query_params.get("pair", "0")
+            if not sid:
+                return HTMLResponse(env.get_template("viewer_error.html").render(
+                    **base, title="llmrec view", message="no sample id given (/pair?pair=P&id=ID)"), status_code=400)
+            try:
+                got = pairs.sample(p, sid)
+            except KeyError as e:
+                return HTMLResponse(env.get_template("viewer_error.html").render(
+                    **base, title="llmrec view", message=str(e.args[0])), status_code=404)
+            html = env.get_template("viewer_pair.html").render(**base, p=got, title=f"{sid} · A vs B · llmrec view",
+                                                               back="/pairs")
+            return HTMLResponse(html)
+
+        routes += [Route("/pairs", pair_list), Route("/pair", pair)]
+    return Starlette(routes=routes, middleware=[Middleware(HostCheck, bound=host)])
 
 
-def serve(viewer: Viewer, host: str = "127.0.0.1", port: int = 0, ready=None) -> None:
+def serve(viewer: Viewer, host: str = "127.0.0.1", port: int = 0, ready=None, pairs=None, annotate=None) -> None:
     """Serve the app on ``host:port`` (port 0: a free one); ``ready(url)`` is called once it listens."""
     import socket
 
@@ -426,7 +464,7 @@ def serve(viewer: Viewer, host: str = "127.0.0.1", port: int = 0, ready=None) ->
         raise ConfigError(f"--host {host} --port {port}: cannot listen there ({e.strerror or e})") from e
     sock.listen(128)
     got = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app(viewer, host), log_level="warning", lifespan="off"))
+    server = uvicorn.Server(uvicorn.Config(app(viewer, host, pairs, annotate), log_level="warning", lifespan="off"))
     if ready is not None:
         ready(f"http://{'[' + host + ']' if ':' in host else host}:{got}")
     server.run(sockets=[sock])
