@@ -24,7 +24,7 @@ import pandas as pd
 
 from llmrec.errors import ConfigError
 from llmrec.pipelines.results.stored import StoredRun, open_runs
-from llmrec.pipelines.results.viewer import PAGE_SIZE, SEP, VERDICTS, Viewer, _head
+from llmrec.pipelines.results.viewer import PAGE_SIZE, SEP, VERDICTS, Viewer, _head, sample_path
 from llmrec.transcripts import calls
 
 # the change kinds, in the order the list shows them (regressions first); the filter's values
@@ -184,7 +184,8 @@ class PairIndex:
                 sides[side] = None
                 continue
             run = v.by_key[v.index["run"].iat[i]]
-            sides[side] = v.sample(run, v.rows[run.key][int(v.index["row"].iat[i])])
+            sides[side] = {**v.sample(run, v.rows[run.key][int(v.index["row"].iat[i])]),
+                           "href": sample_path(run.key, sample_id)}
         ra, rb = self.pairs[int(pair)]
         diffs = call_diffs(sides["a"]["calls"], sides["b"]["calls"]) if sides["a"] and sides["b"] else []
         return {"pair": pair, "sample_id": sample_id, "change": rec["change"], "setting": rec["setting"],
