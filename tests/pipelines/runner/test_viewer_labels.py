@@ -132,3 +132,34 @@ def test_the_queue_takes_unlabelled_samples_with_a_verdict_a_setting_at_a_time(t
                                         base_url=ORIGIN)
     page = BeautifulSoup(c.get("/samples?queue=1").text, "html.parser")
     assert [a.text for a in page.select("#samples a.sample")] == [s for _, s in q]
+
+
+def test_judges_human_gives_kappa_of_the_labels_and_the_accuracy_with_them(run, tmp_path):
+    import typer
+    from typer.testing import CliRunner
+
+    from llmrec.pipelines.results import judges_cli
+    from llmrec.pipelines.results.human_agreement import human_report
+
+    cli = typer.Typer()
+    judges_cli.register(cli)
+
+    _, ann, c = annotating(run)
+    # samples 0 right, 1 wrong, 4 right, 5 wrong, 6 right as scored; people: 0 wrong (disagree), the rest agree
+    for i, lab in ((0, "wrong"), (1, "wrong"), (4, "right"), (5, "wrong"), (6, "right")):
+        assert c.post("/label", data=form(ann, i, lab), headers={"Origin": ORIGIN}).status_code == 200
+    report = human_report(run, resamples=500)
+    (p,) = report["pairs"]
+    (d,) = p["agreement"]
+    assert d["decision"] == "verdict" and d["n"] == 5 and d["agreement"] == pytest.approx(0.8)
+    assert d["confusion"] == [[2, 1], [0, 2]] and d["labels"] == ["right", "wrong"]  # rows: the scorer
+    assert d["kappa"] == pytest.approx(0.6154, abs=1e-3)  # po 0.8, pe 0.48
+    acc = next(m for m in p["human_metrics"] if m["metric"] == "accuracy")
+    assert acc["n_labelled"] == 5 and acc["diff"] < 0 and acc["with_human"] == pytest.approx(acc["judge"] + acc["diff"])
+    metrics = (run / RunDir.METRICS).read_text()
+    res = CliRunner().invoke(cli, ["judges", str(run), "--human", "--no-tracking", "--resamples", "200",
+                                   "--out", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    assert "judge against people" in res.output and "0.615 [" in res.output and "accuracy" in res.output
+    assert (run / RunDir.METRICS).read_text() == metrics
+    assert json.loads((tmp_path / "out" / "judges.json").read_text())["pairs"][0]["b"] == "human"
