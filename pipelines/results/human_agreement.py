@@ -144,8 +144,8 @@ def human_tables(report: dict) -> list:
                   caption="over the labelled units the judge also answered; a later label replaces an earlier one"
                   + (f"\n{FEW_LEGEND}" if any(few_mark(d["n_clusters"]) for d in p["agreement"]) else ""))
         for c in AGREEMENT_COLUMNS:
-            t.add_column(c.replace("A / B", "judge / people").replace("rows A, columns B", "rows judge, columns people"),
-                         justify="left" if c in ("decision", "confusion (rows A, columns B)") else "right")
+            name = c.replace("A / B", "judge / people").replace("rows A, columns B", "rows judge, columns people")
+            t.add_column(name, justify="left" if c in ("decision", "confusion (rows A, columns B)") else "right")
         for d in p["agreement"]:
             t.add_row(*[Text(c) for c in agreement_cells(d)])
         if not p["agreement"]:
