@@ -163,3 +163,74 @@ def test_judges_human_gives_kappa_of_the_labels_and_the_accuracy_with_them(run, 
     assert "judge against people" in res.output and "0.615 [" in res.output and "accuracy" in res.output
     assert (run / RunDir.METRICS).read_text() == metrics
     assert json.loads((tmp_path / "out" / "judges.json").read_text())["pairs"][0]["b"] == "human"
+
+
+def test_a_jurys_verdict_and_each_juror_get_their_row_against_people(data_root, tmp_path):
+    """A two-judge jury run (built in-process with fake engines, no Ray): people say no sample violates the
+    preference; the lenient juror agrees everywhere, the harsh one nowhere, the jury (ties: strict) with the harsh."""
+    import pyarrow.parquet as pq
+    import yaml
+
+    from llmrec.pipelines.benchmarks.prefeval import BENCHMARK
+    from llmrec.pipelines.protocol import record_schema
+    from llmrec.pipelines.results.human_agreement import human_report, human_tables
+    from llmrec.pipelines.runner.judges import JudgingSpec
+    from llmrec.pipelines.runner.worker import process_samples
+    from tests.pipelines.runner.test_judges import SUBJECT, _engines, _gen_samples, judge
+
+    cfg, samples, assets = _gen_samples(data_root, 3)
+    spec = JudgingSpec(roles=("judge", "judge2"), labels=("lenient", "harsh"), tie="strict", temperature=0.0, seed=0)
+    rows = process_samples(BENCHMARK, cfg, samples, _engines(subject=SUBJECT, judge=judge("lenient", False),
+                                                             judge2=judge("harsh", True)), assets=assets, judging=spec)
+    run = tmp_path / "jury"
+    rd = RunDir(run)
+    rd.mkdir()
+    rd.write_config(yaml.safe_dump({"benchmark": cfg.model_dump(mode="json"), "engine": SUBJECT,
+                                    "judge": [judge("lenient", False), judge("harsh", True)],
+                                    "judging": {"tie": "strict"}, "tracking": {"enabled": False}}))
+    rd.write_metrics({"accuracy": 0.0})
+    pq.write_table(record_schema(BENCHMARK).table(rows), run / RunDir.SAMPLES)
+    viewer, ann, c = annotating(run)
+    from llmrec.pipelines.results.labels import jury_disagrees
+
+    assert all(jury_disagrees(viewer.runs[0], r) for r in viewer.rows["0"])  # what the queue takes first
+    ids = [str(r["sample_id"]) for r in rows]
+    page = BeautifulSoup(c.get(sample_path("0", ids[0]) + f"&token={ann.token}").text, "html.parser")
+    assert {f["data-decision"] for f in page.select("form.label-form")} >= {"verdict", "violate"}
+    for s in ids:
+        res = c.post("/label", data={**form(ann, 0, "false"), "id": s, "decision": "violate"},
+                     headers={"Origin": ORIGIN})
+        assert res.status_code == 200, res.text
+    report = human_report(run, data_dir=data_root, resamples=200)
+    got = {p["a"]: {d["decision"]: d["agreement"] for d in p["agreement"]} for p in report["pairs"]}
+    assert got == {"jury (jury)": {"violate": 0.0}, "lenient": {"violate": 1.0}, "harsh": {"violate": 0.0}}
+    assert len(human_tables(report)) == 6
+
+
+def test_the_cli_exports_and_imports_labels_and_refuses_a_queue_without_annotate(run, tmp_path):
+    import typer
+    from typer.testing import CliRunner
+
+    from llmrec.errors import ConfigError
+    from llmrec.pipelines.results import viewer_cli
+
+    cli = typer.Typer()
+    viewer_cli.register(cli)
+    cli.command("noop")(lambda: None)
+    csv_in = tmp_path / "in.csv"
+    csv_in.write_text("who,sample_id,decision,label,comment\n" f"bo,{sid(0)},verdict,wrong,looks off\n"
+                      f",{sid(1)},verdict,wrong,\n")
+    res = CliRunner().invoke(cli, ["view", str(run), "--import-labels", str(csv_in), "--who", "cy"])
+    assert res.exit_code == 0, res.output
+    assert "appended 2 label(s)" in res.output
+    assert [(x["who"], x["label"], x["agree"]) for x in read_labels(Viewer.open([str(run)]).runs[0])] == [
+        ("bo", "wrong", False), ("cy", "wrong", True)]
+    out = tmp_path / "out.csv"
+    res = CliRunner().invoke(cli, ["view", str(run), "--export-labels", str(out)])
+    assert res.exit_code == 0, res.output
+    assert out.read_text().splitlines()[0] == "who,when,sample_id,decision,unit,label,agree,comment,shown"
+    assert len(out.read_text().splitlines()) == 3
+    res = CliRunner().invoke(cli, ["view", str(run), "--export-labels", str(run / "x.csv")])
+    assert isinstance(res.exception, ConfigError)  # never inside a run directory
+    res = CliRunner().invoke(cli, ["view", str(run), "--queue", "5"])
+    assert isinstance(res.exception, ConfigError) and "--annotate" in str(res.exception)
