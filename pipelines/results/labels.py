@@ -136,10 +136,15 @@ class Annotator:
             raise ConfigError("--who: give a name for the labels")
         return cls({r.key: r for r in runs}, who.strip(), labels={r.key: read_labels(r) for r in runs})
 
+    def __post_init__(self) -> None:
+        self._by_sample: dict[tuple[str, str], list[dict]] = {}
+        for key, labs in self.labels.items():
+            for lab in labs:
+                self._by_sample.setdefault((key, str(lab["sample_id"])), []).append(lab)
+
     def of(self, run_key: str, sample_id: str) -> list[dict]:
         """The sample's current labels (the latest per decision and unit)."""
-        mine = [lab for lab in self.labels.get(run_key, []) if str(lab["sample_id"]) == sample_id]
-        return list(current(mine).values())
+        return list(current(self._by_sample.get((run_key, sample_id), [])).values())
 
     def record(self, run_key: str, sample_id: str, decisions: list[dict], form: dict[str, str]) -> dict:
         """Append the label a posted form describes to the run's labels file; ``ValueError`` when it is not one."""
@@ -150,6 +155,7 @@ class Annotator:
                          form.get("choice", ""), form.get("label", ""), form.get("comment", ""), self.who)
         run.dir.append_labels([json.dumps(lab, ensure_ascii=False)])
         self.labels.setdefault(run_key, []).append(lab)
+        self._by_sample.setdefault((run_key, sample_id), []).append(lab)
         return lab
 
 

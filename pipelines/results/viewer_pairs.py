@@ -42,7 +42,9 @@ def pair_runs(runs_a: list[StoredRun], runs_b: list[StoredRun]) -> tuple[list[tu
     """The runs of A paired with the runs of B, and notes naming the runs left without a partner. Two plain runs
     pair with each other; otherwise runs pair by (subject, entry), then by entry alone where each side holds one."""
     if len(runs_a) == 1 and len(runs_b) == 1:
-        return [(runs_a[0], runs_b[0])], []
+        a, b = runs_a[0], runs_b[0]
+        differ = [f"A is a {a.benchmark} run, B a {b.benchmark} run: samples pair only where their ids are equal"]
+        return [(a, b)], differ if a.benchmark != b.benchmark else []
     key = lambda r: (r.subject, r.suite_entry or r.entry)  # noqa: E731
     b_by = {key(r): r for r in runs_b}
     pairs = [(a, b_by[key(a)]) for a in runs_a if key(a) in b_by]
