@@ -20,12 +20,16 @@ A run directory holds::
     transcripts/         content-addressed texts of every engine call (see llmrec.transcripts)
     plots/               figures; plots/left_out.json: figure → why it was not drawn
     comparisons/         comparisons written for this run (``llmrec compare``)
+    labels.jsonl         people's labels of its samples (``llmrec view --annotate``; append-only, never read by
+                         metrics)
     .llmrec.lock         held (``fcntl.flock``) by the one process writing the run (``RunDir.writer``)
 
 Reading a run directory never imports code: configs are read as plain YAML mappings here; typed configs are built by
 the caller from the installed registries.
 
-Only the run itself writes inside its directory. Every other verb's output (``--out``, ``--plot``, ``--dest``, a
+Only the run itself writes inside its directory, with one exception: ``llmrec view --annotate`` (and its label
+import) appends people's labels to ``labels.jsonl`` (:meth:`RunDir.append_labels`) and writes nothing else there.
+Every other verb's output (``--out``, ``--plot``, ``--dest``, a
 config's output folder or cache file) goes through :func:`refuse_inside_runs`, which refuses a path inside a run
 directory, whatever file it names, and a suite's index; and one process at a time writes a local run directory
 (:meth:`RunDir.writer`: a lock the operating system releases when its holder dies).
@@ -103,6 +107,7 @@ class RunDir(_Folder):
     COST_LEDGER = "cost_ledger.json"  # what each invocation held (CPU/GPU seconds per role): the cost ledger's part
     # that no record carries (see llmrec.pipelines.runner.cost)
     LOCK = ".llmrec.lock"  # the writer's lock (``writer``)
+    LABELS = "labels.jsonl"  # people's labels of the samples (append-only JSON lines; never read by metrics)
     # what marks a folder as a run directory for refuse_inside_runs (any one of them; a metrics.json alone is not one:
     # `llmrec score --out` writes such files anywhere)
     MARKERS = (CONFIG, SAMPLES, PROTOCOL, COST_LEDGER, LOCK)
@@ -214,6 +219,23 @@ class RunDir(_Folder):
 
     def has_predictions(self) -> bool:
         return self.exists(self.PREDICTIONS)
+
+    # ---- people's labels ------------------------------------------------------------------------------------
+    def labels_text(self) -> str:
+        """``LABELS`` as text ("" where nobody labelled a sample yet)."""
+        return self.storage.read_text(self.LABELS) if self.exists(self.LABELS) else ""
+
+    def append_labels(self, lines: list[str]) -> None:
+        """Append JSON lines to ``LABELS`` (a local run directory only: a storage URI cannot be appended to), in
+        one write so that a line is never interleaved with another writer's."""
+        if self.path is None:
+            raise ConfigError(f"{self.uri}: labels are written to local run directories only (copy the run here)")
+        data = "".join(line.rstrip("\n") + "\n" for line in lines).encode("utf-8")
+        fd = os.open(self.path / self.LABELS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
 
     # ---- sub-folders ----------------------------------------------------------------------------------------
     @property

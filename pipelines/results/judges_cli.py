@@ -108,9 +108,14 @@ def register(app: typer.Typer) -> None:
         data_dir: Optional[Path] = data_dir_option(),
         tracking: bool = typer.Option(True, "--tracking/--no-tracking", help="log an MLflow run (kind judges)"),
         tracking_uri_: Optional[str] = tracking_uri_option(RUNS_STORE_HELP),
+        human: bool = typer.Option(False, "--human", help="One run: its judge(s) (a jury: each juror too) against "
+                                                          "people's labels (`llmrec view RUN --annotate`), and the "
+                                                          "headline metrics with people's verdicts on the labelled "
+                                                          "samples."),
     ) -> None:
         """Agreement between judges: per judged decision raw agreement, Cohen's kappa with a cluster bootstrap CI
-        and the confusion matrix; then the headline metrics under each judge, B − A with its paired CI."""
+        and the confusion matrix; then the headline metrics under each judge, B − A with its paired CI. With
+        --human: people's labels are the other judge."""
         from llmrec import storage
         from llmrec.pipelines.results.compare import _slug, load_run
         from llmrec.pipelines.results.judge_agreement import judges_report, log_mlflow, tables, write_report
@@ -118,11 +123,22 @@ def register(app: typer.Typer) -> None:
         from llmrec.rundir import RunDir, refuse_inside_runs
 
         refuse_inside_runs(out, "--out")
+        if human and len(runs) != 1:
+            from llmrec.errors import ConfigError
+
+            raise ConfigError(f"--human takes one run (its labels are read from it), got {len(runs)}")
         with storage.local_folders(runs) as local, installed_only():
-            report = judges_report(local, data_dir, resamples, seed)
-            for t in tables(report):
+            if human:
+                from llmrec.pipelines.results.human_agreement import human_report, human_tables
+
+                report = human_report(local[0], data_dir, resamples, seed)
+                shown = human_tables(report)
+            else:
+                report = judges_report(local, data_dir, resamples, seed)
+                shown = tables(report)
+            for t in shown:
                 console.print(t)
-            names = "--vs--".join(Path(p).name for p in local)
+            names = "--vs--".join([Path(p).name for p in local] + (["human"] if human else []))
             here = Path(".") if any(storage.is_uri(r) for r in runs) else Path(local[0]).resolve().parent
             target = out or here / RunDir.COMPARISONS / _slug(f"judges-{names}")[:200]
             refuse_inside_runs(target, "--out")

@@ -166,8 +166,9 @@ class Viewer:
         sources = [str(s) for s in sources]
         return cls(open_runs(sources), sources)
 
-    def query(self, filters: dict[str, str], text: str = "") -> pd.DataFrame:
-        """The index rows that pass every filter (exact values) and contain ``text`` (case-insensitive)."""
+    def query(self, filters: dict[str, str], text: str = "", only: list[int] | None = None) -> pd.DataFrame:
+        """The index rows that pass every filter (exact values) and contain ``text`` (case-insensitive); ``only``:
+        those index rows alone, in that order (a labelling queue)."""
         mask = pd.Series(True, index=self.index.index)
         for k in FILTERS:
             v = filters.get(k)
@@ -175,6 +176,8 @@ class Viewer:
                 mask &= self.index[k] == v
         if text.strip():
             mask &= self._contains(text.strip().casefold().replace(SEP, " "))
+        if only is not None:
+            return self.index.iloc[only][mask.iloc[only].to_numpy()]
         return self.index[mask]
 
     def _contains(self, needle: str) -> np.ndarray:
@@ -187,8 +190,9 @@ class Viewer:
             pos = blob.find(needle, int(starts[row + 1]))
         return hit
 
-    def page(self, filters: dict[str, str], text: str = "", page: int = 1, size: int = PAGE_SIZE) -> dict:
-        hits = self.query(filters, text)
+    def page(self, filters: dict[str, str], text: str = "", page: int = 1, size: int = PAGE_SIZE,
+             only: list[int] | None = None) -> dict:
+        hits = self.query(filters, text, only)
         pages = max(1, math.ceil(len(hits) / size))
         page = min(max(1, page), pages)
         rows = []
@@ -334,6 +338,27 @@ def host_allowed(host: str, bound: str) -> bool:
     return False
 
 
+TOKEN_COOKIE = "llmrec_view_token"
+MAX_LABEL_BODY = 64 * 1024
+
+
+def refusal(headers, token: str, expected: str) -> str | None:
+    """Why a label POST is refused, None when it is not: it must come from a page of this viewer (its ``Origin``,
+    else its ``Referer``, names the same scheme-less host and port as its ``Host``) and carry the writing token."""
+    import secrets
+    from urllib.parse import urlsplit
+
+    source = headers.get("origin") or headers.get("referer") or ""
+    if not source or source == "null":
+        return "refused: a label must be posted from the viewer's own page (no Origin or Referer)"
+    got = urlsplit(source)
+    if got.scheme not in ("http", "https") or got.netloc.lower() != headers.get("host", "").lower():
+        return f"refused: a label must be posted from the viewer's own page, not from {got.scheme}://{got.netloc}"
+    if not token or not secrets.compare_digest(token, expected):
+        return "refused: no valid writing token (open the address `llmrec view --annotate` printed)"
+    return None
+
+
 class HostCheck:
     """ASGI middleware: a request whose ``Host`` is not the viewer's (:func:`host_allowed`) gets 400; one that could
     change something (any method but GET / HEAD / OPTIONS) with a foreign ``Origin`` gets 403."""
@@ -356,9 +381,13 @@ class HostCheck:
         return await self.inner(scope, receive, send)
 
 
-def app(viewer: Viewer, host: str = "127.0.0.1"):
-    """The Starlette app over ``viewer``: ``/samples`` (the filtered list), ``/sample?run=K&id=ID``. It answers
-    only requests addressed to ``host`` (the address it listens on) or a loopback name (:class:`HostCheck`)."""
+def app(viewer: Viewer, host: str = "127.0.0.1", pairs=None, annotate=None):
+    """The Starlette app over ``viewer``: ``/samples`` (the filtered list), ``/sample?run=K&id=ID``; with ``pairs``
+    (a :class:`~llmrec.pipelines.results.viewer_pairs.PairIndex` over the same viewer) also ``/pairs`` and
+    ``/pair?pair=P&id=ID``, and ``/`` goes to ``/pairs``; with ``annotate`` (a
+    :class:`~llmrec.pipelines.results.labels.Annotator`) sample pages carry label forms that POST to ``/label``.
+    It answers only requests addressed to ``host`` (the address it listens on) or a loopback name
+    (:class:`HostCheck`)."""
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.requests import Request
@@ -367,12 +396,31 @@ def app(viewer: Viewer, host: str = "127.0.0.1"):
 
     env = templates()
     base = {"sources": viewer.sources, "runs": viewer.runs, "notes": viewer.notes}
+    queue = [viewer.by_id[k] for k in annotate.queue if k in viewer.by_id] if annotate is not None else []
 
     def filters_of(request: Request) -> dict[str, str]:
         return {k: request.query_params.get(k, "") for k in FILTERS}
 
+    def token_of(request: Request) -> str | None:
+        """The writing token where this browser holds it (the printed URL's ``token``, then its cookie)."""
+        if annotate is None:
+            return None
+        import secrets
+
+        for got in (request.query_params.get("token"), request.cookies.get(TOKEN_COOKIE)):
+            if got and secrets.compare_digest(got, annotate.token):
+                return annotate.token
+        return None
+
+    def respond(request: Request, html: str, status_code: int = 200) -> HTMLResponse:
+        res = HTMLResponse(html, status_code=status_code)
+        if annotate is not None and token_of(request) and request.query_params.get("token"):
+            res.set_cookie(TOKEN_COOKIE, annotate.token, httponly=True, samesite="strict", path="/")
+        return res
+
     async def index(request: Request):
-        return RedirectResponse("/samples" + (f"?{request.url.query}" if request.url.query else ""))
+        home = "/pairs" if pairs is not None else "/samples"
+        return RedirectResponse(home + (f"?{request.url.query}" if request.url.query else ""))
 
     async def samples(request: Request):
         f = filters_of(request)
@@ -381,16 +429,21 @@ def app(viewer: Viewer, host: str = "127.0.0.1"):
             page_no = int(request.query_params.get("page", "1"))
         except ValueError:
             page_no = 1
-        got = viewer.page(f, q, page_no)
-        keep = {**f, "q": q}
+        in_queue = bool(queue) and request.query_params.get("queue") == "1"
+        got = viewer.page(f, q, page_no, only=queue if in_queue else None)
+        keep = {**f, "q": q, "queue": "1" if in_queue else ""}
+        if annotate is not None:
+            for r in got["rows"]:
+                r["labels"] = annotate.of(r["run_key"], r["sample_id"])
 
         def page_href(n: int) -> str:
             return samples_path(**keep, page=str(n))
 
         html = env.get_template("viewer_list.html").render(
             **base, filters=f, q=q, options=viewer.options, got=got, page_href=page_href,
-            filter_names=FILTERS, title="llmrec view")
-        return HTMLResponse(html)
+            filter_names=FILTERS, title="llmrec view", annotate=annotate is not None, queue=len(queue),
+            in_queue=in_queue)
+        return respond(request, html)
 
     async def sample(request: Request):
         sid, run = request.query_params.get("id"), request.query_params.get("run")
@@ -403,16 +456,84 @@ def app(viewer: Viewer, host: str = "127.0.0.1"):
         except KeyError as e:
             return HTMLResponse(env.get_template("viewer_error.html").render(
                 **base, title="llmrec view", message=str(e.args[0])), status_code=404)
+        s = viewer.sample(view, row)
+        labelling = None
+        if annotate is not None:
+            from llmrec.pipelines.results.labels import decisions_of
+
+            labelling = {"token": token_of(request), "labels": annotate.of(view.key, s["sample_id"]),
+                         "decisions": decisions_of(view, row, s["explanation"].verdict), "who": annotate.who}
         html = env.get_template("viewer_sample.html").render(
-            **base, s=viewer.sample(view, row), title=f"{sid} · llmrec view",
+            **base, s=s, title=f"{sid} · llmrec view", labelling=labelling,
             back=samples_path(benchmark=view.benchmark, subject=view.subject, entry=view.entry))
-        return HTMLResponse(html)
+        return respond(request, html)
 
-    return Starlette(routes=[Route("/", index), Route("/samples", samples), Route("/sample", sample)],
-                     middleware=[Middleware(HostCheck, bound=host)])
+    async def label(request: Request):
+        from urllib.parse import parse_qs
+
+        from starlette.responses import PlainTextResponse
+
+        from llmrec.pipelines.results.labels import decisions_of
+
+        body = await request.body()
+        if len(body) > MAX_LABEL_BODY:
+            return PlainTextResponse("label form too large", status_code=413)
+        form = {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True).items()}
+        why = refusal(request.headers, form.get("token", ""), annotate.token)
+        if why:
+            return PlainTextResponse(why, status_code=403)
+        try:
+            view, row = viewer.find(form.get("id", ""), form.get("run") or None)
+        except KeyError as e:
+            return PlainTextResponse(str(e.args[0]), status_code=404)
+        sid = str(row.get("sample_id"))
+        ex = viewer.explained.get((view.key, int(viewer.index["row"].iat[viewer.by_id[(view.key, sid)]])))
+        try:
+            annotate.record(view.key, sid, decisions_of(view, row, ex.verdict if ex else None), form)
+        except ValueError as e:
+            return PlainTextResponse(f"label refused: {e}", status_code=400)
+        return RedirectResponse(sample_path(view.key, sid) + "#labels", status_code=303)
+
+    routes = [Route("/", index), Route("/samples", samples), Route("/sample", sample)]
+    if annotate is not None:
+        routes.append(Route("/label", label, methods=["POST"]))
+    if pairs is not None:
+        from llmrec.pipelines.results.viewer_pairs import CHANGES, PAIR_FILTERS, pairs_path
+
+        async def pair_list(request: Request):
+            f = {k: request.query_params.get(k, "") for k in PAIR_FILTERS}
+            q = request.query_params.get("q", "")
+            try:
+                page_no = int(request.query_params.get("page", "1"))
+            except ValueError:
+                page_no = 1
+            got = pairs.page(f, q, page_no)
+            keep = {**f, "q": q}
+            html = env.get_template("viewer_pairs.html").render(
+                **base, pairs=pairs, filters=f, q=q, options=pairs.options, got=got, changes=CHANGES,
+                page_href=lambda n: pairs_path(**keep, page=str(n)), filter_href=lambda c: pairs_path(change=c),
+                filter_names=PAIR_FILTERS, title="llmrec view · A vs B")
+            return HTMLResponse(html)
+
+        async def pair(request: Request):
+            sid, p = request.query_params.get("id"), request.query_params.get("pair", "0")
+            if not sid:
+                return HTMLResponse(env.get_template("viewer_error.html").render(
+                    **base, title="llmrec view", message="no sample id given (/pair?pair=P&id=ID)"), status_code=400)
+            try:
+                got = pairs.sample(p, sid)
+            except KeyError as e:
+                return HTMLResponse(env.get_template("viewer_error.html").render(
+                    **base, title="llmrec view", message=str(e.args[0])), status_code=404)
+            html = env.get_template("viewer_pair.html").render(**base, p=got, title=f"{sid} · A vs B · llmrec view",
+                                                               back="/pairs")
+            return HTMLResponse(html)
+
+        routes += [Route("/pairs", pair_list), Route("/pair", pair)]
+    return Starlette(routes=routes, middleware=[Middleware(HostCheck, bound=host)])
 
 
-def serve(viewer: Viewer, host: str = "127.0.0.1", port: int = 0, ready=None) -> None:
+def serve(viewer: Viewer, host: str = "127.0.0.1", port: int = 0, ready=None, pairs=None, annotate=None) -> None:
     """Serve the app on ``host:port`` (port 0: a free one); ``ready(url)`` is called once it listens."""
     import socket
 
@@ -426,7 +547,7 @@ def serve(viewer: Viewer, host: str = "127.0.0.1", port: int = 0, ready=None) ->
         raise ConfigError(f"--host {host} --port {port}: cannot listen there ({e.strerror or e})") from e
     sock.listen(128)
     got = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app(viewer, host), log_level="warning", lifespan="off"))
+    server = uvicorn.Server(uvicorn.Config(app(viewer, host, pairs, annotate), log_level="warning", lifespan="off"))
     if ready is not None:
         ready(f"http://{'[' + host + ']' if ':' in host else host}:{got}")
     server.run(sockets=[sock])

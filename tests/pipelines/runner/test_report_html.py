@@ -190,3 +190,13 @@ def test_protocol_differences_show_as_their_keys_only_when_there_are_some(suite)
     path.write_text(json.dumps(doc))
     note = _soup(render([suite])).find(string=lambda t: t and "protocols differ" in t)
     assert note.strip() == "protocols differ (compared anyway) in: benchmark.n, benchmark.truncate"
+
+
+def test_a_comparison_of_two_runs_names_the_pair_viewer_of_its_changed_samples(suite):
+    path = suite / "comparisons" / "gemma-a--vs--gemma-b" / "comparison.json"
+    doc = json.loads(path.read_text())
+    doc["runs"] = [{"label": "a", "run_dir": "/runs/run a"}, {"label": "b", "run_dir": "/runs/b"}]
+    path.write_text(json.dumps(doc))
+    note = _soup(render([suite])).find("p", class_="pair-view")
+    assert note.code.text == "llmrec view '/runs/run a' /runs/b --compare"
+    assert note.find("a", class_="viewer")["data-path"] == "/pairs?change=changed"

@@ -36,10 +36,13 @@ def conversation(i: int, turns: int) -> list[Message]:
 
 
 def prefeval_run(d: Path, n: int = 8, turns: int = 2, inject: bool = True, transcripts: bool = True,
-                 model: str = "fake-model") -> Path:
+                 model: str = "fake-model", kinds: dict[int, str] | None = None,
+                 edits: dict[int, str] | None = None, skip: tuple[int, ...] = ()) -> Path:
     """A PrefEval MCQ run of ``n`` samples: sample 0 right, 1 wrong, 2 missed, 3 failed, then right / wrong
     alternating. ``inject``: sample 1's question and output hold HTML that must render as text. ``transcripts``
-    False: a run written before transcripts (calls without request references, no text store)."""
+    False: a run written before transcripts (calls without request references, no text store). ``kinds``: sample
+    number → its kind instead (right / wrong / missed / failed); ``edits``: sample number → a line added to its
+    question (a changed prompt); ``skip``: sample numbers left out of the run."""
     rd = RunDir(d)
     rd.mkdir()
     rd.write_config(yaml.safe_dump({"benchmark": {"name": "prefeval", "task": "mcq", "topics": ["travel_restaurant"]},
@@ -49,8 +52,13 @@ def prefeval_run(d: Path, n: int = 8, turns: int = 2, inject: bool = True, trans
     texts: dict[str, str] = {}
     rows = []
     for i in range(n):
+        if i in skip:
+            continue
         kind = ["right", "wrong", "missed", "failed"][i] if i < 4 else ("right" if i % 2 == 0 else "wrong")
+        kind = (kinds or {}).get(i, kind)
         msgs = conversation(i, turns)
+        if i in (edits or {}):
+            msgs[-1] = Message(role="user", content=msgs[-1].content + "\n" + edits[i])
         output = {"right": "<choice>B</choice>", "wrong": "<choice>A</choice>", "missed": "I cannot decide.",
                   "failed": ""}[kind]
         if inject and i == 1:
