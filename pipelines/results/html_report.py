@@ -200,7 +200,7 @@ def _comparison(path: Path) -> dict:
     else:
         title = " vs ".join(map(str, runs)) or path.parent.name
     dirs = [r.get("run_dir") for r in data.get("runs") or [] if isinstance(r, dict) and r.get("run_dir")]
-    view = f"llmrec view {shlex.quote(dirs[0])} {shlex.quote(dirs[1])} --compare" if len(dirs) == 2 else None
+    view = f"llmrec view {shlex.quote(dirs[0])} {shlex.quote(dirs[1])}" if len(dirs) == 2 else None
     return {"path": str(path), "title": title, "runs": [str(r) for r in runs], "protocol_keys": keys, "view": view,
             "dropped": _dropped_lines(data.get("dropped")), "columns": columns, "rows": [row(r) for r in rows],
             "few": any(few_mark(r.get("n_clusters")) for r in rows), "judges": _judges(path.parent / JUDGES_FILE)}

@@ -37,9 +37,11 @@ def view(
     import_labels: Optional[Path] = typer.Option(None, "--import-labels", help="Append the labels of this CSV "
                                                                                "(columns as --export-labels writes) "
                                                                                "to the run's labels (no server)."),
-    compare: bool = typer.Option(False, "--compare", help="Two sources A B (two runs, or two suites: their runs "
-                                                          "paired by subject and entry): pair the samples by id and "
-                                                          "show what changed, A and B side by side with word diffs."),
+    compare: Optional[bool] = typer.Option(None, "--compare/--together", help="Two sources A B (two runs, or two "
+                                           "suites: their runs paired by subject and entry) are compared by "
+                                           "default: samples paired by id, what changed first, A and B side by side "
+                                           "with word diffs. --together lists both sources' samples in one list "
+                                           "instead."),
 ) -> None:
     """Browse every sample's transcript: messages, raw output, tokens, timing, answer, gold, verdict, reason.
 
@@ -47,9 +49,9 @@ def view(
     e.g. http://127.0.0.1:PORT/samples?benchmark=prefeval&verdict=wrong (the report's links name these paths).
     Reads the directories once; stop with Ctrl-C. E.g. `llmrec view runs/suite-demo`, or
     `llmrec view RUN_DIR --sample travel_restaurant/explicit/0000/t002/zero-shot`.
-    With --compare A B: the list at /pairs shows both verdicts per sample, filtered by change (right→wrong first,
-    then wrong→right), unchanged, only in A / B; a sample's page shows both runs' calls side by side with word
-    diffs of the outputs and requests.
+    Two sources, `llmrec view A B`, are compared: the list at /pairs shows both verdicts per sample, filtered by
+    change (right→wrong first, then wrong→right), unchanged, only in A / B; a sample's page shows both runs' calls
+    side by side with word diffs of the outputs and requests (--together: one list of both instead).
     """
     from llmrec.errors import ConfigError
     from llmrec.pipelines.results.viewer import open_viewer, print_sample, serve
@@ -59,6 +61,8 @@ def view(
     if export_labels is not None or import_labels is not None:
         return _labels_io(list(sources), export_labels, import_labels, who)
     pairs = None
+    if compare is None:  # two sources are compared, unless a sample is asked for
+        compare = len(sources) == 2 and sample is None
     if compare:
         from llmrec.pipelines.results.viewer_pairs import PairIndex
 

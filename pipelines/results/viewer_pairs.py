@@ -1,4 +1,4 @@
-"""`llmrec view A B --compare`: two runs' samples paired by id, what changed between them, and word-level diffs.
+"""`llmrec view A B`: two runs' samples paired by id, what changed between them, and word-level diffs.
 
 :class:`PairIndex` sits on a :class:`~llmrec.pipelines.results.viewer.Viewer` over both sides' runs (read once, as
 `llmrec view` reads them) and pairs each run of A with its run of B: two plain runs with each other; the runs of two

@@ -198,5 +198,5 @@ def test_a_comparison_of_two_runs_names_the_pair_viewer_of_its_changed_samples(s
     doc["runs"] = [{"label": "a", "run_dir": "/runs/run a"}, {"label": "b", "run_dir": "/runs/b"}]
     path.write_text(json.dumps(doc))
     note = _soup(render([suite])).find("p", class_="pair-view")
-    assert note.code.text == "llmrec view '/runs/run a' /runs/b --compare"
+    assert note.code.text == "llmrec view '/runs/run a' /runs/b"
     assert note.find("a", class_="viewer")["data-path"] == "/pairs?change=changed"

@@ -1,4 +1,4 @@
-"""`llmrec view A B --compare`: two runs' samples paired by id, filtered by what changed, and a pair's page with
+"""`llmrec view A B`: two runs' samples paired by id, filtered by what changed, and a pair's page with
 both runs' calls and word diffs (Starlette's TestClient over hand-built run directories)."""
 
 from __future__ import annotations
@@ -123,3 +123,23 @@ def test_pair_pages_of_10k_paired_samples_stay_under_300_ms_at_p95(tmp_path):
     every = [t for ts in got["times"].values() for t in ts]
     assert got["samples"] == 10_000  # each run holds one sample the other lacks: 10,000 ids in all
     assert p95(every) <= 0.3, {k: round(p95(v) * 1e3) for k, v in got["times"].items()}
+
+
+def test_two_sources_are_compared_unless_asked_to_list_them_together(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from llmrec.cli import _mount_extra_verbs, app as cli
+    from llmrec.pipelines.results import viewer
+
+    if not any(c.name == "view" for c in cli.registered_commands):
+        _mount_extra_verbs()
+    served: list = []
+    monkeypatch.setattr(viewer, "serve", lambda v, host, port, ready, pairs=None, annotator=None:
+                        served.append((len(v.runs), pairs)))
+    a, b = two_runs(tmp_path)
+    assert CliRunner().invoke(cli, ["view", str(a), str(b)]).exit_code == 0
+    assert CliRunner().invoke(cli, ["view", str(a), str(b), "--together"]).exit_code == 0
+    assert CliRunner().invoke(cli, ["view", str(a)]).exit_code == 0
+    (runs, compared), (runs_together, together), (one, single) = served
+    assert isinstance(compared, PairIndex) and together is None and single is None
+    assert runs_together == 2 and one == 1

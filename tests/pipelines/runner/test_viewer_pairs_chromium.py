@@ -1,4 +1,4 @@
-"""`llmrec view A B --compare` and `llmrec view RUN --annotate` in a real browser (Debian's headless Chromium and
+"""`llmrec view A B` and `llmrec view RUN --annotate` in a real browser (Debian's headless Chromium and
 chromedriver, driven by Selenium): the changed samples of two runs with both verdicts and a highlighted diff; three
 labels written, seen again after a reload, and measured by `llmrec judges RUN --human`."""
 
@@ -47,7 +47,7 @@ def test_the_changed_samples_of_two_runs_with_both_verdicts_and_a_highlighted_di
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
     a, b = two_runs(tmp_path)
-    proc, m = start(str(a), str(b), "--compare", want=r"at (http://127\.0\.0\.1:\d+)/pairs")
+    proc, m = start(str(a), str(b), want=r"at (http://127\.0\.0\.1:\d+)/pairs")
     try:
         browser.get(m.group(1) + "/")
         WebDriverWait(browser, 60).until(lambda d: d.find_elements(By.ID, "pairs"))
