@@ -12,6 +12,7 @@ A run directory holds::
     samples.parquet      one typed row per sample (see llmrec.pipelines.record)
     predictions.jsonl    the benchmark's predictions in its reference code's format (optional)
     run_facts.json       role → what its engine learned while running (optional)
+    provenance.json      what produced the outputs: software, model bytes, machine, sampling (llmrec.provenance)
     protocol.json        the protocol record of a training run (optional)
     mlflow_run_id        the MLflow run this directory is logged to
     cost_ledger.json     the CPU/GPU seconds each invocation held (the cost ledger's part no record carries)
@@ -92,6 +93,7 @@ class RunDir(_Folder):
     SAMPLES = "samples.parquet"
     PREDICTIONS = "predictions.jsonl"
     FACTS = "run_facts.json"
+    PROVENANCE = "provenance.json"  # software, model bytes, machine, sampling (pipelines/runner/provenance_record.py)
     PROTOCOL = "protocol.json"
     MLFLOW_ID = "mlflow_run_id"
     RESULTS = "results"
@@ -106,7 +108,7 @@ class RunDir(_Folder):
     # `llmrec score --out` writes such files anywhere)
     MARKERS = (CONFIG, SAMPLES, PROTOCOL, COST_LEDGER, LOCK)
     # what a run's start with --fresh removes: every file derived from the results it discards
-    DERIVED = (METRICS, SAMPLES, PREDICTIONS, FACTS, MLFLOW_ID, COST_LEDGER)
+    DERIVED = (METRICS, SAMPLES, PREDICTIONS, FACTS, MLFLOW_ID, COST_LEDGER, PROVENANCE)
 
     @property
     def local(self) -> bool:
@@ -180,6 +182,13 @@ class RunDir(_Folder):
 
     def drop_facts(self) -> None:
         self.storage.delete(self.FACTS)
+
+    def provenance(self) -> dict[str, Any]:
+        """``provenance.json`` ({} for a run written before it existed)."""
+        return self._json(self.PROVENANCE) if self.exists(self.PROVENANCE) else {}
+
+    def write_provenance(self, record: dict) -> None:
+        self.storage.write_text(self.PROVENANCE, dumps_json(record))
 
     def mlflow_run_id(self) -> str | None:
         return self.storage.read_text(self.MLFLOW_ID).strip() or None if self.exists(self.MLFLOW_ID) else None
