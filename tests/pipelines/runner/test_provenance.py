@@ -12,15 +12,15 @@ from llmrec import provenance as prov
 from llmrec.rundir import RunDir
 from llmrec.serving.engine import build_engine, engine_args, engine_provenance
 
-SECRETS = {"OPENAI_API_KEY": "sk-test-Vq83hZ1kP0s3cr3tValue", "AWS_SECRET_ACCESS_KEY": "wJalrXUtnF3MI/K7MDENGbPxRfiCYs3cr3t",
-           "LLMREC_TEST_TOKEN": "tok-77aa9c1d2e3f"}
+SECRETS = {"OPENAI_API_KEY": "sk-test-Vq83hZ1kP0s3cr3tValue",
+           "AWS_SECRET_ACCESS_KEY": "wJalrXUtnF3MI/K7MDENGbPxRfiCYs3cr3t", "LLMREC_TEST_TOKEN": "tok-77aa9c1d2e3f"}
 
 
 def test_differences_are_flattened_sorted_and_skip_where_and_when():
     a = {"created": "t1", "packages": {"numpy": "2.0"}, "engines": {"subject": {"model": {"sha256": "aa"}}},
          "env": {"set": ["X"]}}
-    b = {"created": "t2", "packages": {"numpy": "2.1", "ray": "2.5"}, "engines": {"subject": {"model": {"sha256": "bb"}}},
-         "env": {"set": ["Y"]}}
+    b = {"created": "t2", "packages": {"numpy": "2.1", "ray": "2.5"},
+         "engines": {"subject": {"model": {"sha256": "bb"}}}, "env": {"set": ["Y"]}}
     assert prov.differences(a, b) == [("engines.subject.model.sha256", "aa", "bb"), ("packages.numpy", "2.0", "2.1"),
                                       ("packages.ray", None, "2.5")]
     assert prov.differences(a, a) == []
