@@ -18,6 +18,7 @@ import platform
 import shutil
 import subprocess
 import sys
+from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -80,14 +81,20 @@ def cached_sha256(path: str | Path) -> str:
 
 
 def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str]:
-    """Installed version of each distribution in ``names`` (the ones not installed are left out)."""
+    """Installed version of each distribution in ``names`` (the ones not installed are left out; looked up once per
+    process: an engine reports them after every batch)."""
+    return dict(_versions(tuple(names)))
+
+
+@lru_cache(maxsize=64)
+def _versions(names: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     out = {}
     for name in names:
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             continue
-    return out
+    return tuple(out.items())
 
 
 def _git(args: list[str], where: Path) -> str | None:
