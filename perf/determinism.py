@@ -23,11 +23,8 @@ from __future__ import annotations
 import argparse
 import copy
 import os
-import sys
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's tests/ helpers are not needed
 
 ENGINES = {
     "llamacpp": {"type": "llamacpp", "n_ctx": 4096, "n_threads": 1, "choice_mode": "score"},

