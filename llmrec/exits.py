@@ -15,6 +15,8 @@ from typer.core import TyperGroup
 
 from llmrec.errors import EXIT_BUDGET, EXIT_FAILED, EXIT_USAGE, LlmrecError, wrapped_llmrec_error
 
+EXIT_NOT_REPRODUCED = 4  # `llmrec reproduce`: fewer engine calls than --threshold came out byte-identical
+
 EXIT_CODES_HELP = (
     f"Exit codes: 0 success; {EXIT_FAILED} the work ran and did not succeed (a run with more failed samples than "
     "execution.max_failed_share, whose results are stored and whose re-run retries them; a run or rejudge whose "
@@ -23,7 +25,8 @@ EXIT_CODES_HELP = (
     "FAILED or STOPPED; an unexpected internal error, printed with its traceback); "
     f"{EXIT_USAGE} nothing was done: a usage, config or data error, printed as one 'error: ...' line; "
     f"{EXIT_BUDGET} a run reached its execution.budget (finished samples stored; a re-run with a larger budget "
-    "resumes).")
+    "resumes); "
+    f"{EXIT_NOT_REPRODUCED} `llmrec reproduce`: fewer re-run engine calls than its --threshold came out identical.")
 
 _stderr = Console(stderr=True, soft_wrap=True, highlight=False)
 

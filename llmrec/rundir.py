@@ -13,6 +13,7 @@ A run directory holds::
     samples.parquet      one typed row per sample (see llmrec.pipelines.record)
     predictions.jsonl    the benchmark's predictions in its reference code's format (optional)
     run_facts.json       role → what its engine learned while running (optional)
+    provenance.json      what produced the outputs: software, model bytes, machine, sampling (llmrec.provenance)
     protocol.json        the protocol record of a training run (optional)
     mlflow_run_id        the MLflow run this directory is logged to
     cost_ledger.json     the CPU/GPU seconds each invocation held (the cost ledger's part no record carries)
@@ -97,6 +98,7 @@ class RunDir(_Folder):
     SAMPLES = "samples.parquet"
     PREDICTIONS = "predictions.jsonl"
     FACTS = "run_facts.json"
+    PROVENANCE = "provenance.json"  # software, model bytes, machine, sampling (pipelines/runner/provenance_record.py)
     PROTOCOL = "protocol.json"
     MLFLOW_ID = "mlflow_run_id"
     RESULTS = "results"
@@ -112,7 +114,7 @@ class RunDir(_Folder):
     # `llmrec score --out` writes such files anywhere)
     MARKERS = (CONFIG, SAMPLES, PROTOCOL, COST_LEDGER, LOCK)
     # what a run's start with --fresh removes: every file derived from the results it discards
-    DERIVED = (METRICS, SAMPLES, PREDICTIONS, FACTS, MLFLOW_ID, COST_LEDGER)
+    DERIVED = (METRICS, SAMPLES, PREDICTIONS, FACTS, MLFLOW_ID, COST_LEDGER, PROVENANCE)
 
     @property
     def local(self) -> bool:
@@ -186,6 +188,10 @@ class RunDir(_Folder):
 
     def drop_facts(self) -> None:
         self.storage.delete(self.FACTS)
+
+    def provenance(self) -> dict[str, Any]:
+        """``provenance.json`` ({} for a run written before it existed)."""
+        return self._json(self.PROVENANCE) if self.exists(self.PROVENANCE) else {}
 
     def mlflow_run_id(self) -> str | None:
         return self.storage.read_text(self.MLFLOW_ID).strip() or None if self.exists(self.MLFLOW_ID) else None
@@ -392,6 +398,9 @@ class RunWriter:
 
     def write_facts(self, facts: dict, publish: bool = True) -> Path:
         return self.write_text(RunDir.FACTS, dumps_json(facts), publish)
+
+    def write_provenance(self, record: dict, publish: bool = True) -> Path:
+        return self.write_text(RunDir.PROVENANCE, dumps_json(record), publish)
 
     def write_metrics(self, metrics: dict, publish: bool = True) -> Path:
         """The metrics: the file that marks the run complete. Write (and publish) it after the files it sums up."""

@@ -32,7 +32,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmrec.serving.engine import run_facts
+from llmrec.serving.engine import engine_provenance, run_facts
 from llmrec.types import Request, Result
 
 
@@ -199,6 +199,9 @@ class CachedEngine:
 
     def run_facts(self) -> dict:
         return run_facts(self.engine)
+
+    def provenance(self) -> dict:
+        return engine_provenance(self.engine)
 
     @property
     def context_limit(self) -> int | None:

@@ -113,7 +113,15 @@ class EngineBase:
     ``run_facts()``: what the engine learned while running that bears on the results but that its config
     does not say (openai: the constraint format the server took after rejecting the first); {} by default.
     Unlike ``identity()`` (what the engine is; the request cache key) it may change during a run. The
-    runner records it per role in the run directory (``run_facts.json``) and the MLflow ``protocol`` tag."""
+    runner records it per role in the run directory (``run_facts.json``) and the MLflow ``protocol`` tag.
+
+    ``provenance()``: what produced this engine's outputs beyond its config, for the run's provenance record
+    (``RunDir.PROVENANCE``): the engine arguments after defaults were applied (``engine_args``), the versions of the
+    libraries it runs on (``packages``), the model's identity (``model``: the sha256 of the weight file(s) loaded, or
+    the hub repo and revision), tokenizer and chat-template hashes, the hardware it runs on where that differs from
+    the driver's. Called on a started engine where it runs; called unstarted (it must then load nothing heavy) on
+    the driver for a role whose engine runs elsewhere. Never a credential or an environment variable's value. The
+    default: the config's fields (credentials and URL secrets redacted)."""
 
     thread_safe: bool = False
     remote: bool = False
@@ -132,6 +140,31 @@ class EngineBase:
 
     def run_facts(self) -> dict:
         return {}
+
+    def provenance(self) -> dict:
+        return {"engine_args": engine_args(self.config)}
+
+
+def engine_args(cfg: EngineConfig) -> dict:
+    """An engine config's fields after defaults, as JSON values, without credentials: a field whose name says it
+    holds a secret (``llmrec.redact.is_secret_name``) is left out, URLs lose their user info and query values."""
+    from llmrec.redact import is_secret_name, redacted
+
+    return redacted({k: v for k, v in cfg.model_dump(mode="json").items() if not is_secret_name(k)})
+
+
+def engine_provenance(engine) -> dict:
+    """``engine.provenance()``, or {} for an object without the hook (a client of engines that run elsewhere);
+    an engine whose hook fails gives ``{"error": …}`` (a provenance record never stops a run)."""
+    hook = getattr(engine, "provenance", None)
+    if not callable(hook):
+        return {}
+    try:
+        return dict(hook())
+    except Exception as e:  # noqa: BLE001 - recorded, never raised
+        from llmrec.redact import redact_text
+
+        return {"error": redact_text(f"{type(e).__name__}: {e}")}
 
 
 def run_facts(engine) -> dict:

@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from llmrec import settings
+from llmrec.provenance import HASH_CACHE_FILE, sha256_of  # noqa: F401 - where callers found them
+from llmrec.provenance import read_hash_cache as _read_cache, write_hash_cache as _write_cache
 
-HASH_CACHE_FILE = "file_hashes.json"  # in the per-user cache: "path" → [size, mtime_ns, sha256]
 _CODE = (".py", ".pyc", ".pyi", ".so", ".pth", ".pyd")
 _SYSTEM = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}) + (
     "/proc/", "/sys/", "/dev/")
@@ -127,30 +128,6 @@ def data_fingerprint(paths: set[str] | list[str], root: Path | None = None,
     if changed:
         _write_cache(cache_path, cache)
     return out
-
-
-def sha256_of(path: str) -> str:
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
-
-
-def _read_cache(path: Path) -> dict[str, list]:
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _write_cache(path: Path, cache: dict) -> None:
-    """Atomically (concurrent runs lose at most each other's new entries, which are hashed again)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(cache))
-        os.replace(tmp, path)
-    except OSError:  # a read-only cache only costs hashing again next time
-        pass
 
 
 def data_conflicts(stored: dict[str, str], now: dict[str, str]) -> list[str]:

@@ -60,6 +60,7 @@ class Comparison:
     config_diff: list[dict] = field(default_factory=list)  # config_differences of each B with its A
     settings: dict = field(default_factory=dict)
     memorized: list[dict] = field(default_factory=list)  # headline metrics split by memorized items (memorized.py)
+    provenance_diff: list[dict] = field(default_factory=list)  # provenance_differences of each B with its A
 
 
 def load_run(path: str | Path, name: str | None = None) -> StoredRun:
@@ -99,6 +100,35 @@ def config_differences(a: StoredRun, b: StoredRun) -> list[dict]:
     ca, cb = (flatten(redacted(r.run_config.semantic())) for r in (a, b))
     return [{"a": a.name, "b": b.name, "key": k, "value_a": ca.get(k), "value_b": cb.get(k)}
             for k in tracking.differing_keys([ca, cb])]
+
+
+# ---- provenance: what produced the runs (software, model bytes, machine), shown before anything else ----------------
+def provenance_differences(a: StoredRun, b: StoredRun) -> list[dict]:
+    """Each field of the runs' provenance records (``provenance.json``) that differs, ``{a, b, key, value_a,
+    value_b}`` (``engines.subject.model.sha256``); a run without a record: said once as ``key`` ``provenance``."""
+    from llmrec.provenance import differences
+
+    pa, pb = a.provenance, b.provenance
+    if not pa or not pb:
+        return [] if not pa and not pb else [{"a": a.name, "b": b.name, "key": "provenance", "value_a": bool(pa) or
+                                              "no record", "value_b": bool(pb) or "no record"}]
+    return [{"a": a.name, "b": b.name, "key": k, "value_a": va, "value_b": vb} for k, va, vb in differences(pa, pb)]
+
+
+def provenance_lines(diffs: list[dict], recorded: bool = True) -> str:
+    """The provenance differences as printed first (``key: A → B`` per B run); ``recorded``: whether any of the
+    runs has a record."""
+    if not recorded:
+        return "provenance: none of the runs has a record (written before provenance.json existed)"
+    if not diffs:
+        return "provenance: the compared runs were produced by the same software, models and machine"
+    lines = ["PROVENANCE DIFFERS (what produced the runs; B vs A):"]
+    for (a, b) in dict.fromkeys((d["a"], d["b"]) for d in diffs):
+        lines.append(f"  {b} vs {a}:")
+        lines += [f"    {d['key']}: {tracking.value_text(d['value_a'], 200)} → "
+                  f"{tracking.value_text(d['value_b'], 200)}" for d in diffs if d["a"] == a and d["b"] == b]
+    return "\n".join(lines)
+# ---- end of provenance ---------------------------------------------------------------------------------------------
 
 
 def protocol_differences(a: StoredRun, b: StoredRun) -> list[dict]:
@@ -195,6 +225,7 @@ def compare_runs(paths: list[Path], allow_protocol_diff: bool = False, resamples
     groups = {k: g for k, g in groups.items() if len(g) > 1}
     for g in groups.values():
         for other in g[1:]:
+            comp.provenance_diff += provenance_differences(g[0], other)
             comp.config_diff += config_differences(g[0], other)
             comp.protocol_diff += protocol_differences(g[0], other)
     if comp.protocol_diff and not allow_protocol_diff:
@@ -281,7 +312,7 @@ def write_files(comp: Comparison, out: Path) -> dict[str, Path]:
                      "model": r.run_config.engine.label, "answers": r.sources["answers"],
                      "answers_from_cache": r.sources["from_cache"],
                      "answers_from_other_runs": r.sources["from_other_runs"]} for r in comp.runs],
-            "config_diff": comp.config_diff,
+            "provenance_diff": comp.provenance_diff, "config_diff": comp.config_diff,
            "protocol_diff": {"allowed": comp.allowed_protocol_diff, "differences": comp.protocol_diff},
            "dropped": comp.dropped, "not_compared": comp.not_compared, "holm": "per metric, over its settings and comparisons",
            **comp.settings, "rows": comp.rows, **({"memorized": comp.memorized} if comp.memorized else {})}
@@ -533,6 +564,7 @@ def _compare(runs: list[Path], metric: list[str], allow_protocol_diff: bool, out
         comp.per_sample = [p[p["metric"].isin(metric)] for p in comp.per_sample]
     files = write_files(comp, check_out(out or default_out(runs, comp.runs, here), comp.runs))
     console = Console()  # the terminal's width (80 columns, or $COLUMNS, when not a terminal)
+    console.print(provenance_lines(comp.provenance_diff, any(r.provenance for r in comp.runs)), markup=False)  # first: what produced the runs
     console.print(config_lines(comp), markup=False)
     console.print(table(comp))
     if comp.memorized:

@@ -237,6 +237,12 @@ class StoredRun:
         return _readable(self.dir.mlflow_run_id, self.dir.uri)
 
     @cached_property
+    def provenance(self) -> dict[str, Any]:
+        """What produced its outputs (``provenance.json``: software, machine, engines' models, sampling); {} for a
+        run written before the record existed."""
+        return _readable(self.dir.provenance, self.dir.uri)
+
+    @cached_property
     def facts(self) -> dict[str, dict]:
         """What each role's engine learned while running (``run_facts.json``)."""
         return _readable(self.dir.facts, self.dir.uri)

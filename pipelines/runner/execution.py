@@ -38,7 +38,7 @@ from llmrec.pipelines.runner.placement import actor_options_accepted, actor_reso
 from llmrec.pipelines.runner.provision import RunEngines, app_name  # noqa: F401 - app_name: where callers found it
 from llmrec.pipelines.runner.worker import (batch_texts, batch_timings, decode, encode, group_by_prefix, pack,
                                            process_samples)
-from llmrec.serving.engine import run_facts
+from llmrec.serving.engine import engine_provenance, run_facts
 from llmrec.transcripts import TextStore
 
 if TYPE_CHECKING:
@@ -107,10 +107,16 @@ class StageWorker:
         out = encode(groups, {"engine_start_s": load, "worker_s": time.perf_counter() - t0 - load}, texts)
         facts = {role: f for role, engine in self._engines.items() if (f := run_facts(engine))}
         out["facts"] = [json.dumps(facts)] * len(groups)  # what the engines learned so far (see run_facts)
+        out["provenance"] = [json.dumps(self._engine_provenance()) if i == 0 else "{}" for i in range(len(groups))]
         # the request-cache keys of the engine work this batch holds: the driver settles them once it is stored
         worked = self._worked()
         out["work"] = [json.dumps(worked if i == 0 else []) for i in range(len(groups))]
         return out
+
+    def _engine_provenance(self) -> dict[str, dict]:
+        """Role → what its engine says produced its outputs (``engine_provenance``; asked after every batch: an engine
+        says more once started, and its hook keeps what is costly to learn)."""
+        return {role: prov for role, engine in self._engines.items() if (prov := engine_provenance(engine))}
 
     def _worked(self) -> list[str]:
         """The request-cache keys of the engine work done since the last call (``CachedEngine.take_worked``)."""
@@ -148,6 +154,7 @@ class RunPlan:
     budget: "Budget | None" = None  # execution.budget (budget.py): consulted after each written batch
     hold: ExitStack = field(default_factory=ExitStack)  # the run directory's writer lock (RunDir.writer): close it
     # when the run ends
+    engines_provenance: dict[str, dict] = field(default_factory=dict)  # role → its engine's provenance (where it ran)
 
 
 def run_dir_for(cfg: RunConfig) -> storage.Storage:
@@ -433,6 +440,10 @@ def _absorb(p: RunPlan, batch: dict) -> list[Sample]:
     for facts in dict.fromkeys(batch["facts"]):
         for change in merge_facts(p.facts, json.loads(facts)):
             log.warning("engine %s (recorded in the run's %s and MLflow protocol tag)", change, RUN_FACTS_FILE)
+    for prov in batch.get("provenance", ()):
+        for role, value in json.loads(prov).items():  # the richest report of each role's engine wins
+            if len(json.dumps(value)) >= len(json.dumps(p.engines_provenance.get(role, {}))):
+                p.engines_provenance[role] = value
     texts = batch_texts(batch)
     if texts and p.texts is not None:  # before the records that refer to them
         p.texts.add(texts)

@@ -19,6 +19,7 @@ from llmrec.redact import redact_text
 from llmrec.pipelines.runner.execution import RunPlan
 from llmrec.pipelines.runner import judge_failures
 from llmrec.pipelines.runner.judges import judge_protocol
+from llmrec.pipelines.runner.provenance_record import mlflow_tags, run_provenance
 from llmrec.rundir import RunDir, RunWriter
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,7 @@ def write_outputs(p: RunPlan, rows: list[dict], metrics: dict, writer: RunWriter
     files = {"samples": samples, "config": writer.file(RunDir.CONFIG)}
     if p.facts:
         files["facts"] = writer.write_facts(p.facts, publish)
+    files["provenance"] = writer.write_provenance(run_provenance(p, rows), publish)  # what produced the outputs
     write_lines = caps.predictions(p.bench)
     if write_lines is not None:
         files["predictions"] = writer.file(RunDir.PREDICTIONS)
@@ -183,6 +185,8 @@ def log_mlflow(p: RunPlan, rows: list[dict], metrics: dict, files: dict[str, Pat
                                  tracking.TAG_CONFIG_HASH: fingerprint(cfg.semantic()),
                                  tracking.TAG_RUN_DIR: p.run_dir.name,
                                  tracking.TAG_RUN_LOCATION: redact_text(p.run_dir.uri)})
+    if "provenance" in files:  # software, machine and model identity (the whole record is an artifact)
+        tags.update(mlflow_tags(RunDir(files["provenance"].parent).provenance()))
     if parent:
         tags[tracking.TAG_PARENT] = parent
     if run_id is None:

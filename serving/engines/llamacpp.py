@@ -26,8 +26,10 @@ from pydantic import Field, model_validator
 
 from llmrec.errors import ConfigError, ContextOverflow, EngineError, MissingDependency
 from llmrec.serving.chat_formats import OWN_FORMATS, render_gemma, render_plain
-from llmrec.serving.engine import EngineBase, EngineConfig, config_identity, path_tail, register_engine
-from llmrec.serving.local import default_threads, embedded_model, sha256_of
+from llmrec.provenance import cached_sha256, package_versions, text_sha256
+from llmrec.serving.engine import (EngineBase, EngineConfig, config_identity, engine_args, path_tail,
+                                   register_engine)
+from llmrec.serving.local import default_threads, embedded_model
 from llmrec.types import Constraint, Request, Result
 
 log = logging.getLogger(__name__)
@@ -149,7 +151,7 @@ class LlamaCppEngine(EngineBase):
                 path = Path(path).expanduser()
                 if not path.is_file():
                     raise ConfigError(f"engine.model_path: GGUF file not found: {path}")
-                self._model = (path, sha256_of(path))
+                self._model = (path, cached_sha256(path))  # hashed again only when the file changed
         return self._model
 
     def start(self) -> None:
@@ -187,6 +189,38 @@ class LlamaCppEngine(EngineBase):
         ``not_in_identity``; the model as its file's name, sha256 and size."""
         path, sha = self._model_file()
         return config_identity(self.config, model=path.name, sha256=sha, size=path.stat().st_size)
+
+    def provenance(self) -> dict:
+        """The GGUF file (name, size, sha256), llama-cpp-python's version, the arguments after defaults (threads as
+        used); once started, the prompt format used, the GGUF's chat-template hash, its tokenizer (inside the file)
+        and llama.cpp's build (its system info line)."""
+        path, sha = self._model_file()
+        args = engine_args(self.config)
+        args["n_threads"] = self.config.n_threads or default_threads()
+        out = {"engine_args": args, "packages": package_versions(("llama-cpp-python",)),
+               "model": {"file": path.name, "size": path.stat().st_size, "sha256": sha,
+                         "embedded": self.config.model_path is None}}
+        if self._llm is not None:
+            out.update(self._loaded_provenance())
+        return out
+
+    def _loaded_provenance(self) -> dict:
+        if getattr(self, "_loaded_prov", None) is None:  # once per loaded model
+            out: dict = {}
+            meta = self._llm.metadata
+            template = meta.get("tokenizer.chat_template")
+            out["prompt_format"] = self._format
+            out["chat_template_sha256"] = text_sha256(template) if template else None
+            # the vocabulary and its merges are part of the GGUF (hashed whole above); hashing them token by token
+            # took 6 s per engine start for Gemma's 262k tokens
+            out["tokenizer"] = {"in": "the model file (model.sha256)", "n_vocab": self._llm.n_vocab(),
+                                "model": meta.get("tokenizer.ggml.model")}
+            try:
+                out["system_info"] = self._llama_cpp.llama_print_system_info().decode(errors="replace").strip()
+            except Exception:  # noqa: BLE001 - an older binding without it
+                pass
+            self._loaded_prov = out
+        return self._loaded_prov
 
     @property
     def context_limit(self) -> int:

