@@ -7,7 +7,7 @@ import json
 import shutil
 
 from llmrec import provenance as prov
-from llmrec.rundir import RunDir, dumps_json
+from llmrec.rundir import RunDir, RunWriter, dumps_json
 from tests.pipelines.runner.test_compare import app, fake_run, runner, verbs  # noqa: F401 - the fixture mounts verbs
 
 
@@ -19,13 +19,13 @@ def record() -> dict:
 
 def test_compare_prints_an_edited_provenance_field_first(tmp_path):
     a = fake_run(tmp_path, "base", "yes", wrong=(9,))
-    RunDir(a).write_provenance(record())
+    RunWriter(a).write_provenance(record())
     b = str(tmp_path / "runs" / "copy")
     shutil.copytree(a, b)
     edited = RunDir(b).provenance()
     edited["engines"]["subject"]["model"]["sha256"] = "b" * 64
     edited["created"] = "2026-02-02T00:00:00Z"  # when it ran is not a difference
-    RunDir(b).write_provenance(edited)
+    RunWriter(b).write_provenance(edited)
     res = runner.invoke(app, ["compare", a, b, "--resamples", "200", "--no-tracking"], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
