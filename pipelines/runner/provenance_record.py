@@ -73,7 +73,8 @@ def run_provenance(p: "RunPlan", rows: list[dict]) -> dict:
     """The record of a finished run (``p``: its plan, with what the engines reported while it ran)."""
     cfg = p.config
     engines = {}
-    for role, engine_cfg in role_configs(cfg).items():
+    # a plan without a result store ran no engine (a suite's traditional baseline): no engine is named
+    for role, engine_cfg in (role_configs(cfg) if p.store is not None else {}).items():
         reported = p.engines_provenance.get(role)
         engines[role] = {**reported, "reported_by": "the engine where it ran"} if reported else _driver_side(engine_cfg)
     for role, reported in p.engines_provenance.items():

@@ -85,3 +85,17 @@ def test_a_run_records_its_provenance_and_no_secret(tmp_path, local_ray, monkeyp
             found += [f"{f}: {k}" for k, v in SECRETS.items() if v.encode() in data]
     assert not found, found
     assert os.environ["OPENAI_API_KEY"] == SECRETS["OPENAI_API_KEY"]  # they were set throughout
+
+
+def test_a_plan_that_ran_no_engine_names_none(tmp_path):
+    """A suite's traditional baseline is written through the same report without a result store: its record must not
+    name the subject's engine (nor load or hash its model)."""
+    from llmrec.pipelines.registry import get_benchmark
+    from llmrec.pipelines.runner.execution import RunPlan
+    from llmrec.pipelines.runner.provenance_record import run_provenance
+    from tests.pipelines.runner.test_runner_toy import run_config
+
+    cfg = run_config(tmp_path, n=2)
+    plan = RunPlan(cfg, get_benchmark(cfg.benchmark.name), [], tmp_path / "run", None)
+    record = run_provenance(plan, [])
+    assert record["engines"] == {} and record["sampling"] == {} and record["data"] == {}
