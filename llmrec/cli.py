@@ -26,8 +26,8 @@ from llmrec.tracking import tracking_uri
 
 # `llmrec --help` lists the verbs in the order a user works: run, read the results, compare and share them; then
 # planning and clusters, scoring files, data, baselines and serving. A verb not named here follows, as registered.
-WORKFLOW = ("run", "suite", "runs", "view", "leaderboard", "compare", "report", "ui", "plan", "submit", "jobs",
-            "score", "data", "list", "train", "tune", "baselines", "sft", "serve", "serve-cleanup")
+WORKFLOW = ("run", "suite", "runs", "view", "leaderboard", "compare", "baseline", "gate", "report", "ui", "plan",
+            "submit", "jobs", "score", "data", "list", "train", "tune", "baselines", "sft", "serve", "serve-cleanup")
 
 
 class WorkflowOrder(ErrorsToExitCodes):
@@ -472,7 +472,8 @@ def _mount_benchmark_clis() -> None:
 EXTRA_VERBS: tuple[str, ...] = ("llmrec.pipelines.runner.serve_verbs", "llmrec.pipelines.baselines.cli",
                                  "llmrec.pipelines.runner.plan_cli", "llmrec.cluster.jobs_cli", "llmrec.tuning.sft.cli",
                                  "llmrec.pipelines.results.results_cli", "llmrec.pipelines.results.viewer_cli",
-                                 "llmrec.pipelines.results.compare", "llmrec.pipelines.results.judges_cli")
+                                 "llmrec.pipelines.results.compare", "llmrec.pipelines.results.judges_cli",
+                                 "llmrec.pipelines.results.gate")
 
 
 def _mount_extra_verbs() -> None:

@@ -13,7 +13,8 @@ from rich.console import Console
 from rich.text import Text
 from typer.core import TyperGroup
 
-from llmrec.errors import EXIT_BUDGET, EXIT_FAILED, EXIT_USAGE, LlmrecError, wrapped_llmrec_error
+from llmrec.errors import (EXIT_BUDGET, EXIT_FAILED, EXIT_INCONCLUSIVE, EXIT_REGRESSION, EXIT_USAGE, LlmrecError,
+                           wrapped_llmrec_error)
 
 EXIT_CODES_HELP = (
     f"Exit codes: 0 success; {EXIT_FAILED} the work ran and did not succeed (a run with more failed samples than "
@@ -23,7 +24,9 @@ EXIT_CODES_HELP = (
     "FAILED or STOPPED; an unexpected internal error, printed with its traceback); "
     f"{EXIT_USAGE} nothing was done: a usage, config or data error, printed as one 'error: ...' line; "
     f"{EXIT_BUDGET} a run reached its execution.budget (finished samples stored; a re-run with a larger budget "
-    "resumes).")
+    "resumes); "
+    f"{EXIT_REGRESSION} `llmrec gate` found a regression (the candidate worse than the pinned baseline by more than "
+    f"the margin); {EXIT_INCONCLUSIVE} `llmrec gate` had not enough evidence either way.")
 
 _stderr = Console(stderr=True, soft_wrap=True, highlight=False)
 
