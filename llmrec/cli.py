@@ -102,6 +102,8 @@ def run(
         _print_metrics({**outcome.metrics, **outcome.cost}, outcome.stats)
     else:
         _print_summary({**outcome.metrics, **outcome.cost}, outcome.stats, outcome.headline, judged, max_judge)
+    if outcome.stop_line:
+        console.print(outcome.stop_line, markup=False)
     console.print(f"results: {outcome.run_dir}", markup=False)
     console.print(f"samples: llmrec view {outcome.run_dir}", markup=False)  # what the model saw and answered
     if outcome.mlflow_run_id:

@@ -17,18 +17,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmrec import storage, tracking
+from llmrec import pin_store, storage, tracking
 from llmrec.config import fingerprint
 from llmrec.errors import ConfigError
 from llmrec.pipelines.results.stored import StoredRun, open_runs
+from llmrec.pin_store import EXPERIMENT, TAG_ENTRY, TAG_HASH, TAG_LOCATION, TAG_NAME, TAG_PROTOCOL
 from llmrec.rundir import RunDir
 
-EXPERIMENT = "llmrec-pins"
-TAG_NAME = "llmrec.pin.name"
-TAG_LOCATION = "llmrec.pin.location"
-TAG_HASH = "llmrec.pin.config_hash"  # of the run, or of a suite's entries' hashes
-TAG_PROTOCOL = "llmrec.pin.protocol"  # the protocol record (one run) or its hash per entry (a suite)
-TAG_ENTRY = "llmrec.pin.entry."  # + index: one entry's JSON record
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 
@@ -116,7 +111,7 @@ def pin(location: str, name: str, uri: str | None = None) -> Pin:
 
 def _pin_of(run) -> Pin:
     tags = run.data.tags
-    entries = tuple(PinnedEntry(**json.loads(tags[k])) for k in sorted(tags) if k.startswith(TAG_ENTRY))
+    entries = tuple(PinnedEntry(**e) for e in pin_store.entries(run))
     when = dt.datetime.fromtimestamp(run.info.start_time / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     return Pin(tags[TAG_NAME], tags[TAG_LOCATION], tags.get(TAG_HASH, ""), tags.get(TAG_PROTOCOL, ""), entries,
                when, run.info.run_id)
@@ -124,23 +119,10 @@ def _pin_of(run) -> Pin:
 
 def pins(uri: str | None = None) -> list[Pin]:
     """The newest pin of each name, by name. Reading never creates a store."""
-    client = tracking.client(tracking.existing_store(uri))
-    exp = client.get_experiment_by_name(EXPERIMENT)
-    if exp is None:
-        return []
-    newest: dict[str, Pin] = {}
-    for run in client.search_runs([exp.experiment_id], order_by=["attributes.start_time DESC"], max_results=5000):
-        if TAG_NAME in run.data.tags and run.data.tags[TAG_NAME] not in newest:
-            p = _pin_of(run)
-            newest[p.name] = p
-    return [newest[k] for k in sorted(newest)]
+    found = pin_store.newest_pin_runs(uri)
+    return [_pin_of(found[k]) for k in sorted(found)]
 
 
 def pinned(name: str, uri: str | None = None) -> Pin:
     """The pin ``name``; a ``ConfigError`` listing the pins there are when there is none of that name."""
-    found = {p.name: p for p in pins(uri)}
-    if name not in found:
-        known = ", ".join(found) or "none"
-        raise ConfigError(f"no baseline pinned as {name!r} in the tracking store {tracking.tracking_uri(uri)} "
-                          f"(pinned: {known}); pin one with `llmrec baseline pin RUN_OR_SUITE --name {name}`")
-    return found[name]
+    return _pin_of(pin_store.pinned_run(name, uri))
