@@ -82,3 +82,10 @@ def test_config_and_errors(tmp_path):
                           f"sqlite:///{tmp_path}/none.db", "prefeval")
     assert unspent({"cost/prompt_tokens": 100.0, "cost/usd": 1.0}, 25, 100) == {
         "cost/unspent/prompt_tokens": 300.0, "cost/unspent/usd": 3.0}
+
+
+def test_the_leaderboard_marks_an_early_stopped_entry():
+    from llmrec.pipelines.results.leaderboard import EARLY, LEGEND, cell
+
+    assert cell("accuracy", 0.5, 0.4, 0.6, 100, 50, early=0.25).endswith(f"{EARLY} 25%")
+    assert EARLY not in cell("accuracy", 0.5, 0.4, 0.6, 100, 50) and "stop_when" in LEGEND

@@ -41,6 +41,13 @@ def test_a_clearly_better_run_stops_early_and_resumes_to_the_full_set(tmp_path, 
     assert stored["stop_when/decision"] == 1.0 and "cost/unspent/prompt_tokens" in stored
     assert stored["cost/unspent/prompt_tokens"] > stored["cost/prompt_tokens"]  # most of the set was not run
 
+    from llmrec.pipelines.results.leaderboard import EARLY, leaderboard, wide
+
+    board = leaderboard([early.run_dir])
+    share = early.metrics["stop_when/share_used"]
+    assert board["stopped_early_share"].iloc[0] == share
+    assert f"{EARLY} {share:.0%}" in wide(board).iloc[0, 2]  # the leaderboard marks the early-stopped entry
+
     full = run_evaluation(cfg(False), data)
     assert full.metrics["n_samples"] == n and full.stats["samples_resumed"] == early.metrics["n_samples"]
     assert not any(k.startswith("stop_when/") for k in full.metrics)
