@@ -60,8 +60,27 @@ def baseline_location(cfg: StopWhenConfig, tracking_uri: str | None, entry: str)
     return match[0]["location"]
 
 
+def protocol_differences(bench, bench_cfg, location: str) -> list[str]:
+    """``key baseline → run`` for each benchmark protocol key (``protocol_keys``) whose value differs between the
+    baseline at ``location`` and this run."""
+    from llmrec.pipelines.protocol import protocol_record
+    from llmrec.pipelines.registry import benchmark_config
+
+    section = RunDir(location).config().get("benchmark") or {}
+    if section.get("name") != bench_cfg.name:
+        return [f"benchmark.name {section.get('name')!r} → {bench_cfg.name!r}"]
+    theirs, ours = protocol_record(bench, benchmark_config(section)), protocol_record(bench, bench_cfg)
+    return [f"benchmark.{k} {theirs.get(k)!r} → {ours.get(k)!r}" for k in sorted(theirs.keys() | ours.keys())
+            if theirs.get(k) != ours.get(k)]
+
+
 def baseline_outcomes(bench, bench_cfg, assets, location: str, metric: str) -> dict[tuple[str, str], float]:
-    """(sample_id, setting) → the baseline's value of ``metric``, from its result store."""
+    """(sample_id, setting) → the baseline's value of ``metric``, from its result store. A baseline measured under
+    another protocol is refused, naming the keys."""
+    diffs = protocol_differences(bench, bench_cfg, location)
+    if diffs:
+        raise ConfigError(f"execution.stop_when.against: the baseline {location} was measured under another "
+                          f"protocol ({'; '.join(diffs)})")
     rows = [r for r in ResultStore(RunDir(location).results, writer=False).load().values()
             if r.get("status", "ok") == "ok"]
     if not rows:

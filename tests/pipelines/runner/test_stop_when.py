@@ -70,7 +70,7 @@ def test_the_sequence_stops_a_clearly_better_run_early_and_says_so(tmp_path, dat
     assert worse.update(bad_rows) and worse.state.decision == sequential.WORSE
 
 
-def test_config_and_errors(tmp_path):
+def test_config_and_errors(tmp_path, data):
     cfg = RunConfig.model_validate({"benchmark": BENCH, "engine": {"type": "fake"}, "execution": {
         "stop_when": {"against": "prod", "metric": "accuracy", "margin": 0.05}}})
     assert cfg.execution.stop_when.alpha == 0.05
@@ -80,6 +80,10 @@ def test_config_and_errors(tmp_path):
     with pytest.raises(ConfigError, match="no MLflow store"):
         baseline_location(StopWhenConfig(against="prod", metric="accuracy", margin=0.1),
                           f"sqlite:///{tmp_path}/none.db", "prefeval")
+    bench, cfg, _ = answered(data, False)
+    other = prefeval_run(tmp_path, data, "constrained", constrain_choice=True)
+    with pytest.raises(ConfigError, match=r"another protocol \(benchmark.constrain_choice True → False\)"):
+        baseline_outcomes(bench, cfg, None, other, "accuracy")
     assert unspent({"cost/prompt_tokens": 100.0, "cost/usd": 1.0}, 25, 100) == {
         "cost/unspent/prompt_tokens": 300.0, "cost/unspent/usd": 3.0}
 
