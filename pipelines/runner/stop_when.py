@@ -8,8 +8,8 @@ sees is the random one whatever the replicas' speed — are paired with the base
 and the anytime-valid confidence sequence of ``pipelines.common.sequential`` is updated with each cluster's mean
 difference. The run stops once the sequence excludes ``−margin`` on either side (``not worse`` / ``worse``), through
 the budget's clean stop (no further batch starts), and its metrics are written over the samples it ran, with the
-decision, the sequence's bounds and the share of clusters used (``stop_when/…`` in ``metrics.json`` and MLflow).
-A re-run without ``stop_when`` resumes to the full set.
+decision, the sequence's bounds and the share of clusters used (``stop_when/…`` in the run's metrics file,
+``RunDir.METRICS``, and in MLflow). A re-run without ``stop_when`` resumes to the full set.
 
 ``against``: a pin name (``llmrec baseline pin``, looked up in the run's tracking store) or a run directory. The
 baseline's records are read from its result store; its outcomes are the benchmark's ``paired_outcomes`` of them.
@@ -173,7 +173,7 @@ class EarlyStop:
         return self.decided
 
     def metrics(self, samples_used: int, samples_total: int) -> dict[str, float]:
-        """The ``stop_when/…`` keys of metrics.json and MLflow."""
+        """The ``stop_when/…`` keys of the run's metrics (``RunDir.METRICS``) and MLflow."""
         s = self.state
         if s is None:
             return {}

@@ -49,13 +49,24 @@ def data():
     return require_data("prefeval", "benchmark_dataset", "filtered_inter_turns.json").parents[2]
 
 
+_ASSETS: dict = {}
+
+
+def assets(bench_cfg, data):
+    """The benchmark's assets, loaded once per config (loading them is most of a fake run's time)."""
+    key = (bench_cfg.model_dump_json(), str(data))
+    if key not in _ASSETS:
+        _ASSETS[key] = get_benchmark("prefeval").assets(bench_cfg, data)
+    return _ASSETS[key]
+
+
 def prefeval_run(tmp_path, data, name: str, wrong: int = 0, **bench) -> str:
     """A PrefEval MCQ run directory: the fake engine picks the gold option of every question but the first
     ``wrong`` ones (there it picks another)."""
     cfg_bench = {**BENCH, **bench}
     bench_cfg = benchmark_config(cfg_bench)
     bench = get_benchmark("prefeval")
-    samples = attach_assets(bench.build_samples(bench_cfg, data), bench.assets(bench_cfg, data))
+    samples = attach_assets(bench.build_samples(bench_cfg, data), assets(bench_cfg, data))
     rules = [{"contains": s["question"], "reply": f"<choice>{WRONG[s['gold']] if i < wrong else s['gold']}</choice>"}
              for i, s in enumerate(samples)]
     engine = {"type": "fake", "model": name, "rules": rules}

@@ -15,7 +15,7 @@ from llmrec.pipelines.runner.stop_when import (EarlyStop, StopWhenConfig, baseli
                                                cluster_order, ordered)
 from llmrec.pipelines.runner.worker import process_samples
 from llmrec.serving.engine import build_engine
-from tests.pipelines.results.test_gate import BENCH, WRONG, data, prefeval_run  # noqa: F401 - the data fixture
+from tests.pipelines.results.test_gate import BENCH, WRONG, assets, data, prefeval_run  # noqa: F401 - the data fixture
 
 MANY = {**BENCH, "per_topic": 60, "turns": [2, 10]}
 
@@ -23,7 +23,7 @@ MANY = {**BENCH, "per_topic": 60, "turns": [2, 10]}
 def answered(data, wrong: bool, **bench) -> tuple[object, object, list[dict]]:
     cfg = benchmark_config({**BENCH, **bench})
     bench_ = get_benchmark("prefeval")
-    samples = attach_assets(bench_.build_samples(cfg, data), bench_.assets(cfg, data))
+    samples = attach_assets(bench_.build_samples(cfg, data), assets(cfg, data))
     rules = [{"contains": s["question"], "reply": f"<choice>{WRONG[s['gold']] if wrong else s['gold']}</choice>"}
              for s in samples]
     eng = build_engine({"type": "fake", "rules": rules})
