@@ -26,8 +26,9 @@ from llmrec.tracking import tracking_uri
 
 # `llmrec --help` lists the verbs in the order a user works: run, read the results, compare and share them; then
 # planning and clusters, scoring files, data, baselines and serving. A verb not named here follows, as registered.
-WORKFLOW = ("run", "suite", "runs", "view", "leaderboard", "compare", "reproduce", "report", "ui", "plan", "submit", "jobs",
-            "score", "data", "list", "train", "tune", "baselines", "sft", "serve", "serve-cleanup")
+WORKFLOW = ("run", "suite", "runs", "view", "leaderboard", "compare", "reproduce", "baseline", "gate", "report", "ui",
+            "plan", "submit", "jobs", "score", "data", "list", "train", "tune", "baselines", "sft", "serve",
+            "serve-cleanup")
 
 
 class WorkflowOrder(ErrorsToExitCodes):
@@ -102,6 +103,8 @@ def run(
         _print_metrics({**outcome.metrics, **outcome.cost}, outcome.stats)
     else:
         _print_summary({**outcome.metrics, **outcome.cost}, outcome.stats, outcome.headline, judged, max_judge)
+    if outcome.stop_line:
+        console.print(outcome.stop_line, markup=False)
     console.print(f"results: {outcome.run_dir}", markup=False)
     console.print(f"samples: llmrec view {outcome.run_dir}", markup=False)  # what the model saw and answered
     if outcome.mlflow_run_id:
@@ -473,7 +476,7 @@ EXTRA_VERBS: tuple[str, ...] = ("llmrec.pipelines.runner.serve_verbs", "llmrec.p
                                  "llmrec.pipelines.runner.plan_cli", "llmrec.cluster.jobs_cli", "llmrec.tuning.sft.cli",
                                  "llmrec.pipelines.results.results_cli", "llmrec.pipelines.results.viewer_cli",
                                  "llmrec.pipelines.results.compare", "llmrec.pipelines.results.judges_cli",
-                                 "llmrec.pipelines.results.reproduce")
+                                 "llmrec.pipelines.results.reproduce", "llmrec.pipelines.results.gate")
 
 
 def _mount_extra_verbs() -> None:

@@ -11,6 +11,10 @@ from pathlib import Path
 EXIT_FAILED = 1  # the work ran and did not succeed (e.g. too many failed samples); see llmrec.exits
 EXIT_USAGE = 2  # nothing was done: a usage, config or data error
 EXIT_BUDGET = 3  # a run stopped by its execution.budget: finished samples stored, a re-run with a larger one resumes
+EXIT_REGRESSION = 4  # `llmrec gate`: the candidate is worse than the pinned baseline by more than the margin
+EXIT_INCONCLUSIVE = 5  # `llmrec gate`: not enough evidence either way
+EXIT_NOT_REPRODUCED = EXIT_REGRESSION  # `llmrec reproduce`: fewer engine calls than --threshold came out identical
+# (4 is a check's "no": the gate's regression, reproduce's difference)
 
 import re
 

@@ -13,9 +13,8 @@ from rich.console import Console
 from rich.text import Text
 from typer.core import TyperGroup
 
-from llmrec.errors import EXIT_BUDGET, EXIT_FAILED, EXIT_USAGE, LlmrecError, wrapped_llmrec_error
-
-EXIT_NOT_REPRODUCED = 4  # `llmrec reproduce`: fewer engine calls than --threshold came out byte-identical
+from llmrec.errors import (EXIT_BUDGET, EXIT_FAILED, EXIT_INCONCLUSIVE, EXIT_NOT_REPRODUCED, EXIT_REGRESSION,
+                           EXIT_USAGE, LlmrecError, wrapped_llmrec_error)
 
 EXIT_CODES_HELP = (
     f"Exit codes: 0 success; {EXIT_FAILED} the work ran and did not succeed (a run with more failed samples than "
@@ -26,7 +25,9 @@ EXIT_CODES_HELP = (
     f"{EXIT_USAGE} nothing was done: a usage, config or data error, printed as one 'error: ...' line; "
     f"{EXIT_BUDGET} a run reached its execution.budget (finished samples stored; a re-run with a larger budget "
     "resumes); "
-    f"{EXIT_NOT_REPRODUCED} `llmrec reproduce`: fewer re-run engine calls than its --threshold came out identical.")
+    f"{EXIT_REGRESSION} a check's answer is no: `llmrec gate` found a regression (the candidate worse than the "
+    "pinned baseline by more than the margin), `llmrec reproduce` found fewer re-run engine calls identical than "
+    f"its --threshold; {EXIT_INCONCLUSIVE} `llmrec gate` had not enough evidence either way.")
 
 _stderr = Console(stderr=True, soft_wrap=True, highlight=False)
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import typer
 
-app = typer.Typer(no_args_is_help=True, help="Traditional recommenders on an LLM benchmark's candidates.")
+app = typer.Typer(no_args_is_help=True, help="Traditional recommenders on an LLM benchmark's candidates. (To pin a "
+                                                 "finished run as the reference of `llmrec gate`: `llmrec baseline`.)")
 
 
 @app.command("rank")

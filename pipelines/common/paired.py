@@ -43,26 +43,35 @@ def _cluster_index(clusters) -> tuple[np.ndarray, int]:
     return idx, int(idx.max()) + 1 if idx.size else 0
 
 
-def cluster_bootstrap_ci(a, b, clusters, statistic: Statistic = "mean", confidence: float = 0.95,
-                         n_resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """Percentile CI of statistic(B) − statistic(A), resampling whole clusters with replacement
-    (pairs stay together). One cluster or constant differences: a zero-width interval."""
+def cluster_bootstrap_diffs(a, b, clusters, statistic: Statistic = "mean", n_resamples: int = 2000,
+                            seed: int = 0) -> np.ndarray:
+    """``n_resamples`` bootstrap draws of statistic(B) − statistic(A), resampling whole clusters with replacement
+    (pairs stay together). Fewer than two clusters: the observed difference alone."""
     a, b = np.asarray(a, float), np.asarray(b, float)
     idx, k = _cluster_index(clusters)
     diff = _STAT[statistic](b) - _STAT[statistic](a) if a.size else math.nan
     if k < 2:
-        return diff, diff
+        return np.array([diff])
     rng = np.random.default_rng(seed)
     weights = rng.multinomial(k, np.full(k, 1 / k), size=n_resamples)  # times each cluster is drawn
     if statistic == "mean":
         sums, counts = np.bincount(idx, b - a, k), np.bincount(idx, minlength=k).astype(float)
-        boot = (weights @ sums) / (weights @ counts)
-    else:
-        members = [np.flatnonzero(idx == c) for c in range(k)]
-        boot = np.empty(n_resamples)
-        for i, w in enumerate(weights):
-            rows = np.concatenate([np.tile(members[c], w[c]) for c in np.flatnonzero(w)])
-            boot[i] = np.median(b[rows]) - np.median(a[rows])
+        return (weights @ sums) / (weights @ counts)
+    members = [np.flatnonzero(idx == c) for c in range(k)]
+    boot = np.empty(n_resamples)
+    for i, w in enumerate(weights):
+        rows = np.concatenate([np.tile(members[c], w[c]) for c in np.flatnonzero(w)])
+        boot[i] = np.median(b[rows]) - np.median(a[rows])
+    return boot
+
+
+def cluster_bootstrap_ci(a, b, clusters, statistic: Statistic = "mean", confidence: float = 0.95,
+                         n_resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """Percentile CI of statistic(B) − statistic(A), resampling whole clusters with replacement
+    (pairs stay together; ``cluster_bootstrap_diffs``). One cluster or constant differences: a zero-width interval."""
+    boot = cluster_bootstrap_diffs(a, b, clusters, statistic, n_resamples, seed)
+    if boot.size == 1:
+        return float(boot[0]), float(boot[0])
     alpha = (1 - confidence) / 2
     lo, hi = np.quantile(boot, [alpha, 1 - alpha])
     return float(lo), float(hi)

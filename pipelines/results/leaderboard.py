@@ -44,7 +44,9 @@ log = logging.getLogger(__name__)
 COLUMNS = ("subject", "kind", "benchmark", "entry", "metric", "value", "ci_low", "ci_high", "n", "n_clusters",
            "ci_source", "run_dir", "usd_per_1k", "tokens_per_1k",  # the run's cost per 1,000 samples
            "chance",  # the metric's chance level (a uniform random guess's value), where it has one
-           "judge_failure_rate", "judge_over")  # a judged metric's judge failure rate, and whether it is too high
+           "judge_failure_rate", "judge_over",  # a judged metric's judge failure rate, and whether it is too high
+           "stopped_early_share")  # a run stopped early by execution.stop_when: the share of its samples it ran
+EARLY = "⏹"  # marks a value from a run stopped early by execution.stop_when
 MISSING = "—"
 MIN_N = 30  # fewer units than this: the cell is marked too small to rank
 SMALL = FEW  # also marks a CI from fewer than MIN_CLUSTERS clusters (stats.MIN_CLUSTERS, the one rule for every table)
@@ -52,7 +54,7 @@ SMALL_TEXT = f"n < {MIN_N} or fewer than {MIN_CLUSTERS} clusters, too few to ran
 LEGEND = (f"value [95% CI] n=units; {SMALL}: {SMALL_TEXT}; — : not computed; (chance c): a uniform random guess's "
           f"value; {costs.COLUMN}: the run's USD (else tokens) per 1,000 samples; judge failed x%: the judged units "
           f"whose judge answer could not be read ({judge_failures.MARK}: more than the run's "
-          f"{judge_failures.CONFIG_KEY})")
+          f"{judge_failures.CONFIG_KEY}); {EARLY} x%: stopped early by execution.stop_when after x% of its samples")
 TAG_LEADERBOARD = "llmrec.leaderboard"  # the MLflow record of one leaderboard (its sources and metrics), kept in place
 
 
@@ -200,6 +202,8 @@ def leaderboard(sources: Iterable[str | Path] | Iterable[StoredRun], metrics: It
         u = units(e, data_dir, cache)
         stored_n = _number(e.metrics.get("n_answered", e.metrics.get("n_samples")))
         per_1k = (_number(e.metrics.get(costs.USD_PER_1K)), _number(e.metrics.get(costs.TOKENS_PER_1K)))
+        early = _number(e.metrics.get("stop_when/share_used")) if _number(
+            e.metrics.get("stop_when/stopped_early")) == 1 else math.nan
         for m in keys:
             value, lo, hi = (_metric(e, k) for k in (m, f"{m}_ci_low", f"{m}_ci_high"))
             source = "benchmark" if math.isfinite(lo) and math.isfinite(hi) else ""
@@ -213,7 +217,7 @@ def leaderboard(sources: Iterable[str | Path] | Iterable[StoredRun], metrics: It
             jf = judge_failures.for_metric(e.metrics, m, e.judged)
             judge = (jf.rate, jf.exceeds(e.max_judge_failed_share)) if jf is not None else (math.nan, False)
             rows.append((e.subject, e.kind, e.benchmark, e.entry, m, value, lo, hi, _number(n), _number(clusters),
-                         source, str(e.run_dir), *per_1k, _number(e.metrics.get(f"{m}{CHANCE}")), *judge))
+                         source, str(e.run_dir), *per_1k, _number(e.metrics.get(f"{m}{CHANCE}")), *judge, early))
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
@@ -233,11 +237,13 @@ def small(metric: str, value: float, n: float, clusters: float = math.nan) -> bo
 
 
 def cell(metric: str, value: float, lo: float, hi: float, n: float = math.nan, clusters: float = math.nan,
-         chance: float = math.nan, judge_failed: float = math.nan, judge_over: bool = False) -> str:
+         chance: float = math.nan, judge_failed: float = math.nan, judge_over: bool = False,
+         early: float = math.nan) -> str:
     """``0.412 [0.301, 0.520] n=120``; ``[—]`` where there is no CI; ``n=—`` where the count is unknown; ``†``
     (``SMALL``) when n < ``MIN_N`` or clusters < ``stats.MIN_CLUSTERS``; `` (chance 0.250)`` where the metric has
     a chance level; a count as ``3``; a judged metric with `` judge failed 4%`` (``!`` after it when
-    ``judge_over``: above the run's ``execution.max_judge_failed_share``)."""
+    ``judge_over``: above the run's ``execution.max_judge_failed_share``); `` ⏹ 25%`` (``EARLY``) for a run stopped
+    early by ``execution.stop_when`` after that share of its samples."""
     if not math.isfinite(value):
         return MISSING
     if tracking.is_count(metric):
@@ -248,7 +254,8 @@ def cell(metric: str, value: float, lo: float, hi: float, n: float = math.nan, c
     if isinstance(judge_failed, (int, float)) and math.isfinite(judge_failed):
         judge = f" judge failed {judge_failed:.0%}" + (judge_failures.MARK if judge_over else "")
     text = f"{fmt(value)} {ci} {count}" + (SMALL if small(metric, value, n, clusters) else "")
-    return text + (f" (chance {fmt(chance)})" if math.isfinite(_number(chance)) else "") + judge
+    stopped = f" {EARLY} {early:.0%}" if math.isfinite(_number(early)) else ""
+    return text + (f" (chance {fmt(chance)})" if math.isfinite(_number(chance)) else "") + judge + stopped
 
 
 def wide(df: pd.DataFrame, primary_only: bool = False) -> pd.DataFrame:
@@ -266,9 +273,10 @@ def wide(df: pd.DataFrame, primary_only: bool = False) -> pd.DataFrame:
         return df[name] if name in df else pd.Series(default, index=df.index)
 
     cells = {(r.kind, r.subject, r.entry, r.metric): cell(r.metric, r.value, r.ci_low, r.ci_high, k, c, ch, jf,
-                                                          jo is True or jo == 1)
-             for r, k, c, ch, jf, jo in zip(df.itertuples(), column("n"), column("n_clusters"), column("chance"),
-                                             column("judge_failure_rate"), column("judge_over", False))}
+                                                          jo is True or jo == 1, es)
+             for r, k, c, ch, jf, jo, es in zip(df.itertuples(), column("n"), column("n_clusters"), column("chance"),
+                                                 column("judge_failure_rate"), column("judge_over", False),
+                                                 column("stopped_early_share"))}
     if "usd_per_1k" in df:
         cells.update({(r.kind, r.subject, r.entry, costs.COLUMN): costs.per_1k_text(
             {costs.USD_PER_1K: r.usd_per_1k, costs.TOKENS_PER_1K: r.tokens_per_1k}) for r in df.itertuples()})

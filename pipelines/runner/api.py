@@ -35,6 +35,7 @@ class RunOutcome:
     headline: tuple[str, ...] = ()  # the benchmark's headline metric keys (what a summary shows first)
     cost: dict[str, float] = field(default_factory=dict)  # the cost ledger (cost/ keys, also in RunDir.METRICS)
     judged: tuple[str, ...] = ()  # the headline metrics a judge decides (shown with the judge failure rate)
+    stop_line: str = ""  # execution.stop_when: the decision, in one line
 
 
 def run_evaluation(cfg: RunConfig, data_dir: Path | None = None, progress: Progress | None = None, *,
@@ -56,6 +57,8 @@ def _run(p: RunPlan, cfg: RunConfig, data_dir: Path | None, progress: Progress |
          started: float) -> RunOutcome:
     if prepare is not None:
         prepare(p)
+    if cfg.execution.stop_when is not None:
+        _plan_stop(p, cfg)
     log.info("%s: %d samples, %d already in the store, %d to run", p.run_dir, len(p.samples),
              len(p.samples) - len(p.pending), len(p.pending))
     books = RunCost(p, shared_subject=subject is not None)
@@ -71,6 +74,11 @@ def _run(p: RunPlan, cfg: RunConfig, data_dir: Path | None, progress: Progress |
     rows = collect(p)
     metrics = caps.aggregate(p.bench, cfg.benchmark, rows, p.assets)
     cost = books.ledger(len(rows))  # the whole run's cost/ keys: written and logged beside the metrics
+    stop_line = ""
+    if p.stop is not None:  # complete-but-early: the decision, its bounds, the share used, what was not spent
+        metrics.update(p.stop.metrics(len(rows), len(p.samples)))
+        cost.update(unspent(cost, len(rows), len(p.samples)))
+        stop_line = p.stop.line(len(rows), len(p.samples))
     t1 = time.perf_counter()
     stats = {**invocation_stats(fresh), "samples_resumed": float(len(p.samples) - len(p.pending)),
              "samples_new": float(len(fresh))}
@@ -89,4 +97,34 @@ def _run(p: RunPlan, cfg: RunConfig, data_dir: Path | None, progress: Progress |
         stats.update(p.timings)  # seconds per phase, logged with the run (the MLflow phase itself is not in them)
         run_id = log_mlflow(p, rows, {**metrics, **cost}, files, plots, stats, started, title, parent_run_id)
     return RunOutcome(p.run_dir.local_path or p.run_dir.uri, metrics, stats, run_id, summarize_failures(rows), files,
-                      caps.headline_metrics(p.bench), cost, tuple(caps.judged_metrics(p.bench)))
+                      caps.headline_metrics(p.bench), cost, tuple(caps.judged_metrics(p.bench)), stop_line)
+
+
+UNSPENT = ("prompt_tokens", "completion_tokens", "engine_seconds", "usd")
+
+
+def unspent(cost: dict[str, float], used: int, total: int) -> dict[str, float]:
+    """``cost/unspent/<key>``: what the samples an early stop left out would have cost, estimated from the samples
+    run (their mean cost per sample times the samples left)."""
+    if not used or used >= total:
+        return {f"cost/unspent/{k}": 0.0 for k in UNSPENT if f"cost/{k}" in cost}
+    return {f"cost/unspent/{k}": cost[f"cost/{k}"] / used * (total - used) for k in UNSPENT if f"cost/{k}" in cost}
+
+
+def _plan_stop(p: RunPlan, cfg: RunConfig) -> None:
+    """execution.stop_when: the baseline's outcomes, the clusters' order (pending samples sorted by it) and the
+    sequence over what the store holds already (a resumed run may be decided before anything is sent)."""
+    from llmrec.pipelines.runner.stop_when import EarlyStop, baseline_location, baseline_outcomes, ordered
+
+    sw = cfg.execution.stop_when
+    entry = caps.entry_label(p.bench, cfg.benchmark.model_dump(mode="json"))
+    location = baseline_location(sw, cfg.tracking.uri, entry)
+    base = baseline_outcomes(p.bench, cfg.benchmark, p.assets, location, sw.metric)
+    p.stop = EarlyStop.build(sw, p.bench, cfg.benchmark, p.assets, p.samples, base)
+    pending = {str(s["sample_id"]) for s in p.pending}
+    stored = p.store.load()
+    if p.stop.update([stored[str(s["sample_id"])] for s in p.samples
+                      if str(s["sample_id"]) not in pending and str(s["sample_id"]) in stored]):
+        p.pending = []  # decided by what was stored: nothing more to send
+    else:
+        p.pending = ordered(p.bench, p.pending, p.stop.order)

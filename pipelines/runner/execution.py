@@ -44,6 +44,7 @@ from llmrec.transcripts import TextStore
 if TYPE_CHECKING:
     from llmrec.types import Result
     from llmrec.pipelines.runner.budget import Budget
+    from llmrec.pipelines.runner.stop_when import EarlyStop
     from llmrec.pipelines.runner.judges import JudgingSpec
     from llmrec.pipelines.runner.provision import SharedSubject
 
@@ -152,6 +153,7 @@ class RunPlan:
     facts: dict[str, dict] = field(default_factory=dict)  # role → the engine's run_facts (RUN_FACTS_FILE)
     texts: TextStore | None = None  # the run's transcript texts (RunDir.transcripts)
     budget: "Budget | None" = None  # execution.budget (budget.py): consulted after each written batch
+    stop: "EarlyStop | None" = None  # execution.stop_when (stop_when.py): updated after each written batch
     hold: ExitStack = field(default_factory=ExitStack)  # the run directory's writer lock (RunDir.writer): close it
     # when the run ends
     engines_provenance: dict[str, dict] = field(default_factory=dict)  # role → its engine's provenance (where it ran)
@@ -493,6 +495,8 @@ def stream(p: RunPlan, progress: Progress | None = None, subject: "SharedSubject
                 progress(len(written), len(p.pending))
             if p.budget is not None and p.budget.charge(samples):
                 break  # the budget is spent: leaving iter_batches shuts Ray Data's executor down, no batch starts
+            if p.stop is not None and p.stop.update(samples):
+                break  # decided: the same clean stop
         t["time_stream_s"] = time.perf_counter() - t_start
     return written
 

@@ -16,6 +16,7 @@ from llmrec.rundir import RunDir
 from llmrec.tracking import TrackingConfig
 from llmrec.pipelines.protocol import BenchmarkConfig
 from llmrec.pipelines.runner.budget import BudgetConfig, check_budget_prices
+from llmrec.pipelines.runner.stop_when import StopWhenConfig
 from llmrec.pipelines.runner.cost import Prices
 from llmrec.pipelines.registry import benchmark_config
 from llmrec.serving.engine import EngineConfig, engine_config
@@ -79,6 +80,10 @@ class ExecutionConfig(StrictModel):
     budget: BudgetConfig | None = Field(
         None, description="stop the run cleanly (exit 3, finished samples stored) once it has spent this many tokens, "
                           "USD or GPU-hours, all its invocations together; a re-run with a larger budget resumes")
+    stop_when: StopWhenConfig | None = Field(
+        None, description="send whole clusters in a seeded random order and stop once an anytime-valid confidence "
+                          "sequence decides the run is not worse, or worse, than a pinned baseline by more than a "
+                          "margin (docs/gate.md); a re-run without it resumes to the full set")
 
     @model_validator(mode="after")
     def _budget_priced(self) -> "ExecutionConfig":
