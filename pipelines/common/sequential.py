@@ -3,25 +3,26 @@ as soon as a non-inferiority question is decided.
 
 The data: one value per cluster (e.g. a user), the mean over the cluster's units of candidate − baseline, the sign
 chosen so that larger is better for the candidate; the values lie in ``[low, high]`` (``[-1, 1]`` for a metric in
-[0, 1]). The clusters are a finite population of ``N`` (every cluster the full run holds) drawn **without
-replacement in a random order**, so the quantity estimated is exactly the full run's cluster-level mean difference
-``mu``, and the sequence shrinks to that value when every cluster has been seen.
+[0, 1]). The question is the models' difference on the users they will meet, ``mu``: the benchmark's users are
+taken as independent draws from that population (as the cluster bootstrap of ``llmrec compare`` takes them), and
+sending them in a seeded random order keeps them independent draws in the order they arrive.
 
-The sequence is the betting confidence sequence for sampling without replacement of Waudby-Smith and Ramdas: for a
-candidate mean ``m`` the next draw's conditional mean is ``m_t = (N m − sum of the draws so far) / (N − t + 1)``,
-and two capital processes bet for and against it,
-``K⁺_t(m) = prod(1 + λ_i (x_i − m_i))`` and ``K⁻_t(m) = prod(1 − λ_i (x_i − m_i))`` (values rescaled to [0, 1]).
-Under ``mu = m`` both are non-negative martingales, so by Ville's inequality the chance that either ever reaches
-``2/α`` is at most ``α/2`` each: the set of ``m`` whose capital never reached it (the running intersection) covers
-``mu`` at every time at once with probability ≥ 1 − α, whenever one looks and whatever one decides from it. A value
-``m`` whose ``m_t`` leaves [0, 1] is impossible given what was seen and is excluded outright. The bets are the
-predictable plug-in ones (λ from a regularized running mean and variance, capped at ``c = 1/2`` of the largest bet
-the range allows).
+The sequence is the betting confidence sequence for the mean of bounded independent draws (Waudby-Smith and
+Ramdas): for a candidate mean ``m`` two capital processes bet for and against it,
+``K⁺_t(m) = prod(1 + λ_i (x_i − m))`` and ``K⁻_t(m) = prod(1 − λ_i (x_i − m))`` (values rescaled to [0, 1]).
+Under ``mu = m`` both are non-negative supermartingales, so by Ville's inequality the chance that either ever
+reaches ``2/α`` is at most ``α/2`` each: the set of ``m`` whose capital never reached it (the running intersection)
+covers ``mu`` at every time at once with probability ≥ 1 − α, whenever one looks and whatever one decides from it.
+The bets are the predictable plug-in ones (aGRAPA: λ from a regularized running mean and variance, capped at
+``c = 1/2`` of the largest bet the range allows).
 
-- I. Waudby-Smith and A. Ramdas, "Confidence sequences for sampling without replacement", NeurIPS 2020
-  (the capital process with the without-replacement mean ``m_t``, Sec. 3).
+The version for sampling *without* replacement (the same paper's NeurIPS 2020 predecessor) was tried and not kept:
+it estimates the mean of the finite set of users the benchmark holds, so near the margin it decides what this set's
+realised difference is rather than the models' (the simulation of ``perf/gate_simulation.py`` showed ~45 % wrong
+decisions at the boundary).
+
 - I. Waudby-Smith and A. Ramdas, "Estimating means of bounded random variables by betting", JRSS-B 86(1), 2024
-  (the hedged capital process and the predictable plug-in bets, Sec. 4–5).
+  (the capital processes, the predictable plug-in and aGRAPA bets, Sec. 4–5).
 
 The PyPI packages ``confseq`` (0.0.11, a C++ extension built from source with scikit-build and an old pybind11,
 no wheel for current Pythons, pytest and matplotlib as run-time requirements) and ``expectation`` (0.0.2) were
