@@ -34,7 +34,8 @@ from llmrec.pipelines.record import read_rows
 from llmrec.pipelines.registry import get_benchmark
 from llmrec.pipelines.common.stats import FEW_LEGEND, few_mark
 from llmrec.pipelines.results import memorized
-from llmrec.pipelines.results.leaderboard import MISSING, SMALL, SMALL_TEXT, fmt, leaderboard, load_entries, wide
+from llmrec.pipelines.results.leaderboard import (EARLY, MISSING, SMALL, SMALL_TEXT, fmt, leaderboard, load_entries,
+                                                  wide)
 from llmrec.pipelines.results.memorized import memorization_splits
 from llmrec.pipelines.results.stored import StoredRun
 from llmrec.rundir import RunDir, SuiteDir
@@ -256,6 +257,31 @@ def _memorized(entries) -> dict | None:
     return {"columns": memorized.HEADER, "rows": [memorized.cells(s) for s in splits], "caption": memorized.CAPTION}
 
 
+def _count(v: Any) -> str:
+    return f"{v:.0f}" if isinstance(v, (int, float)) and math.isfinite(v) else MISSING
+
+
+def stopped_early(entries) -> list[str]:
+    """One line per run that ``execution.stop_when`` stopped before its full set: the decision, the share of samples
+    and clusters it ran, and the confidence sequence's bounds (its ``stop_when/`` metrics)."""
+    from llmrec.pipelines.common.sequential import NOT_WORSE, UNDECIDED, WORSE
+
+    words = {1.0: NOT_WORSE, -1.0: WORSE, 0.0: UNDECIDED}
+    out = []
+    for e in entries:
+        m = e.metrics
+        if m.get("stop_when/stopped_early") != 1:
+            continue
+        out.append(f"{_label(e)}: {words.get(m.get('stop_when/decision'), '?')} than its baseline by more than "
+                   f"{fmt(m.get('stop_when/margin'))}, after {float(m.get('stop_when/share_used', math.nan)):.0%} of "
+                   f"its samples ({_count(m.get('stop_when/clusters_used'))} of {_count(m.get('stop_when/clusters_total'))} "
+                   f"clusters); difference {fmt(m.get('stop_when/estimate'))}, "
+                   f"{1 - float(m.get('stop_when/alpha', math.nan)):.0%} confidence sequence "
+                   f"[{fmt(m.get('stop_when/lower'))}, {fmt(m.get('stop_when/upper'))}]; its metrics are over the "
+                   "samples it ran")
+    return out
+
+
 def render(sources: list[Path], compare: list[Path] = (), max_rows: int = MAX_ROWS, title: str = "llmrec report",
            transcript_mb: float = TRANSCRIPT_MB) -> str:
     """The report's HTML text."""
@@ -285,7 +311,8 @@ def render(sources: list[Path], compare: list[Path] = (), max_rows: int = MAX_RO
                 "skipped": skipped, "cap_mb": transcript_mb},
         runs=runs, overlays=overlays(entries), comparisons=[_comparison(p) for p in find_comparisons(sources, compare)],
         memorized=_memorized(entries),
-        small_legend=f"{SMALL}: {SMALL_TEXT}", few_legend=FEW_LEGEND,
+        small_legend=f"{SMALL}: {SMALL_TEXT}", few_legend=FEW_LEGEND, stopped=stopped_early(entries),
+        early_legend=f"{EARLY} x%: stopped early by execution.stop_when after x% of its samples",
         drill={"rows": rows, "notes": notes, "filters": filters, "fields": DRILLDOWN_FIELDS})
 
 

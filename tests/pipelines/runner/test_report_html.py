@@ -200,3 +200,21 @@ def test_a_comparison_of_two_runs_names_the_pair_viewer_of_its_changed_samples(s
     note = _soup(render([suite])).find("p", class_="pair-view")
     assert note.code.text == "llmrec view '/runs/run a' /runs/b"
     assert note.find("a", class_="viewer")["data-path"] == "/pairs?change=changed"
+
+
+def test_a_run_stopped_early_says_so_with_its_decision_and_bounds(tmp_path):
+    """A run execution.stop_when stopped: the leaderboard cell carries ⏹ and the share, the legend explains it, and a
+    line gives the decision, the share of samples and clusters, and the confidence sequence's bounds."""
+    stop = {"stop_when/decision": 1.0, "stop_when/stopped_early": 1.0, "stop_when/estimate": 0.31,
+            "stop_when/lower": 0.12, "stop_when/upper": 0.5, "stop_when/margin": 0.1, "stop_when/alpha": 0.05,
+            "stop_when/clusters_used": 14.0, "stop_when/clusters_total": 56.0, "stop_when/share_used": 0.25}
+    early = write_run(tmp_path / "early", "prefeval", "m", {"accuracy": 0.5, **stop}, prefeval_rows(6))
+    full = write_run(tmp_path / "full", "prefeval", "n", {"accuracy": 0.4}, prefeval_rows(6))
+    soup = _soup(render([early, full]))
+    lines = [li.text for li in soup.find(id="stopped-early").find_all("li")]
+    assert len(lines) == 1 and "not worse than its baseline by more than 0.100" in lines[0]
+    assert "after 25% of its samples (14 of 56 clusters)" in lines[0] and "[0.120, 0.500]" in lines[0]
+    cells = [td.text for td in soup.find(id="leaderboard-table").find_all("td")]
+    assert sum("⏹ 25%" in c for c in cells) == 1
+    assert "stopped early by execution.stop_when" in soup.text
+    assert _soup(render([full])).find(id="stopped-early") is None
