@@ -257,6 +257,36 @@ def _memorized(entries) -> dict | None:
     return {"columns": memorized.HEADER, "rows": [memorized.cells(s) for s in splits], "caption": memorized.CAPTION}
 
 
+def people(entries, resamples: int = 2000) -> list[dict]:
+    """Each run people labelled (``llmrec view --annotate``) against its judge(s), as ``llmrec judges RUN --human``
+    prints it: per judge, agreement and κ per decision, then the headline metrics with people's verdicts."""
+    from llmrec.pipelines.results.human_agreement import human_report
+    from llmrec.pipelines.results.judge_agreement import AGREEMENT_COLUMNS, _fmt, agreement_cells
+
+    out = []
+    for e in entries:
+        if not e.dir.local or not e.dir.labels_text().strip():  # labels are written to local run directories
+            continue
+        report = human_report(e.run_dir, resamples=resamples)
+        who = next(j for j in report["judges"] if j["label"] == "human")
+        for p in report["pairs"]:
+            moves = [[r["metric"], "–", f"not recomputed: {r['not_recomputed']}", "", f"– / {r['n']}"]
+                     if r["not_recomputed"] else
+                     [r["metric"], _fmt(r["judge"]), _fmt(r["with_human"]),
+                      f"{_fmt(r['diff'], '+.3f')} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]",
+                      f"{r['n_labelled']} / {r['n']}"] for r in p["human_metrics"]]
+            out.append({"title": f"{_label(e)}: judge {p['a']} against people ({', '.join(who['who'])}; "
+                                 f"{p['paired_samples']} labelled samples)",
+                        "columns": [c.replace("A / B", "judge / people").replace("rows A, columns B",
+                                                                               "rows judge, columns people")
+                                    for c in AGREEMENT_COLUMNS],
+                        "rows": [agreement_cells(d) for d in p["agreement"]],
+                        "metric_columns": ["metric", "as judged", "with people's verdicts", "diff [95% CI]",
+                                           "labelled / n"],
+                        "metrics": moves})
+    return out
+
+
 def _count(v: Any) -> str:
     return f"{v:.0f}" if isinstance(v, (int, float)) and math.isfinite(v) else MISSING
 
@@ -310,7 +340,7 @@ def render(sources: list[Path], compare: list[Path] = (), max_rows: int = MAX_RO
         viewer={"command": "llmrec view " + " ".join(str(s) for s in sources), "embedded": embedded,
                 "skipped": skipped, "cap_mb": transcript_mb},
         runs=runs, overlays=overlays(entries), comparisons=[_comparison(p) for p in find_comparisons(sources, compare)],
-        memorized=_memorized(entries),
+        memorized=_memorized(entries), people=people(entries),
         small_legend=f"{SMALL}: {SMALL_TEXT}", few_legend=FEW_LEGEND, stopped=stopped_early(entries),
         early_legend=f"{EARLY} x%: stopped early by execution.stop_when after x% of its samples",
         drill={"rows": rows, "notes": notes, "filters": filters, "fields": DRILLDOWN_FIELDS})

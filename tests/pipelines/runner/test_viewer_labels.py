@@ -234,3 +234,25 @@ def test_the_cli_exports_and_imports_labels_and_refuses_a_queue_without_annotate
     assert isinstance(res.exception, ConfigError)  # never inside a run directory
     res = CliRunner().invoke(cli, ["view", str(run), "--queue", "5"])
     assert isinstance(res.exception, ConfigError) and "--annotate" in str(res.exception)
+
+
+def test_the_report_measures_the_judge_against_the_labels(run):
+    """`llmrec report` of a labelled run: the judge against people, κ per decision and the accuracy with their
+    verdicts, as `llmrec judges RUN --human` gives them; an unlabelled run has no such section."""
+    from bs4 import BeautifulSoup
+
+    from llmrec.pipelines.results.html_report import render
+
+    assert BeautifulSoup(render([run]), "html.parser").find(id="people") is None
+    _, ann, c = annotating(run)
+    for i, lab in ((0, "wrong"), (1, "wrong"), (4, "right"), (5, "wrong"), (6, "right")):
+        assert c.post("/label", data=form(ann, i, lab), headers={"Origin": ORIGIN}).status_code == 200
+    soup = BeautifulSoup(render([run]), "html.parser")
+    assert soup.find(id="people") is not None and "5 labelled samples" in soup.find("h3", string=lambda t: t and
+                                                                                    "against people" in t).text
+    (row,) = soup.find("table", class_="human").tbody.find_all("tr")
+    cells = [td.text for td in row.find_all("td")]
+    assert cells[0] == "verdict" and cells[4].startswith("0.615 [")
+    moves = {tr.td.text: [td.text for td in tr.find_all("td")]
+             for tr in soup.find("table", class_="human-metrics").tbody.find_all("tr")}
+    assert moves["accuracy"][4] == "5 / 7"  # of the 7 answered samples (one of the 8 failed)
