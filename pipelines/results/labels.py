@@ -222,22 +222,44 @@ def jury_disagrees(run: StoredRun, row: dict) -> bool:
     return any(len({s.get(k) for s in seen}) > 1 for k in set().union(*seen)) if seen else False
 
 
+def _decisions(run: StoredRun, row: dict) -> dict[tuple[str, str], str]:
+    return {(d.decision, d.unit): label_text(d.label)
+            for d in caps.judge_decisions(run.bench, run.run_config.benchmark, row)}
+
+
+def rejudge_disagreements(run: StoredRun) -> set[str]:
+    """The samples of a rejudge (its config's ``rejudge.source_run``) whose judged decisions differ from the source
+    run's judge's ({} for a run that is not a rejudge, or whose source cannot be read)."""
+    from llmrec.pipelines.results.stored import open_run
+
+    source = (run.config.get("rejudge") or {}).get("source_run") if isinstance(run.config, dict) else None
+    if not source or run.bench is None:
+        return set()
+    try:
+        before = {str(r["sample_id"]): r for r in open_run(source).rows if r.get("status", "ok") == "ok"}
+        return {str(r["sample_id"]) for r in run.rows if str(r["sample_id"]) in before
+                and _decisions(run, r) != _decisions(run, before[str(r["sample_id"])])}
+    except Exception:  # noqa: BLE001 - a source that moved or cannot be read: the queue is only less informed
+        return set()
+
+
 def choose_queue(viewer, n: int, annotator: Annotator, seed: int = 0) -> list[tuple[str, str]]:
     """``n`` samples to label, as (run key, sample id): samples with a verdict that nobody labelled yet, taken a
-    setting at a time in turn (stratified), within each setting those whose jurors disagree first, then in a
-    seeded shuffle."""
+    setting at a time in turn (stratified), within each setting those where judges disagree first (a jury's jurors,
+    or a rejudge and the run it judged again), then in a seeded shuffle."""
     import random
 
     rng = random.Random(seed)
     idx = viewer.index
     labelled = {(k, str(lab["sample_id"])) for k, labs in annotator.labels.items() for lab in labs}
+    rejudged = {key: rejudge_disagreements(run) for key, run in viewer.by_key.items()}
     strata: dict[tuple[str, str], list[tuple[int, float, tuple[str, str]]]] = {}
     for run_key, row_no, sid, setting, verdict in zip(idx["run"], idx["row"], idx["sample_id"], idx["setting"],
                                                       idx["verdict"]):
         if not verdict or verdict == "failed" or (run_key, sid) in labelled:
             continue
         run = viewer.by_key[run_key]
-        first = 0 if jury_disagrees(run, viewer.rows[run_key][int(row_no)]) else 1
+        first = 0 if sid in rejudged[run_key] or jury_disagrees(run, viewer.rows[run_key][int(row_no)]) else 1
         strata.setdefault((run_key, setting), []).append((first, rng.random(), (run_key, sid)))
     lists = [sorted(v) for _, v in sorted(strata.items())]
     out: list[tuple[str, str]] = []

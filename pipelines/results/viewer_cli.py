@@ -30,8 +30,9 @@ def view(
     who: Optional[str] = typer.Option(None, "--who", help="With --annotate or --import-labels: whose labels "
                                                           "(default: the login name)."),
     queue: int = typer.Option(0, "--queue", min=0, help="With --annotate: serve N samples chosen to be "
-                                                        "informative (stratified by setting, jurors' disagreement "
-                                                        "first) as the list's labelling queue."),
+                                                        "informative (stratified by setting; where judges disagree "
+                                                        "first: a jury's jurors, a rejudge and its source run) as "
+                                                        "the list's labelling queue."),
     export_labels: Optional[Path] = typer.Option(None, "--export-labels", help="Write the run's labels as CSV to "
                                                                                "this file (no server)."),
     import_labels: Optional[Path] = typer.Option(None, "--import-labels", help="Append the labels of this CSV "

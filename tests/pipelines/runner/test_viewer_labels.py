@@ -256,3 +256,24 @@ def test_the_report_measures_the_judge_against_the_labels(run):
     moves = {tr.td.text: [td.text for td in tr.find_all("td")]
              for tr in soup.find("table", class_="human-metrics").tbody.find_all("tr")}
     assert moves["accuracy"][4] == "5 / 7"  # of the 7 answered samples (one of the 8 failed)
+
+
+def test_the_queue_puts_a_rejudges_disagreements_with_its_source_first(tmp_path, monkeypatch):
+    """A rejudge (its config names the source run): the samples whose judged decisions differ between the two
+    judges are queued before the rest (the judged decision is stood in for by the output here)."""
+    from types import SimpleNamespace
+
+    import yaml
+
+    from llmrec.pipelines import capabilities as caps
+
+    source = prefeval_run(tmp_path / "source", n=8)
+    again = prefeval_run(tmp_path / "again", n=8, kinds={6: "wrong", 7: "right"})
+    cfg = yaml.safe_load((again / RunDir.CONFIG).read_text())
+    (again / RunDir.CONFIG).write_text(yaml.safe_dump({**cfg, "rejudge": {
+        "source_run": str(source), "source_config_hash": "0" * 16, "stages": ["judge"]}}))
+    monkeypatch.setattr(caps, "judge_decisions", lambda bench, c, row: [
+        SimpleNamespace(decision="choice", unit="", label=row.get("output"))])
+    viewer = Viewer.open([str(again)])
+    q = choose_queue(viewer, 8, Annotator.open(viewer.runs, "ana"))
+    assert {s for _, s in q[:2]} == {sid(6), sid(7)}  # the two samples the judges saw differently, first
