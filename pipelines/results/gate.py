@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import xml.etree.ElementTree as ET
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 import typer
 
+from llmrec import storage
 from llmrec.cli_options import STORE_HELP, data_dir_option, tracking_uri_option
 from llmrec.errors import EXIT_INCONCLUSIVE, EXIT_REGRESSION, ConfigError, DataError
 from llmrec.pipelines.common import paired
@@ -336,8 +337,11 @@ def gate_cmd(
 
     with installed_only():
         pin = pin_store.pinned(against, tracking_uri_)
-        g = run_gate(candidate, pin, metric, margin, alpha, lower_is_better, allow_protocol_difference, resamples,
-                     seed, data_dir)
+        # storage URIs (s3://…) are read from fresh local copies, as every read verb reads them
+        with storage.local_folders([candidate, pin.location]) as (cand_local, base_local):
+            g = run_gate(str(cand_local), replace(pin, location=str(base_local)), metric, margin, alpha,
+                         lower_is_better, allow_protocol_difference, resamples, seed, data_dir)
+        g.candidate, g.baseline_location = candidate, pin.location
     console = Console()
     console.print(headline(g), markup=False)
     t = Table(*HEADER)

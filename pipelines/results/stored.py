@@ -277,8 +277,9 @@ class StoredRun:
         from llmrec.pipelines.common.store import ResultStore
 
         rd = self.dir
-        if rd.path is not None and (rd.path / RunDir.RESULTS).is_dir():
-            return list(ResultStore(rd.path / RunDir.RESULTS, writer=False).load().values())  # reads, changes nothing
+        held = (rd.path / RunDir.RESULTS).is_dir() if rd.path is not None else bool(rd.results.list(".parquet"))
+        if held:  # a local folder, or a storage URI's results/ (s3://…)
+            return list(ResultStore(rd.results, writer=False).load().values())  # reads, changes nothing
         return read_samples(rd)
 
     def result_shards(self) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -198,3 +199,33 @@ def test_holm_adjusts_both_families():
     assert row.p_not_worse < 0.001 and row.p_worse == 1.0 and row.ci_low == row.ci_high == 0
     flipped = gate_row("e", "s", "miss", "mean", a, a + 0.2, np.arange(400), 0.05, 0.05, True, 2000, 0)
     assert flipped.estimate == pytest.approx(-0.2) and flipped.p_worse < 0.001  # lower is better: more is worse
+
+
+@pytest.mark.integration  # a moto S3 server and an MLflow store
+def test_a_candidate_on_s3_is_gated_like_a_local_one(tmp_path, data, store):
+    from tests.pipelines.runner.test_results_on_s3 import _upload
+    from tests.runtime.helpers import s3_server
+
+    base = prefeval_run(tmp_path, data, "shipped-s3")
+    assert invoke(["baseline", "pin", base, "--name", "prod-s3"], store).exit_code == 0
+    with s3_server() as bucket:
+        equal = _upload(Path(prefeval_run(tmp_path, data, "equal-s3")), bucket, "runs/equal")
+        worse = _upload(Path(prefeval_run(tmp_path, data, "worse-s3", wrong=8)), bucket, "runs/worse")
+        res = invoke(["gate", equal, "--against", "prod-s3", "--metric", "accuracy", "--margin", "0.1"], store)
+        assert res.exit_code == 0 and "gate: pass" in res.output, res.output
+        res = invoke(["gate", worse, "--against", "prod-s3", "--metric", "accuracy", "--margin", "0.1"], store)
+        assert res.exit_code == EXIT_REGRESSION and "gate: regression" in res.output, res.output
+
+
+@pytest.mark.integration  # a moto S3 server
+def test_a_stored_run_on_s3_reads_its_result_store(tmp_path, data):
+    from llmrec.pipelines.results.stored import open_run
+    from tests.pipelines.runner.test_results_on_s3 import _upload
+    from tests.runtime.helpers import s3_server
+
+    local = prefeval_run(tmp_path, data, "rows-s3", wrong=3)
+    with s3_server() as bucket:
+        uri = _upload(Path(local), bucket, "runs/rows")
+        remote = sorted(open_run(uri).rows, key=lambda r: r["sample_id"])
+    assert [r["output"] for r in remote] == [r["output"] for r in sorted(open_run(local).rows,
+                                                                       key=lambda r: r["sample_id"])]
