@@ -81,3 +81,26 @@ def local_ray():
     start_local_ray()
     yield
     ray.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def _local_ray_left_as_found(request):
+    """After a test on the shared local Ray: the placement groups it left (a Tune or Train run stopped half-way
+    keeps its trials' groups while this process lives) are removed, with a warning naming the test. A group left
+    behind holds CPUs the next test's run needs, and that run waits for them for ever (the shared Ray has 2)."""
+    yield
+    if "local_ray" not in request.fixturenames:
+        return
+    import warnings
+
+    import ray
+    from ray.util import placement_group_table, remove_placement_group
+    from ray.util.placement_group import PlacementGroup
+
+    if not ray.is_initialized():
+        return
+    left = [pg_id for pg_id, info in placement_group_table().items() if info.get("state") != "REMOVED"]
+    for pg_id in left:
+        remove_placement_group(PlacementGroup(ray.PlacementGroupID(bytes.fromhex(pg_id))))
+    if left:
+        warnings.warn(f"{request.node.nodeid} left {len(left)} placement group(s) on the shared local Ray; removed")
