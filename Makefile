@@ -97,17 +97,15 @@ browser:
 	      >/dev/null || echo "apt could not install chromium: the browser tests will skip"; \
 	  else echo "no chromium/chromedriver (and not root): the browser tests will skip"; fi
 
-# `make test` runs every tier (tests/tiers.py; markers in pyproject.toml) and goes on after a failed tier so that
-# every tier's result and time is printed; it fails if any tier failed. The unit tier runs first, on TEST_WORKERS
-# processes (pytest-xdist). The integration/model/cluster/browser tier runs on SLOW_WORKERS processes, whole files to
-# one process (--dist loadfile: a module's Ray, model or server fixture is started once), and the vllm_cpu tier runs
-# beside it (its own venv and local Ray; its output is kept in $(VLLM_LOG) and printed after): those tests mostly
-# wait (Ray, servers and engines starting, runs killed and resumed), using ~0.4 of a core each on average. Each
-# test's time goes to $(TEST_TIMES); the end prints the 15 slowest tests and each tier's time.
+# `make test` runs every tier (tests/tiers.py; markers in pyproject.toml), one after the other, and goes on after a
+# failed tier so that every tier's result and time is printed; it fails if any tier failed. The unit tier runs on
+# TEST_WORKERS processes (pytest-xdist). The integration/model/cluster/browser tier runs on SLOW_WORKERS processes,
+# whole files to one process (--dist loadfile: a module's Ray, model or server fixture is started once): its tests
+# mostly wait (Ray and servers starting, runs killed and resumed), using ~0.4 of a core each on average, so two
+# share the 2 cores. Each test's time goes to $(TEST_TIMES); the end prints the 15 slowest tests and each tier's time.
 TEST_WORKERS ?= auto
 SLOW_WORKERS ?= 2
 TEST_TIMES := $(CURDIR)/.test-times.jsonl
-VLLM_LOG := $(CURDIR)/.test-vllm.log
 # run one tier: $(call tier,NAME,PYTHON,PYTEST ARGUMENTS); pytest's exit 5 (nothing selected, e.g. by PYTEST_ARGS) passes
 tier = start=$$(date +%s); LLMREC_TEST_TIMES=$(TEST_TIMES) $(2) -m pytest $(3); rc=$$?; \
   echo "[tier $(1)] $$(( $$(date +%s) - start )) s, exit $$rc"; [ $$rc = 0 ] || [ $$rc = 5 ] || failed="$$failed $(1)"
@@ -118,10 +116,8 @@ test:
 	  echo "make test: set-up $$(( $$(date +%s) - start )) s"
 	@rm -f $(TEST_TIMES); failed=; start_all=$$(date +%s); \
 	  $(call tier,unit,$(PY),-m "not slow" -n $(TEST_WORKERS) $(PYTEST_ARGS)); \
-	  ( failed=; $(call tier,vllm_cpu,$(VENV_VLLM)/bin/python,-m vllm_cpu -s -p no:cacheprovider tests/serving/test_vllm_cpu.py); \
-	    [ -z "$$failed" ] ) > $(VLLM_LOG) 2>&1 & vllm=$$!; \
 	  $(call tier,integration+model+cluster+browser,$(PY),-m slow -n $(SLOW_WORKERS) --dist loadfile $(PYTEST_ARGS)); \
-	  wait $$vllm || failed="$$failed vllm_cpu"; echo "--- the vllm_cpu tier (ran beside it) ---"; cat $(VLLM_LOG); \
+	  $(call tier,vllm_cpu,$(VENV_VLLM)/bin/python,-m vllm_cpu -s -p no:cacheprovider tests/serving/test_vllm_cpu.py); \
 	  $(PY) -m tests.tiers $(TEST_TIMES); \
 	  echo "make test: $$(( $$(date +%s) - start_all )) s"; \
 	  if [ -n "$$failed" ]; then echo "make test: failed tier(s):$$failed"; exit 1; fi

@@ -112,34 +112,27 @@ def test_kill_9_then_resume_equals_uninterrupted(tmp_path, data_root):
     ref_dir.mkdir(), cut_dir.mkdir()
     kw = dict(engine=slow, turns=[0, 2, 4], per_topic=3)
     ref_cfg, cut_cfg = config(ref_dir, **kw), config(cut_dir, **kw)
-    ref = _cli(ref_cfg, data_root)  # the uninterrupted reference runs beside the interrupted run (its own Ray)
-    proc = done = None
-    try:
-        proc = _cli(cut_cfg, data_root)
-        results = None
-        deadline = time.time() + 240
-        while time.time() < deadline:
-            runs = list((cut_dir / "runs").glob("*/results/*.parquet"))
-            if len(runs) >= 2:
-                results = runs[0].parent
-                break
-            time.sleep(0.2)
-        assert results is not None, proc.communicate()[0].decode()[-2000:]
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        partial = len(ResultStore(results).load())
-        total = 2 * 2 * 3 * 3 * 2
-        assert 0 < partial < total
-        done = _cli(cut_cfg, data_root)
-        out, _ = done.communicate(timeout=600)
-        assert done.returncode == 0, out.decode()[-3000:]
-        out, _ = ref.communicate(timeout=600)
-        assert ref.returncode == 0, out.decode()[-3000:]
-    finally:  # a failed wait leaves no run behind
-        for p in (ref, proc, done):
-            if p is not None and p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+    proc = _cli(cut_cfg, data_root)
+    results = None
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        runs = list((cut_dir / "runs").glob("*/results/*.parquet"))
+        if len(runs) >= 2:
+            results = runs[0].parent
+            break
+        time.sleep(0.2)
+    assert results is not None, proc.communicate()[0].decode()[-2000:]
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    partial = len(ResultStore(results).load())
+    total = 2 * 2 * 3 * 3 * 2
+    assert 0 < partial < total
+    done = _cli(cut_cfg, data_root)
+    out, _ = done.communicate(timeout=600)
+    assert done.returncode == 0, out.decode()[-3000:]
+    ref = _cli(ref_cfg, data_root)
+    out, _ = ref.communicate(timeout=600)
+    assert ref.returncode == 0, out.decode()[-3000:]
     cut_preds = predictions(results.parent)
     ref_preds = predictions(next((ref_dir / "runs").glob("*/results")).parent)
     assert len(cut_preds) == total and cut_preds == ref_preds
