@@ -39,7 +39,7 @@ from llmrec.pipelines.protocol import Benchmark, protocol_record, setting_of
 from llmrec.pipelines.runner import judge_failures
 from llmrec.pipelines.results import memorized
 from llmrec.pipelines.results.memorized import memorization_splits
-from llmrec.pipelines.results.outcomes import unit_outcomes
+from llmrec.pipelines.results.outcomes import run_outcomes
 from llmrec.pipelines.results.stored import StoredRun, open_run, open_runs
 from llmrec.registry import installed_only
 from llmrec.rundir import RunDir, SuiteDir, dumps_json, refuse_inside_runs
@@ -137,12 +137,6 @@ def protocol_differences(a: StoredRun, b: StoredRun) -> list[dict]:
             for k in sorted(pa.keys() | pb.keys()) if pa.get(k) != pb.get(k)]
 
 
-def _outcomes(run: StoredRun, data_dir: Path | None, assets_cache: dict) -> pd.DataFrame:
-    try:
-        return unit_outcomes(run.bench, run.run_config.benchmark, run.rows, data_dir or run.run_config.data.dir, assets_cache)
-    except DataError as e:
-        raise DataError(f"{run.path}: {e}") from e
-
 
 def _dropped(a: StoredRun, b: StoredRun, merged: pd.DataFrame, oa: pd.DataFrame, ob: pd.DataFrame) -> dict:
     sa = {str(r["sample_id"]): r.get("status", "ok") for r in a.rows}
@@ -234,9 +228,9 @@ def compare_runs(paths: list[Path], allow_protocol_diff: bool = False, resamples
         raise ConfigError(f"the runs' protocols differ ({diffs}); compare anyway with --allow-protocol-diff")
     cache: dict = {}
     for g in groups.values():
-        base = _outcomes(g[0], data_dir, cache)
+        base = run_outcomes(g[0], data_dir, cache)
         for other in g[1:]:
-            ob = _outcomes(other, data_dir, cache)
+            ob = run_outcomes(other, data_dir, cache)
             merged = base.merge(ob.drop(columns=["cluster", "statistic"]), on=["sample_id", "setting", "metric"],
                                 suffixes=("_a", "_b"))
             comp.dropped.append(_dropped(g[0], other, merged, base, ob))

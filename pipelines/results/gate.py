@@ -38,7 +38,7 @@ from llmrec.cli_options import STORE_HELP, data_dir_option, tracking_uri_option
 from llmrec.errors import EXIT_INCONCLUSIVE, EXIT_REGRESSION, ConfigError, DataError
 from llmrec.pipelines.common import paired
 from llmrec.pipelines.results import pins as pin_store
-from llmrec.pipelines.results.outcomes import unit_outcomes
+from llmrec.pipelines.results.outcomes import run_outcomes
 from llmrec.pipelines.results.stored import StoredRun
 from llmrec.registry import installed_only
 from llmrec.small_samples import MIN_CLUSTERS
@@ -100,16 +100,11 @@ class Gate:
 
 
 def _protocol_differences(base: StoredRun, cand: StoredRun) -> list[dict]:
-    pa, pb = base.protocol, cand.protocol
-    return [{"entry": cand.group, "key": k, "baseline": pa.get(k), "candidate": pb.get(k)}
-            for k in sorted(pa.keys() | pb.keys()) if pa.get(k) != pb.get(k)]
+    """``compare.protocol_differences`` of the pair, named as the gate names its sides."""
+    from llmrec.pipelines.results.compare import protocol_differences
 
-
-def _outcomes(run: StoredRun, data_dir: Path | None, cache: dict) -> pd.DataFrame:
-    try:
-        return unit_outcomes(run.bench, run.run_config.benchmark, run.rows, data_dir or run.run_config.data.dir, cache)
-    except DataError as e:
-        raise DataError(f"{run.path}: {e}") from e
+    return [{"entry": cand.group, "key": d["key"], "baseline": d["value_a"], "candidate": d["value_b"]}
+            for d in protocol_differences(base, cand)]
 
 
 def gate_row(entry: str, setting: str, metric: str, statistic: str, base, cand, clusters, margin: float,
@@ -165,7 +160,7 @@ def run_gate(candidate: str, pin: pin_store.Pin, metric: str, margin: float, alp
                           "with --allow-protocol-difference")
     cache: dict = {}
     for b, c in pairs:
-        ob, oc = _outcomes(b, data_dir, cache), _outcomes(c, data_dir, cache)
+        ob, oc = run_outcomes(b, data_dir, cache), run_outcomes(c, data_dir, cache)
         known = sorted(set(ob["metric"]) & set(oc["metric"]))
         if metric not in known:
             raise ConfigError(f"--metric {metric}: {c.group} has no per-sample outcomes of it; metrics with "

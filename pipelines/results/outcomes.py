@@ -53,3 +53,14 @@ def unit_outcomes(bench, bench_cfg, rows: list[dict], data_dir: str | Path | Non
             log.debug("%s: no per-unit outcomes (%s: %s)", bench.name, type(e).__name__, e)
             return pd.DataFrame(columns=OUTCOME_COLUMNS)
         raise DataError(f"per-sample outcomes: {type(e).__name__}: {e} (the benchmark's data: --data-dir)") from e
+
+
+def run_outcomes(run, data_dir: str | Path | None, cache: dict, rows: list[dict] | None = None,
+                 quiet: bool = False) -> pd.DataFrame:
+    """A stored run's per-unit outcomes (:func:`unit_outcomes` of its rows, or of ``rows``, a subset), its data folder
+    the run's own unless ``data_dir`` is given; a failure is a ``DataError`` naming the run."""
+    try:
+        return unit_outcomes(run.bench, run.run_config.benchmark, run.rows if rows is None else rows,
+                             data_dir or run.run_config.data.dir, cache, quiet)
+    except DataError as e:
+        raise DataError(f"{run.path}: {e}") from e

@@ -32,6 +32,7 @@ import typer
 from llmrec.cli_options import data_dir_option
 from llmrec.errors import ConfigError, DataError, LlmrecError
 from llmrec.exits import EXIT_NOT_REPRODUCED
+from llmrec.pipelines.results.outcomes import run_outcomes
 from llmrec.pipelines.results.stored import StoredRun, open_run, open_runs
 from llmrec.rundir import RunDir, dumps_json, refuse_inside_runs
 from llmrec.transcripts import calls
@@ -155,13 +156,6 @@ def compare_calls(stored: dict[str, dict], rerun: dict[str, dict], ids: list[str
     return total, same, differing
 
 
-def _outcomes(run: StoredRun, rows: list[dict], data_dir, cache: dict) -> pd.DataFrame:
-    from llmrec.pipelines.results.outcomes import unit_outcomes
-
-    return unit_outcomes(run.bench, run.run_config.benchmark, rows, data_dir or run.run_config.data.dir, cache,
-                         quiet=True)
-
-
 def reproduce(source: str, samples: int | None = 20, seed: int = 0, out: Path | None = None,
               entry: str | None = None, data_dir: Path | None = None, resamples: int = 2000) -> Reproduction:
     from llmrec.pipelines.results.compare import paired_rows, provenance_differences
@@ -186,7 +180,8 @@ def reproduce(source: str, samples: int | None = 20, seed: int = 0, out: Path | 
     cache: dict = {}
     sub_a = [stored[i] for i in ids]
     sub_b = [rerun[i] for i in ids if i in rerun]
-    oa, ob = _outcomes(run, sub_a, data_dir, cache), _outcomes(again, sub_b, data_dir, cache)
+    oa, ob = (run_outcomes(run, data_dir, cache, sub_a, quiet=True),
+              run_outcomes(again, data_dir, cache, sub_b, quiet=True))
     keys = ["sample_id", "setting", "metric"]
     merged = oa.merge(ob.drop(columns=["cluster", "statistic"]), on=keys, suffixes=("_a", "_b"))
     moved = set(merged.loc[merged["value_a"] != merged["value_b"], "sample_id"].astype(str))
