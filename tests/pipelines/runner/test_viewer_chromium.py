@@ -25,8 +25,14 @@ pytestmark = [pytest.mark.browser, pytest.mark.skipif(CHROMIUM is None or DRIVER
                                        "apt-get install chromium chromium-driver)")]
 
 
-def start_view(*args: str) -> tuple[subprocess.Popen, str]:
+def start_view(*args: str, want: str = r"at (http://127\.0\.0\.1:\d+)/samples") -> tuple[subprocess.Popen, str]:
     """`llmrec view ARGS` in a child process; returns it and the address it printed."""
+    proc, m = start_view_matching(*args, want=want)
+    return proc, m.group(1)
+
+
+def start_view_matching(*args: str, want: str) -> tuple[subprocess.Popen, re.Match]:
+    """`llmrec view ARGS` in a child process; returns it and the match of ``want`` in what it printed."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen([sys.executable, "-c", "from llmrec.cli import main; main()", "view", *args],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -37,10 +43,10 @@ def start_view(*args: str) -> tuple[subprocess.Popen, str]:
         if not line and proc.poll() is not None:
             break
         seen.append(line)
-        m = re.search(r"at (http://127\.0\.0\.1:(\d+))/samples", line)
+        m = re.search(want, line)
         if m:
-            assert m.group(2) != "0"
-            return proc, m.group(1)
+            assert not m.group(1).endswith(":0")
+            return proc, m
     proc.kill()
     raise AssertionError("llmrec view printed no address: " + "".join(seen)[-3000:])
 

@@ -9,13 +9,13 @@ import os
 import re
 import subprocess
 import sys
-import time
 
 import pytest
 
 from llmrec.rundir import RunDir
 from tests.conftest import REPO
-from tests.pipelines.runner.test_viewer_chromium import CHROMIUM, DRIVER, browser, stop  # noqa: F401 - fixture
+from tests.pipelines.runner.test_viewer_chromium import (CHROMIUM, DRIVER, browser, start_view_matching,  # noqa: F401
+                                                        stop)
 from tests.pipelines.runner.test_viewer_pairs import sid, two_runs
 from tests.pipelines.runner.viewer_fixtures import prefeval_run
 
@@ -25,21 +25,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser,
 
 
 def start(*args: str, want: str) -> tuple[subprocess.Popen, re.Match]:
-    """`llmrec view ARGS` in a child process; returns it and the match of ``want`` in what it printed."""
-    proc = subprocess.Popen([sys.executable, "-c", "from llmrec.cli import main; main()", "view", *args], cwd=REPO,
-                            env=dict(os.environ, PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    deadline, seen = time.time() + 120, []
-    while time.time() < deadline:
-        line = proc.stdout.readline()
-        if not line and proc.poll() is not None:
-            break
-        seen.append(line)
-        m = re.search(want, line)
-        if m:
-            return proc, m
-    stop(proc)
-    raise AssertionError("llmrec view printed no address: " + "".join(seen)[-3000:])
+    """`llmrec view ARGS` in a child process (test_viewer_chromium's), and the match of ``want`` in what it printed."""
+    return start_view_matching(*args, want=want)
 
 
 def test_the_changed_samples_of_two_runs_with_both_verdicts_and_a_highlighted_diff(tmp_path, browser):  # noqa: F811
