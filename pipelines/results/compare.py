@@ -1,6 +1,6 @@
 """``llmrec compare RUN_A RUN_B [RUN_C …]``: paired comparison of runs of one benchmark.
 
-Each run's per-unit outcomes come from its benchmark (``Benchmark.paired_outcomes``: sample, setting,
+Each run's per-unit outcomes come from its benchmark (``PairedOutcomes.paired_outcomes``: sample, setting,
 cluster, metric, value, statistic), computed from the run's result store (``results/``; else
 ``samples.parquet``). Runs are joined on (``sample_id``, setting, metric): only units answered in
 both runs are paired; the others are counted in ``dropped`` (missing in one run, failed in one or
@@ -158,7 +158,7 @@ def _dropped(a: StoredRun, b: StoredRun, merged: pd.DataFrame, oa: pd.DataFrame,
 
 def judge_failure_rate(run: StoredRun, setting: str = ALL) -> float:
     """The share of a run's judged units (of one setting, or all) whose judge answer could not be read
-    (``Benchmark.judge_failures``); NaN when nothing was judged."""
+    (``Judged.judge_failures``); NaN when nothing was judged."""
     failed = judged = 0
     for r in run.rows:
         if setting != ALL and setting_of(run.bench, r) != setting:

@@ -1,7 +1,7 @@
 """``llmrec gate CANDIDATE --against NAME --metric M --margin D``: is the candidate worse than a pinned baseline?
 
 A paired, cluster-aware **non-inferiority** test per benchmark entry and setting. The candidate's and the pinned
-run's per-unit outcomes (``Benchmark.paired_outcomes``, as ``llmrec compare`` pairs them: units answered in both
+run's per-unit outcomes (``PairedOutcomes.paired_outcomes``, as ``llmrec compare`` pairs them: units answered in both
 runs) give the difference ``d = candidate − baseline`` of metric M (sign flipped with ``--lower-is-better``, so a
 positive ``d`` is always the candidate doing better). Its distribution comes from the cluster bootstrap that
 ``llmrec compare`` uses (``pipelines.common.paired.cluster_bootstrap_diffs``: whole clusters, e.g. a user's

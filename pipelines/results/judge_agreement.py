@@ -1,7 +1,7 @@
 """``llmrec judges RUN_A RUN_B`` (two runs judging the same subject outputs, e.g. a run and its ``llmrec rejudge``)
 or ``llmrec judges RUN`` (a jury's run: each pair of its judges): how far the judges agree.
 
-Per judged decision (``Benchmark.judge_decisions``: PrefEval's four checks, GISTBench's evidence and specificity
+Per judged decision (``Judged.judge_decisions``: PrefEval's four checks, GISTBench's evidence and specificity
 choices): raw agreement, Cohen's kappa with a bootstrap CI that resamples whole clusters (``Benchmark.cluster``: the
 user, PrefEval's preference), the confusion matrix (``llmrec.agreement``); and what the judges' difference does to
 the headline metrics: B − A with its paired cluster-bootstrap CI and p-value, as ``llmrec compare`` computes it.
@@ -12,7 +12,7 @@ is not a judge stage has the same text in both); the others are counted as dropp
 A judge answer that could not be read is its own outcome (``unreadable``): counted per judge and decision, shown in
 the confusion matrix, left out of agreement and kappa, and kappa is refused, with the reason, for a decision where
 a judge's answers could not be read for more than half of the units (``llmrec.agreement.MAX_UNREADABLE_SHARE``).
-Each judge's failure rate over the paired samples (``Benchmark.judge_failures``) stands beside its metrics.
+Each judge's failure rate over the paired samples (``Judged.judge_failures``) stands beside its metrics.
 """
 
 from __future__ import annotations

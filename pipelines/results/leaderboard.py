@@ -116,7 +116,7 @@ def distinct_subjects(entries: list[StoredRun]) -> list[StoredRun]:
 
 @dataclass(frozen=True)
 class Units:
-    """One entry's per-unit outcomes (``Benchmark.paired_outcomes``) and its sample counts."""
+    """One entry's per-unit outcomes (``PairedOutcomes.paired_outcomes``) and its sample counts."""
 
     outcomes: pd.DataFrame  # sample_id, setting, cluster, metric, value, statistic
     samples: int | None  # rows in the run's samples file (None: it has none)

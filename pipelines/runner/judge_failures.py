@@ -1,6 +1,6 @@
 """Judge failures beside every judged number: how many of a run's judge calls gave no readable answer.
 
-A judged benchmark (``Benchmark.judged_metrics`` non-empty: PrefEval generation, GISTBench) writes three metrics
+A judged benchmark (``Judged.judged_metrics`` non-empty: PrefEval generation, GISTBench) writes three metrics
 per scope (the run, or a ``<scope>/`` prefix such as GISTBench's ``uih5/``): ``judge_failure_rate`` (the share of
 judged units whose judge answer could not be read), ``judge_failed`` (their count) and ``n_judged`` (the units the
 judge was asked about: PrefEval's samples, GISTBench's judge questions). What the benchmark's metric does with an
