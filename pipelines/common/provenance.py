@@ -28,7 +28,10 @@ from llmrec.provenance import HASH_CACHE_FILE, sha256_of  # noqa: F401 - where c
 from llmrec.provenance import read_hash_cache as _read_cache, write_hash_cache as _write_cache
 
 _CODE = (".py", ".pyc", ".pyi", ".so", ".pth", ".pyd")
-_SYSTEM = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}) + (
+# the Python installation: its prefixes and every site-packages folder on the path (a checkout's venv reaches the
+# packages it shares with other checkouts through one outside its prefix: the Makefile's $(VENV_CACHE))
+_SYSTEM = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, *(
+    p for p in sys.path if os.path.basename(p.rstrip(os.sep)) in ("site-packages", "dist-packages")))}) + (
     "/proc/", "/sys/", "/dev/")
 
 _local = threading.local()  # .files: the set being recorded in this thread, if any
