@@ -338,7 +338,7 @@ def score(
 @app.command()
 def runs(
     sources: Optional[list[str]] = typer.Argument(
-        None, help="Run directories, suite directories (one line per entry), folders holding them (e.g. runs/) or "
+        None, metavar="SOURCES", help="Run directories, suite directories (one line per entry), folders holding them (e.g. runs/) or "
                    "s3:// URIs: list these, read from their files. Default: the MLflow tracking store's runs."),
     experiment: Optional[str] = typer.Option(None, "--experiment", help="Experiment (default: all; MLflow only)."),
     uri: Optional[str] = tracking_uri_option(),
