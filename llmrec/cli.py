@@ -338,8 +338,9 @@ def score(
 @app.command()
 def runs(
     sources: Optional[list[str]] = typer.Argument(
-        None, metavar="SOURCES", help="Run directories, suite directories (one line per entry), folders holding them (e.g. runs/) or "
-                   "s3:// URIs: list these, read from their files. Default: the MLflow tracking store's runs."),
+        None, metavar="SOURCES", help="Run directories, suite directories (one line per entry), folders holding "
+                                      "them (e.g. runs/) or s3:// URIs: list these, read from their files. "
+                                      "Default: the MLflow tracking store's runs."),
     experiment: Optional[str] = typer.Option(None, "--experiment", help="Experiment (default: all; MLflow only)."),
     uri: Optional[str] = tracking_uri_option(),
     metric: list[str] = typer.Option([], "--metric", help="Metrics to show (repeatable; default: each run's "

@@ -2,8 +2,9 @@
 
 A run is one :class:`RunLine` whichever source it comes from: :meth:`RunLine.of_mlflow` reads an MLflow run (its
 tags, params and metrics), :meth:`RunLine.of_stored` a :class:`~llmrec.pipelines.results.stored.StoredRun` (its
-metrics file, config and installed benchmark), so a run listed from its directory shows what its MLflow run shows. ``llmrec runs`` without sources lists the tracking store's runs (most recent first); ``llmrec runs DIR…``
-lists run directories, suite directories (one line per entry), folders holding them, and ``s3://`` URIs, read
+metrics file, config and installed benchmark), so a run listed from its directory shows what its MLflow run shows.
+``llmrec runs`` without sources lists the tracking store's runs (most recent first); ``llmrec runs DIR…`` lists run
+directories, suite directories (one line per entry), folders holding them, and ``s3://`` URIs, read
 through ``open_runs`` (the directories are the source of truth; nothing is asked of MLflow).
 
 By default a run is one line: run, benchmark, subject, its headline metric with the 95% CI, its cost per 1,000

@@ -147,3 +147,30 @@ def test_an_unknown_metric_and_mlflow_options_are_refused_for_directories(writte
     assert set(rows[0]) >= {"missed_rate", "missed_rate_ci_low"} and "accuracy" not in rows[0]
     res = runner.invoke(app, ["runs", str(run_dir), "--tracking-uri", store])
     assert res.exit_code == 2 and "--tracking-uri: MLflow options" in res.output, res.output
+
+
+@pytest.mark.integration  # a moto S3 server on 127.0.0.1
+def test_runs_on_s3_are_listed_as_the_local_copies_are(written, tmp_path):
+    from tests.runtime.helpers import s3_server
+
+    run_dir, _, _ = written
+    with s3_server() as bucket:
+        import boto3
+
+        s3 = boto3.client("s3")
+        suite = suite_dir(tmp_path / "local")
+        index = json.loads((suite / "suite.json").read_text())
+        for e in index["entries"]:  # as a suite run with output.dir=s3://… records them
+            e["run_dir"] = f"s3://{bucket}/demo_suite/{e['subject']}/{e['entry']}"
+        (suite / "suite.json").write_text(json.dumps(index))
+        for local, prefix in ((suite, "demo_suite"), (run_dir, "runs/pe-fake")):
+            for f in local.rglob("*"):
+                if f.is_file():
+                    s3.upload_file(str(f), bucket, f"{prefix}/{f.relative_to(local)}")
+        remote = _csv([f"s3://{bucket}/demo_suite", f"s3://{bucket}/runs/pe-fake"])
+        here = _csv([str(suite), str(run_dir)])
+        columns = ("run", "benchmark", "subject", "kind", "n", "failed", "accuracy", "accuracy_ci_low", "ptc")
+        assert [[r.get(c) for c in columns] for r in remote] == [[r.get(c) for c in columns] for r in here]
+        assert remote[-1]["run_dir"] == f"s3://{bucket}/runs/pe-fake"
+        res = runner.invoke(app, ["runs", f"s3://{bucket}/nothing-here"])
+        assert res.exit_code == 2 and "nothing-here" in res.output, res.output
