@@ -337,22 +337,41 @@ def score(
 
 @app.command()
 def runs(
-    experiment: Optional[str] = typer.Option(None, "--experiment", help="Experiment (default: all)."),
+    sources: Optional[list[str]] = typer.Argument(
+        None, metavar="SOURCES", help="Run directories, suite directories (one line per entry), folders holding "
+                                      "them (e.g. runs/) or s3:// URIs: list these, read from their files. "
+                                      "Default: the MLflow tracking store's runs."),
+    experiment: Optional[str] = typer.Option(None, "--experiment", help="Experiment (default: all; MLflow only)."),
     uri: Optional[str] = tracking_uri_option(),
     metric: list[str] = typer.Option([], "--metric", help="Metrics to show (repeatable; default: each run's "
                                                           "headline metric). One no run has is refused."),
-    limit: int = typer.Option(50, min=1, help="Most recent N runs."),
+    limit: Optional[int] = typer.Option(None, min=1, help="Most recent N runs (default 50); with SOURCES: the "
+                                                          "first N lines (default: all)."),
     wide: bool = typer.Option(False, "--wide", help="Every column: experiment, kind, setting or config summary "
                                                     "and every headline metric."),
     as_csv: bool = typer.Option(False, "--csv", help="Every column as CSV on stdout (full precision)."),
 ) -> None:
-    """MLflow runs, one line each: run, benchmark, subject, headline metric [95% CI], n, failed."""
-    from llmrec.runs_table import runs_csv, runs_table
+    """Runs, one line each: run, benchmark, subject, headline metric [95% CI], cost per 1k samples, n, failed.
 
+    Without SOURCES: the MLflow tracking store's most recent runs (`llmrec runs --experiment prefeval`). With SOURCES:
+    the run directories themselves, the source of truth (`llmrec runs runs/my-run runs/demo_suite`,
+    `llmrec runs runs/`, `llmrec runs s3://bucket/runs/x`); a directory that cannot be read is one error naming it."""
+    from llmrec.pipelines.results import runs_table as rt
+
+    if sources:
+        given = [name for name, v in (("--experiment", experiment), ("--tracking-uri", uri)) if v]
+        if given:
+            raise ConfigError(f"{' and '.join(given)}: MLflow options, but runs are listed from SOURCES "
+                              f"({', '.join(sources)}); give one or the other")
+        lines = rt.stored_lines(sources)[:limit]
+        title = rt.sources_title(sources)
+    else:
+        lines = rt.mlflow_lines(uri, experiment, limit or 50)
+        title = rt.mlflow_title(uri)
     if as_csv:
-        sys.stdout.write(runs_csv(uri, experiment, metric, limit))
+        sys.stdout.write(rt.csv_text(lines, metric))
         return
-    console.print(runs_table(uri, experiment, metric, limit, wide, console.width))
+    console.print(rt.table(lines, metric, title, wide, console.width))
 
 
 @app.command()

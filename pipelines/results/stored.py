@@ -376,13 +376,16 @@ def open_run(location: str | Path | RunDir, key: str = "0") -> StoredRun:
     return run
 
 
-def open_runs(sources: Iterable[str | Path], needs: tuple[str, ...] = ANY_RUN) -> list[StoredRun]:
+def open_runs(sources: Iterable[str | Path], needs: tuple[str, ...] = ANY_RUN,
+              folders: bool = False) -> list[StoredRun]:
     """Every run of the given run directories, suite directories and storage URIs, in order (a suite: its entries).
 
     ``needs``: the files any one of which marks a plain run directory for the caller (the leaderboard needs
-    ``RunDir.METRICS``; the viewer either file). A source that is neither raises ``RunNotReadable`` naming it."""
+    ``RunDir.METRICS``; the viewer either file). ``folders``: a local folder that is neither stands for the run and
+    suite directories directly inside it (by name; other folders skipped). A source that is none of these raises
+    ``RunNotReadable`` naming it."""
     out: list[StoredRun] = []
-    for src in map(str, sources):
+    for src in _inside_folders(map(str, sources), needs) if folders else map(str, sources):
         if not storage.is_uri(src) and not Path(src).exists():
             raise RunNotReadable(f"{src}: no such run or suite directory")
         if SuiteDir.is_suite(src):
@@ -393,3 +396,20 @@ def open_runs(sources: Iterable[str | Path], needs: tuple[str, ...] = ANY_RUN) -
             raise RunNotReadable(f"{src}: neither a run directory ({', '.join(needs)}) nor a suite directory "
                                  f"({SuiteDir.INDEX})")
     return out
+
+
+def _inside_folders(sources: Iterable[str], needs: tuple[str, ...]) -> Iterable[str]:
+    """Each source, a local folder that is neither a run nor a suite directory replaced by the run and suite
+    directories directly inside it (sorted by name); ``RunNotReadable`` naming a folder that holds none."""
+    for src in sources:
+        path = Path(src)
+        if storage.is_uri(src) or not path.is_dir() or SuiteDir.is_suite(src) or any(
+                RunDir(src).exists(n) for n in needs):
+            yield src  # a run, a suite, a URI, or what open_runs reports as missing
+            continue
+        inside = [str(p) for p in sorted(path.iterdir()) if p.is_dir() and not p.name.startswith(".")
+                  and (SuiteDir.is_suite(str(p)) or any(RunDir(p).exists(n) for n in needs))]
+        if not inside:
+            raise RunNotReadable(f"{src}: neither a run directory ({', '.join(needs)}) nor a suite directory "
+                                 f"({SuiteDir.INDEX}), and no folder directly inside it is one")
+        yield from inside

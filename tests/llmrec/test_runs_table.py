@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from llmrec import tracking
-from llmrec.runs_table import runs_csv, runs_table
+from llmrec.pipelines.results.runs_table import runs_csv, runs_table
 
 
 def test_a_setting_run_shows_its_setting_once(tmp_path):

@@ -155,7 +155,7 @@ def test_fake_run_ledger_matches_its_request_log(tmp_path, local_ray):
 
     # tables show the cost per 1,000 samples beside the headline
     from llmrec.pipelines.results.leaderboard import leaderboard, wide
-    from llmrec.runs_table import runs_csv, runs_table
+    from llmrec.pipelines.results.runs_table import runs_csv, runs_table
 
     cell = costs.usd_text(m["cost/usd_per_1k_samples"])
     board = wide(leaderboard([out.run_dir]), primary_only=True)

@@ -146,14 +146,9 @@ def test_report_marks_comparisons_and_judges_from_few_clusters(tmp_path):
 
 
 def test_runs_list_marks_a_logged_ci_from_few_clusters():
-    from types import SimpleNamespace
-
-    from llmrec.runs_table import _value
-
-    def run(**metrics):
-        return SimpleNamespace(data=SimpleNamespace(metrics=metrics))
+    from llmrec.pipelines.results.runs_table import value_text
 
     ci = {"accuracy": 0.5, "accuracy_ci_low": 0.3, "accuracy_ci_high": 0.7}
-    assert _value(run(**ci, accuracy_ci_clusters=6.0), "accuracy") == f"0.500 [0.300, 0.700]{FEW}"
-    assert _value(run(**ci, accuracy_ci_clusters=60.0), "accuracy") == "0.500 [0.300, 0.700]"
-    assert _value(run(**ci), "accuracy") == "0.500 [0.300, 0.700]"  # a run logged before the count: unknown
+    assert value_text({**ci, "accuracy_ci_clusters": 6.0}, "accuracy") == f"0.500 [0.300, 0.700]{FEW}"
+    assert value_text({**ci, "accuracy_ci_clusters": 60.0}, "accuracy") == "0.500 [0.300, 0.700]"
+    assert value_text(ci, "accuracy") == "0.500 [0.300, 0.700]"  # a run logged before the count: unknown
