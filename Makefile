@@ -37,8 +37,9 @@ export VLLM_CPU_KVCACHE_SPACE ?= 1
 # Where the installed packages are kept (see $(VENV)/.installed): one folder per key, a full venv without llmrec.
 VENV_CACHE ?= $(HOME)/.cache/llmrec-venvs
 PYVER := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-DEPS := $(VENV_CACHE)/main-py$(PYVER)-$(shell { echo '$(LLAMA_CPP) -DLLAVA_BUILD=OFF'; cat pyproject.toml \
-  serving/llama_cpp_lean.cmake; } | sha256sum | cut -c1-16)
+DEPS := $(VENV_CACHE)/main-py$(PYVER)-$(shell { echo '$(LLAMA_CPP) -DLLAVA_BUILD=OFF'; $(PYTHON) -c 'import json, \
+  tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print(json.dumps([p.get("dependencies"), \
+  p.get("optional-dependencies")], sort_keys=True))'; cat serving/llama_cpp_lean.cmake; } | sha256sum | cut -c1-16)
 DEPS_VLLM := $(VENV_CACHE)/vllm-py$(PYVER)-$(shell echo '$(VLLM_TIER) $(VLLM_TIER_LLMREC_DEPS)' | sha256sum | cut -c1-16)
 # $(call checkout_venv,VENV,DEPS): VENV made anew as this checkout's venv over the cached packages in DEPS: a .pth
 # file adds DEPS's site-packages (site.addsitedir: its own .pth files apply too), each command of DEPS's bin/ is
@@ -48,7 +49,7 @@ checkout_venv = rm -rf $(1) && $(PYTHON) -m venv --without-pip $(1) && \
   here=$$($(1)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))') && \
   echo "import site; site.addsitedir('$$deps')" > $$here/llmrec-deps.pth && \
   for f in $(2)/bin/*; do n=$${f\#\#*/}; [ -e $(1)/bin/$$n ] && continue; \
-    if head -n1 $$f 2>/dev/null | grep -qx '\#!$(2)/bin/python[0-9.]*'; then \
+    if head -n1 $$f 2>/dev/null | grep -qx '\#!/.*/bin/python[0-9.]*'; then \
       { echo '\#!$(abspath $(1))/bin/python'; tail -n +2 $$f; } > $(1)/bin/$$n && chmod +x $(1)/bin/$$n; \
     elif [ -f $$f ] && [ -x $$f ]; then ln -s $$f $(1)/bin/$$n; fi; done && \
   $(EDITABLE) $(1)/bin/python -m pip install -q --no-deps -e . && \
@@ -71,8 +72,8 @@ help:
 
 venv: $(VENV)/.installed
 
-# The packages llmrec needs are installed once per user, in $(VENV_CACHE), keyed by what decides them (pyproject.toml,
-# the llama.cpp build options, the Python version): a checkout's .venv is a small venv of its own, holding llmrec
+# The packages llmrec needs are installed once per user, in $(VENV_CACHE), keyed by what decides them (pyproject.toml's
+# dependencies, the llama.cpp build options, the Python version): a checkout's .venv is a small venv of its own, holding llmrec
 # installed editable from that checkout, with the cached packages on its path and their commands in its bin/. A second
 # checkout (a clean clone, a git worktree) is set up in seconds; a changed pyproject.toml gets a cache of its own.
 $(DEPS)/.installed:
