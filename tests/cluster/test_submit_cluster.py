@@ -93,8 +93,16 @@ def test_two_jobs_compare_in_one_experiment(cluster, tmp_path):
     print(f"two submitted fake-engine jobs: {elapsed:.1f} s")
 
 
+def job_status(jobs_url: str, env: dict, job_id: str) -> str:
+    """A job's status from the Jobs REST API (the test's own wait; what llmrec prints is checked with llmrec)."""
+    got = requests.get(f"{jobs_url}/api/jobs/{job_id}", timeout=10,
+                       headers={"Authorization": f"Bearer {env['RAY_AUTH_TOKEN']}"})
+    got.raise_for_status()
+    return got.json()["status"]
+
+
 def test_missing_secret_fails_by_name_and_stop(cluster, tmp_path):
-    _, _, _, env = cluster
+    jobs_url, _, _, env = cluster
     cfg = config(tmp_path, forms=["choice"], turns=[0], methods=["zero-shot"])
     env = {**env, "LLMREC_TEST_SECRET": "value-on-the-submitter-only"}
     out = llmrec(env, "submit", str(cfg), "--env", "LLMREC_TEST_SECRET", "--wait")
@@ -107,8 +115,8 @@ def test_missing_secret_fails_by_name_and_stop(cluster, tmp_path):
     job = job_id_of(slow)
     assert llmrec(env, "jobs", "stop", job).returncode == 0
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and "STOPPED" not in llmrec(env, "jobs", "status", job).stdout:
-        time.sleep(2)
+    while time.monotonic() < deadline and job_status(jobs_url, env, job) != "STOPPED":
+        time.sleep(1)
     assert "STOPPED" in llmrec(env, "jobs", "status", job).stdout
 
 

@@ -161,7 +161,10 @@ def test_cli_suite_prints_the_table(tmp_path, local_ray):
     from llmrec.cli import app
 
     path = suite_file(tmp_path, subjects=("a",))
-    res = CliRunner().invoke(app, ["suite", path, "--set", "tracking.enabled=false"])
+    # one entry is a table (every entry of a suite: the test above); no baseline row
+    one = "benchmarks=[{entry: t1, benchmark: {name: '%s', n: 4, rounds: 1}}]" % NAME
+    res = CliRunner().invoke(app, ["suite", path, "--set", "tracking.enabled=false", "--set", one,
+                                   "--set", "baselines=false"])
     assert res.exit_code == 0, res.output
     flat = " ".join(res.output.replace("│", " ").split())
     # every cell carries n; 4 samples are too few to rank (†): their zero-width bootstrap CI is no evidence
