@@ -102,7 +102,9 @@ def ray_head(tmp: Path, env: dict[str, str], num_cpus: int = 2, job_python: Path
         wait_http(f"{url}/api/version", 180, proc, log, ok=(200, 401))  # 401: up, token auth on
         yield url
     finally:
-        stop_group(proc)
+        # `ray start --block` answers SIGTERM by stopping each of its processes in turn, which took 20-30 s on 2
+        # busy cores; the group (every process of this head: it started in its own session) is killed after 3 s
+        stop_group(proc, grace_s=3)
         shutil.rmtree(temp, ignore_errors=True)
 
 
