@@ -1,5 +1,6 @@
 """`llmrec sft`: a Ray Train job (two workers) on a tiny HF model; killed mid-run, it resumes from its
-last checkpoint; per-step loss and the eval loss reach MLflow."""
+last checkpoint; per-step loss and the eval loss reach MLflow. The resumed run and the sweep run on the tests'
+shared local Ray (one Ray start for the file); only the run that is killed has a process of its own."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ import yaml
 
 pytest.importorskip("peft")
 
+from typer.testing import CliRunner  # noqa: E402
+
+from llmrec.cli import _mount_extra_verbs, app  # noqa: E402
 from llmrec.config import validate  # noqa: E402
 from llmrec.errors import ConfigError  # noqa: E402
 from llmrec.tuning.sft.config import SFTConfig  # noqa: E402
@@ -63,11 +67,12 @@ def _registered_step(run: Path) -> int | None:
 
 @pytest.mark.slow
 @pytest.mark.model
-def test_killed_run_resumes_from_checkpoint(tmp_path):
+def test_killed_run_resumes_from_checkpoint(tmp_path, local_ray):
     cfg = _config(tmp_path, steps=15)
     run = tmp_path / "runs" / "resume"
     cmd = [sys.executable, "-m", "llmrec.cli", "sft", str(cfg)]
     env = dict(os.environ)  # RAY_TMPDIR stays short: Ray's unix socket paths must fit 107 bytes
+    # a process of its own: the point is a kill -9 of the whole run (driver, its Ray, the Train workers) mid-run
     first = subprocess.Popen(cmd, cwd=REPO, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     try:
@@ -80,8 +85,11 @@ def test_killed_run_resumes_from_checkpoint(tmp_path):
         first.wait()
     killed_at = _registered_step(run)
     assert killed_at < 15 and not (run / "metrics.json").exists()
-    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    # the same config again, in this process (`llmrec sft` through typer's runner) on the shared local Ray
+    if not any(c.name == "sft" for c in app.registered_groups):
+        _mount_extra_verbs()
+    done = CliRunner().invoke(app, ["sft", str(cfg)])
+    assert done.exit_code == 0, (done.output[-3000:], done.exception)
     summary = json.loads((run / "metrics.json").read_text())
     assert summary["steps"] == 15 and summary["resumed"] is True
     assert summary["resumed_from_step"] >= killed_at > 0
@@ -97,7 +105,7 @@ def test_killed_run_resumes_from_checkpoint(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.model
-def test_sweep_parent_and_child_runs(tmp_path):
+def test_sweep_parent_and_child_runs(tmp_path, local_ray):
     """`tune:` runs each trial as its own Ray Train job under Ray Tune, MLflow parent + one child per trial."""
     from llmrec.config import load_config
     from llmrec.tuning.sft.sweep import sweep_from_config

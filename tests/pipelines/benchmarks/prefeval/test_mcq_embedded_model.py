@@ -20,8 +20,10 @@ OLD = {"constrain_choice": True, "answer_max_tokens": 16}
 
 def test_embedded_model_run_and_cached_rerun(tmp_path, data_root, local_ray):
     engine = {"type": "llamacpp", "n_ctx": 4096, "n_threads": 2, "choice_mode": "score"}
+    # no MLflow store: nothing here reads one, and creating it costs seconds
     cfg = load_run_config(config(tmp_path, engine=engine, topics=["travel_restaurant"], forms=["explicit"],
-                                 turns=[0, 1], methods=["zero-shot"], per_topic=1, pref_reply_max_tokens=16, **OLD))
+                                 turns=[0, 1], methods=["zero-shot"], per_topic=1, pref_reply_max_tokens=16, **OLD),
+                          ["tracking.enabled=false"])
     first = run_evaluation(cfg, data_root)
     assert first.metrics["n_answered"] == 2 and first.metrics["failed"] == 0
     recs = list(ResultStore(first.run_dir / "results").load().values())
@@ -35,7 +37,7 @@ def test_embedded_model_run_and_cached_rerun(tmp_path, data_root, local_ray):
     rerun = run_evaluation(load_run_config(config(tmp_path, engine=engine, topics=["travel_restaurant"],
                                                   forms=["explicit"], turns=[0, 1], methods=["zero-shot"],
                                                   per_topic=1, pref_reply_max_tokens=16, **OLD),
-                                           ["output.resume=false"]), data_root)
+                                           ["output.resume=false", "tracking.enabled=false"]), data_root)
     assert rerun.stats["engine_calls"] == 0 and rerun.metrics["accuracy"] == first.metrics["accuracy"]
 
 

@@ -27,9 +27,9 @@ JUDGE = {"type": "fake", "default": "<answer>Yes</answer>", "rules": [
 ]}
 
 
-def with_judge(path, judge):
+def with_judge(path, judge, **sections):
     raw = yaml.safe_load(path.read_text())
-    raw["judge"] = judge
+    raw.update(judge=judge, **sections)
     path.write_text(yaml.safe_dump(raw))
     return path
 
@@ -82,7 +82,8 @@ def test_embedded_model_as_subject_and_judge(tmp_path, data_root, local_ray):
     llama = {"type": "llamacpp", "n_ctx": 4096, "n_threads": 2}
     path = with_judge(config(tmp_path, engine=llama, task="gen", topics=["travel_restaurant"], per_topic=2,
                              forms=["choice"], turns=[0], methods=["reminder"], gen_max_tokens=16,
-                             judge_max_tokens=8), llama)
+                             judge_max_tokens=8), llama,
+                      tracking={"enabled": False})  # no MLflow store: nothing here reads one, creating it costs seconds
     out = run_evaluation(load_run_config(path), data_root)
     m = out.metrics
     assert m["n_samples"] == 2 and m["n_judged"] == 2 and m["failed"] == 0
