@@ -61,30 +61,3 @@ def test_tier_of_markers():
     assert tier_of({"slow": 1}) == "integration"
     assert tier_of({"slow": 1, "model": 1}) == "model"
     assert tier_of({"browser": 1, "integration": 1}) == "browser"
-
-
-def test_the_longest_files_come_first_each_files_tests_in_their_order(pytester, monkeypatch, tmp_path):
-    """``--dist loadfile`` hands out files in collection order: the recorded long file first, then by tier."""
-    import tests.tiers as tiers
-
-    durations = tmp_path / "durations.json"
-    durations.write_text(json.dumps({"test_b_recorded.py": 300}))
-    monkeypatch.setattr(tiers, "DURATIONS", durations)
-    pytester.makepyfile(test_a_units="def test_1(): pass\ndef test_2(): pass\n",
-                        test_b_recorded="def test_3(): pass\ndef test_4(): pass\n",
-                        test_c_model="import pytest\n@pytest.mark.model\ndef test_5(): pass\ndef test_6(): pass\n")
-    pytester.makeini("[pytest]\nmarkers =\n    model: m\n    slow: s\n")
-    result = pytester.inline_run("--collect-only", "-p", "tests.tiers", plugins=[tiers])
-    order = [i.name for i in result.getcalls("pytest_collection_finish")[0].session.items]
-    assert order == ["test_3", "test_4", "test_5", "test_6", "test_1", "test_2"]
-
-
-def test_durations_sum_each_files_slow_tests(tmp_path):
-    from tests.tiers import durations
-
-    times = tmp_path / "t.jsonl"
-    times.write_text("\n".join(json.dumps(r) for r in (
-        {"nodeid": "a.py::x", "tier": "model", "seconds": 20.0}, {"nodeid": "a.py::y", "tier": "model", "seconds": 5.5},
-        {"nodeid": "b.py::z", "tier": "unit", "seconds": 30.0}, {"nodeid": "c.py::w", "tier": "integration",
-                                                                  "seconds": 2.0})))
-    assert durations([str(times)]) == {"a.py": 26}

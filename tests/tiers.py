@@ -14,8 +14,6 @@ the shared local Ray (the `local_ray` fixture), which is marked `integration` he
 
 The budget: a test that takes more than LLMREC_TEST_BUDGET_S (60 s) must name its tier with one of the
 markers above; one that does not fails the session (after every test ran), listed by name and time.
-The slow tier's files run longest first (tests/durations.json, from a recorded run; `python -m tests.tiers --durations FILE...`
-writes it), so that the files pytest-xdist hands out last are short ones.
 Set LLMREC_TEST_TIMES to a file to have every test's time appended to it as the test ends (JSON lines: nodeid,
 tier, seconds); `python -m tests.tiers FILE...` prints the slowest tests and each tier's time from such files.
 """
@@ -53,34 +51,6 @@ def pytest_collection_modifyitems(config, items):
         # markers only (a report's keywords also hold the names of its folders and module: tests/cluster/...)
         item.user_properties.append(("tier", tier_of(named + (["slow"] if item.get_closest_marker("slow") else []))))
         item.user_properties.append(("tier_named", bool(named)))
-    items[:] = heavy_files_first(items)
-
-
-# a file's usual test time (seconds, summed over its slow tests) from a recorded run: `python -m tests.tiers
-# --durations FILE...` writes it from LLMREC_TEST_TIMES files. A file it does not list counts its tests by their
-# tier's usual length.
-DURATIONS = Path(__file__).with_name("durations.json")
-TYPICAL_S = {"vllm_cpu": 80.0, "cluster": 40.0, "model": 18.0, "browser": 10.0, "integration": 8.0, "unit": 0.1}
-
-
-def heavy_files_first(items: list) -> list:
-    """The tests whole file by whole file (each file's tests in their order), the longest files first. pytest-xdist's
-    ``--dist loadfile`` hands out files in this order, so the last files to start, while the other worker may have
-    nothing left to take, are short ones (in collection order a 100-s file could start last)."""
-    try:
-        known = json.loads(DURATIONS.read_text())
-    except (OSError, ValueError):
-        known = {}
-    files: dict[str, list] = {}
-    for item in items:
-        files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-
-    def seconds(name: str) -> float:
-        if name in known:
-            return float(known[name])
-        return sum(TYPICAL_S[dict(i.user_properties).get("tier", "unit")] for i in files[name])
-
-    return [i for name in sorted(files, key=lambda n: -seconds(n)) for i in files[name]]
 
 
 def budget_s() -> float:
@@ -160,21 +130,5 @@ def summary(files: list[str], top: int = 15) -> str:
     return "\n".join(lines)
 
 
-def durations(files: list[str]) -> dict[str, int]:
-    """file → its slow tests' summed seconds, from LLMREC_TEST_TIMES files (what ``heavy_files_first`` reads)."""
-    per_file: dict[str, float] = defaultdict(float)
-    for f in files:
-        for line in Path(f).read_text().splitlines():
-            if line.strip():
-                r = json.loads(line)
-                if r["tier"] != "unit":
-                    per_file[r["nodeid"].split("::", 1)[0]] += r["seconds"]
-    return {k: round(v) for k, v in sorted(per_file.items(), key=lambda kv: -kv[1]) if v >= 5}
-
-
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--durations"]:
-        DURATIONS.write_text(json.dumps(durations(sys.argv[2:]), indent=0) + "\n")
-        print(f"wrote {DURATIONS}")
-    else:
-        print(summary(sys.argv[1:]))
+    print(summary(sys.argv[1:]))
