@@ -19,6 +19,8 @@ DEFAULT_MIN_FREE_MB = 100.0
 RAY_HOST_ENV = "LLMREC_RAY_HOST"  # the address a local Ray instance listens on (default: the loopback only)
 LOOPBACK = "127.0.0.1"
 TRACKING_CHECK_TIMEOUT_S = 10.0  # how long the check before a run waits for the tracking store to answer
+TRACKING_CHECK_SLOW_TRIES = 3  # a server that accepted the connection but is slow to answer gets this many tries,
+#                               each twice as long as the one before (10 + 20 + 40 s): busy is not broken
 MLFLOW_LOG_LEVEL_ENV = "MLFLOW_LOGGING_LEVEL"  # MLflow sets its loggers' level from it when it is imported
 
 DEFAULT_TRACKING_URI = "sqlite:///mlruns.db"

@@ -162,10 +162,12 @@ def _not_a_store(uri: str, path: Path) -> str | None:
     return None
 
 
-def check_store(configured: str | None = None, timeout_s: float = settings.TRACKING_CHECK_TIMEOUT_S) -> str:
+def check_store(configured: str | None = None, timeout_s: float = settings.TRACKING_CHECK_TIMEOUT_S,
+                slow_tries: int = settings.TRACKING_CHECK_SLOW_TRIES) -> str:
     """Fail now, in seconds and in one line, when the tracking store cannot be used: a server that does not
-    answer (one try, ``timeout_s``; MLflow's own client retries for minutes), refuses the credentials, or is not
-    an MLflow server; a scheme MLflow has no store for; a sqlite file that cannot be opened. Called before a run's
+    accept the connection (one try: MLflow's own client retries for minutes), does not answer in ``slow_tries``
+    tries of ``timeout_s``, doubling (a busy server is waited for, with a warning), refuses the credentials, or is
+    not an MLflow server; a scheme MLflow has no store for; a sqlite file that cannot be opened. Called before a run's
     first sample. Returns the URI."""
     import os
 
@@ -175,14 +177,26 @@ def check_store(configured: str | None = None, timeout_s: float = settings.TRACK
         raise ConfigError(f"tracking store {uri}: the folder {path.parent} does not exist (create it, or fix "
                           "tracking.uri / $MLFLOW_TRACKING_URI)")
     saved = {k: os.environ.get(k) for k in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT")}
-    os.environ.update(MLFLOW_HTTP_REQUEST_MAX_RETRIES="0", MLFLOW_HTTP_REQUEST_TIMEOUT=str(int(max(1, timeout_s))))
+    waited, wait = 0, int(max(1, timeout_s))
     try:
-        client(uri).search_experiments(max_results=1)
-    except Exception as e:  # noqa: BLE001 - whatever MLflow raises (its own, requests', sqlalchemy's) is one line
-        why = " ".join(str(e).split())
-        raise ConfigError(f"tracking store {redact_text(uri)} cannot be used: {redact_text(why)[:300]} (checked "
-                          "before the run; fix tracking.uri / $MLFLOW_TRACKING_URI, or set tracking.enabled=false)"
-                          ) from e
+        for attempt in range(1, max(1, slow_tries) + 1):
+            os.environ.update(MLFLOW_HTTP_REQUEST_MAX_RETRIES="0", MLFLOW_HTTP_REQUEST_TIMEOUT=str(wait))
+            try:
+                client(uri).search_experiments(max_results=1)
+                break
+            except Exception as e:  # noqa: BLE001 - whatever MLflow raises (its own, requests', sqlalchemy's) is one line
+                waited += wait
+                if _slow_answer(e) and attempt < slow_tries:
+                    log.warning("tracking store %s accepted the connection but did not answer within %d s; "
+                                "waiting up to %d s more", redact_text(uri), wait, 2 * wait)
+                    wait *= 2
+                    continue
+                why = " ".join(str(e).split())
+                if _slow_answer(e):
+                    why = f"it accepted the connection but did not answer in {waited} s ({attempt} tries): {why}"
+                raise ConfigError(f"tracking store {redact_text(uri)} cannot be used: {redact_text(why)[:300]} "
+                                  "(checked before the run; fix tracking.uri / $MLFLOW_TRACKING_URI, or set "
+                                  "tracking.enabled=false)") from e
     finally:
         for k, v in saved.items():
             if v is None:
@@ -190,6 +204,18 @@ def check_store(configured: str | None = None, timeout_s: float = settings.TRACK
             else:
                 os.environ[k] = v
     return uri
+
+
+def _slow_answer(e: BaseException) -> bool:
+    """A read timeout: the server took the connection and is busy, which longer tries may outwait (a refused
+    connection, bad credentials or a wrong scheme fail at once)."""
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if type(e).__name__ in ("ReadTimeout", "ReadTimeoutError") or "Read timed out" in str(e):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def artifact_location(root: str) -> str:
