@@ -1,4 +1,8 @@
-"""Shared test fixtures. Tests never reach a model hub; data-dependent tests skip without data."""
+"""Shared test fixtures. Tests never reach a model hub; data-dependent tests skip without data.
+
+Tests that run the embedded model under llama.cpp give it one thread (``n_threads: 1``, or
+``--set engine.n_threads=1`` over a shipped config): llama.cpp's threads spin-wait, and the slow tier runs two
+tests at once on two cores. Beside one busy process, two threads took 3x as long as one (docs/measurements.md)."""
 
 from __future__ import annotations
 
@@ -81,6 +85,16 @@ def local_ray():
     start_local_ray()
     yield
     ray.shutdown()
+
+
+@pytest.fixture
+def own_local_ray():
+    """A local Ray of this test's own (2 CPUs), shut down after it with every actor it holds: for Ray Train
+    runs, whose controller actor can outlive a trial Tune stopped early and would take the shared Ray's CPUs
+    back from the tests after it. The shared local Ray is back afterwards if it was up before."""
+    with ray_stopped():
+        start_local_ray()
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -67,7 +67,7 @@ def _registered_step(run: Path) -> int | None:
 
 @pytest.mark.slow
 @pytest.mark.model
-def test_killed_run_resumes_from_checkpoint(tmp_path, local_ray):
+def test_killed_run_resumes_from_checkpoint(tmp_path, own_local_ray):
     cfg = _config(tmp_path, steps=15)
     run = tmp_path / "runs" / "resume"
     cmd = [sys.executable, "-m", "llmrec.cli", "sft", str(cfg)]
@@ -85,7 +85,7 @@ def test_killed_run_resumes_from_checkpoint(tmp_path, local_ray):
         first.wait()
     killed_at = _registered_step(run)
     assert killed_at < 15 and not (run / "metrics.json").exists()
-    # the same config again, in this process (`llmrec sft` through typer's runner) on the shared local Ray
+    # the same config again, in this process (`llmrec sft` through typer's runner) on this test's own local Ray
     if not any(c.name == "sft" for c in app.registered_groups):
         _mount_extra_verbs()
     done = CliRunner().invoke(app, ["sft", str(cfg)])
@@ -105,7 +105,7 @@ def test_killed_run_resumes_from_checkpoint(tmp_path, local_ray):
 
 @pytest.mark.slow
 @pytest.mark.model
-def test_sweep_parent_and_child_runs(tmp_path, local_ray):
+def test_sweep_parent_and_child_runs(tmp_path, own_local_ray):
     """`tune:` runs each trial as its own Ray Train job under Ray Tune, MLflow parent + one child per trial."""
     from llmrec.config import load_config
     from llmrec.tuning.sft.sweep import sweep_from_config

@@ -22,7 +22,7 @@ MARGIN = 0.5
 def test_a_real_model_stops_early_against_a_baseline_that_is_always_wrong(tmp_path, data, local_ray):
     base = prefeval_run(tmp_path, data, "always-wrong", wrong=10 ** 6, **{k: v for k, v in MCQ.items() if k != "name"})
     cfg = RunConfig.model_validate({
-        "benchmark": MCQ, "engine": {"type": "llamacpp", "n_ctx": 4096, "n_threads": 2, "choice_mode": "score"},
+        "benchmark": MCQ, "engine": {"type": "llamacpp", "n_ctx": 4096, "n_threads": 1, "choice_mode": "score"},
         "execution": {"batch_size": 1, "concurrency": 1,
                       "stop_when": {"against": base, "metric": "accuracy", "margin": MARGIN}},
         "ray": {"num_cpus": 2}, "data": {"dir": str(data)},

@@ -17,7 +17,7 @@ from tests.conftest import require_data
 pytestmark = [pytest.mark.slow, pytest.mark.model, pytest.mark.timeout(3600)]
 
 
-LLAMA = {"type": "llamacpp", "n_ctx": 4096, "n_threads": 2}
+LLAMA = {"type": "llamacpp", "n_ctx": 4096, "n_threads": 1}
 
 
 def run(tmp_path, root, engine: dict, tracking: bool = True, **bench):

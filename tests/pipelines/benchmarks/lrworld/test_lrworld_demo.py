@@ -22,7 +22,7 @@ def test_demo_config_end_to_end(tmp_path, monkeypatch, local_ray):
     root = require_data("ml-100k", "u.data").parent.parent
     monkeypatch.setenv("LLMREC_DATA_DIR", str(root))
     monkeypatch.chdir(tmp_path)
-    sets = ["benchmark.build.per_measure=1", "benchmark.variants=[base]",
+    sets = ["benchmark.build.per_measure=1", "benchmark.variants=[base]", "engine.n_threads=1",  # tests/conftest.py
             "benchmark.build.factors=[memory_item_item,memory_user_user,entity_attribute]",
             f"output.dir={tmp_path / 'runs'}", f"tracking.uri=sqlite:///{tmp_path / 'mlruns.db'}",
             f"tracking.artifact_root={tmp_path / 'art'}"]

@@ -63,7 +63,7 @@ def test_movielens_perrecbench_end_to_end(tmp_path, local_ray):
 def test_embedded_model_one_group(tmp_path, local_ray):
     pytest.importorskip("llama_cpp", reason="llama-cpp-python (extra 'cpu') is not installed")
     data = require_data("ml-100k", "u.data").parents[1]
-    engine = {"type": "llamacpp", "n_ctx": 4096, "n_threads": 2}
+    engine = {"type": "llamacpp", "n_ctx": 4096, "n_threads": 1}
     cfg = load_run_config(write(tmp_path, engine, groups=1),
                           ["benchmark.levels=[easy]", "benchmark.modes=[point,list]", "benchmark.prompt.profile=false",
                            # not the reference default (free text): the 270M base model needs constrained answers

@@ -19,7 +19,7 @@ OLD = {"constrain_choice": True, "answer_max_tokens": 16}
 
 
 def test_embedded_model_run_and_cached_rerun(tmp_path, data_root, local_ray):
-    engine = {"type": "llamacpp", "n_ctx": 4096, "n_threads": 2, "choice_mode": "score"}
+    engine = {"type": "llamacpp", "n_ctx": 4096, "n_threads": 1, "choice_mode": "score"}
     # no MLflow store: nothing here reads one, and creating it costs seconds
     cfg = load_run_config(config(tmp_path, engine=engine, topics=["travel_restaurant"], forms=["explicit"],
                                  turns=[0, 1], methods=["zero-shot"], per_topic=1, pref_reply_max_tokens=16, **OLD),
@@ -53,7 +53,7 @@ def test_prefix_reuse_does_not_change_answers(data_root):
     outs, cached = [], []
     for reuse in (True, False):
         samples = [s for g in group_by_prefix(attach_assets(BENCHMARK.build_samples(cfg, data_root), BENCHMARK.assets(cfg, data_root))) for s in g]
-        eng = LlamaCppEngine(LlamaCppEngineConfig(n_ctx=4096, n_threads=2, reuse_prefix=reuse, choice_mode="score"))
+        eng = LlamaCppEngine(LlamaCppEngineConfig(n_ctx=4096, n_threads=1, reuse_prefix=reuse, choice_mode="score"))
         eng.start()
         process_samples(BENCHMARK, cfg, samples, lambda role: eng, retries=0)
         outs.append({s["sample_id"]: (s["pref_reply"], s["output"]) for s in samples})

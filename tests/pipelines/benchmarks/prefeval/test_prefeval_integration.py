@@ -79,7 +79,7 @@ def test_mcq_all_methods_fake_engine(tmp_path, data_root, local_ray):
 @pytest.mark.model
 def test_embedded_model_as_subject_and_judge(tmp_path, data_root, local_ray):
     pytest.importorskip("llama_cpp")
-    llama = {"type": "llamacpp", "n_ctx": 4096, "n_threads": 2}
+    llama = {"type": "llamacpp", "n_ctx": 4096, "n_threads": 1}
     path = with_judge(config(tmp_path, engine=llama, task="gen", topics=["travel_restaurant"], per_topic=2,
                              forms=["choice"], turns=[0], methods=["reminder"], gen_max_tokens=16,
                              judge_max_tokens=8), llama,

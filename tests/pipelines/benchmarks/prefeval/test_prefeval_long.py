@@ -96,7 +96,7 @@ def test_298_turns_over_context_for_the_embedded_engine(data):
     cfg = PrefEvalConfig(topics=["travel_hotel"], per_topic=1, forms=["choice"], turns=[298])
     s = attach_assets(BENCHMARK.build_samples(cfg, data), BENCHMARK.assets(cfg, data))[0]
     # n_threads given: the default asks Ray for the actor's CPUs, which fails in a driver once Ray is up
-    engine = build_engine({"type": "llamacpp", "n_ctx": 8192, "n_threads": 2})
+    engine = build_engine({"type": "llamacpp", "n_ctx": 8192, "n_threads": 1})
     n = engine.count_tokens(Request(messages=conv.answer_messages(cfg, dict(s))))
     assert n > 50_000  # ~100k tokens with the Gemma 3 tokenizer
     (out,) = process_samples(BENCHMARK, cfg, [s], lambda role: engine, retries=0, backoff_s=0)
