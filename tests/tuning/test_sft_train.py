@@ -1,6 +1,7 @@
 """`llmrec sft`: a Ray Train job (two workers) on a tiny HF model; killed mid-run, it resumes from its
-last checkpoint; per-step loss and the eval loss reach MLflow. The resumed run and the sweep run on the tests'
-shared local Ray (one Ray start for the file); only the run that is killed has a process of its own."""
+last checkpoint; per-step loss and the eval loss reach MLflow. The resumed run and the sweep run in this process,
+each on a local Ray of its test's own (``own_local_ray``: shut down with every Train actor after the test); only the
+run that is killed has a process of its own."""
 
 from __future__ import annotations
 
