@@ -257,8 +257,8 @@ def test_a_budget_stop_and_its_resume_count_what_one_run_counts(tmp_path, local_
     """Two actors answer at once; the budget stops the loop after the first batch it wrote, so the other actor's
     batch, half answered (its first call's answer in the request cache), is abandoned. The stopped run's ledger
     counts that call, and the resumed run stores it as the run's own engine call, not as a free cache hit: stop +
-    resume record what one run in one go records. Each sample makes two calls of DELAY_S each, so the other actor's
-    first call is answered before the first batch is written as long as the two actors start within DELAY_S of each
+    resume record what one run in one go records. Each sample makes two calls of ``delay_s`` each, so the other actor's
+    first call is answered before the first batch is written as long as the two actors start within ``delay_s`` of each
     other (with one call each and no delay, the other answer often came too late on a loaded machine)."""
     from llmrec.pipelines.runner.api import run_evaluation
     from llmrec.pipelines.runner.cost import call_usage, merged, record_usage
