@@ -61,3 +61,47 @@ def test_tier_of_markers():
     assert tier_of({"slow": 1}) == "integration"
     assert tier_of({"slow": 1, "model": 1}) == "model"
     assert tier_of({"browser": 1, "integration": 1}) == "browser"
+
+
+def test_a_tier_told_to_wait_runs_its_tests_once_the_hand_off_file_exists(pytester, monkeypatch, tmp_path):
+    """The vllm_cpu tier's side of the hand-off: collected, then waiting for the file before its first test."""
+    import threading
+    import time
+
+    go = tmp_path / "go"
+    monkeypatch.setenv("LLMREC_TIER_WAIT_FOR", str(go))
+    monkeypatch.delenv("LLMREC_TEST_TIMES", raising=False)
+    pytester.makepyfile(test_wait=f'''
+from pathlib import Path
+
+def test_runs_after_the_file():
+    assert Path({str(go)!r}).exists()
+''')
+    threading.Timer(1.5, go.touch).start()
+    t0 = time.monotonic()
+    result = pytester.runpytest("-p", "tests.tiers", "-s")
+    assert result.ret == pytest.ExitCode.OK and time.monotonic() - t0 >= 1.5
+    assert "[tier hand-off] waited" in result.stdout.str()
+    go.unlink()
+    assert pytester.runpytest("-p", "tests.tiers", "--collect-only").ret == pytest.ExitCode.OK  # no wait to list
+
+
+@pytest.mark.integration  # pytest-xdist's worker processes
+def test_the_slow_tier_hands_off_when_its_first_worker_has_no_files_left(pytester, monkeypatch, tmp_path):
+    """The slow tier's side: with two workers, one file each, the file that takes longer is still running when the
+    other worker goes down and the hand-off file is created."""
+    go = tmp_path / "go"
+    monkeypatch.setenv("LLMREC_TIER_HANDOFF", str(go))
+    monkeypatch.delenv("LLMREC_TEST_TIMES", raising=False)
+    pytester.makepyfile(test_short="def test_short():\n    pass\n", test_long=f'''
+import time
+from pathlib import Path
+
+def test_long():
+    deadline = time.monotonic() + 60
+    while not Path({str(go)!r}).exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert Path({str(go)!r}).exists()
+''')
+    result = pytester.runpytest("-p", "tests.tiers", "-n", "2", "--dist", "loadfile")
+    result.assert_outcomes(passed=2)
