@@ -132,13 +132,12 @@ browser:
 	      >/dev/null || echo "apt could not install chromium: the browser tests will skip"; \
 	  else echo "no chromium/chromedriver (and not root): the browser tests will skip"; fi
 
-# `make test` runs every tier (tests/tiers.py; markers in pyproject.toml), and goes on after a failed tier so that
-# every tier's result and time is printed; it fails if any tier failed. The unit tier runs on TEST_WORKERS processes
-# (pytest-xdist), then the integration/model/cluster/browser tier on SLOW_WORKERS processes, whole files to one
-# process (--dist loadfile: a module's Ray, model or server fixture is started once). The vllm_cpu tier is started
-# beside it and waits (the hand-off, tests/tiers.py) until the slow tier's first worker has run out of test files:
-# its tests then take the core that the slow tier's last files leave free. Its output is shown after the slow tier's.
-# Each test's time goes to $(TEST_TIMES); the end prints the 15 slowest tests and each tier's time.
+# `make test` runs every tier (tests/tiers.py; markers in pyproject.toml), one after the other, and goes on after a
+# failed tier so that every tier's result and time is printed; it fails if any tier failed. The unit tier runs on
+# TEST_WORKERS processes (pytest-xdist). The integration/model/cluster/browser tier runs on SLOW_WORKERS processes,
+# whole files to one process (--dist loadfile: a module's Ray, model or server fixture is started once): its tests
+# mostly wait (Ray and servers starting, runs killed and resumed), using ~0.4 of a core each on average, so two
+# share the 2 cores. Each test's time goes to $(TEST_TIMES); the end prints the 15 slowest tests and each tier's time.
 TEST_WORKERS ?= auto
 SLOW_WORKERS ?= 2
 TEST_TIMES := $(CURDIR)/.test-times.jsonl
@@ -152,13 +151,8 @@ test:
 	  echo "make test: set-up $$(( $$(date +%s) - start )) s"
 	@rm -f $(TEST_TIMES); failed=; start_all=$$(date +%s); \
 	  $(call tier,unit,$(PY),-m "not slow" -n $(TEST_WORKERS) $(PYTEST_ARGS)); \
-	  go=$$(mktemp -u); vlog=$$(mktemp); echo "[tier vllm_cpu] waits beside the slow tier for its first free worker; its output follows the slow tier's"; \
-	  ( start=$$(date +%s); LLMREC_TEST_TIMES=$(TEST_TIMES) LLMREC_TIER_WAIT_FOR=$$go $(VENV_VLLM)/bin/python -m pytest -m vllm_cpu -s -p no:cacheprovider tests/serving/test_vllm_cpu.py; \
-	    rc=$$?; echo "[tier vllm_cpu] $$(( $$(date +%s) - start )) s from its start beside the slow tier (the wait included), exit $$rc"; \
-	    [ $$rc = 0 ] || [ $$rc = 5 ] ) > $$vlog 2>&1 & vllm=$$!; \
-	  $(call tier,integration+model+cluster+browser,env LLMREC_TIER_HANDOFF=$$go $(PY),-m slow -n $(SLOW_WORKERS) --dist loadfile $(PYTEST_ARGS)); \
-	  touch $$go; slow_end=$$(date +%s); wait $$vllm || failed="$$failed vllm_cpu"; cat $$vlog; rm -f $$vlog $$go; \
-	  echo "[tier vllm_cpu] ended $$(( $$(date +%s) - slow_end )) s after the slow tier"; \
+	  $(call tier,integration+model+cluster+browser,$(PY),-m slow -n $(SLOW_WORKERS) --dist loadfile $(PYTEST_ARGS)); \
+	  $(call tier,vllm_cpu,$(VENV_VLLM)/bin/python,-m vllm_cpu -s -p no:cacheprovider tests/serving/test_vllm_cpu.py); \
 	  $(PY) -m tests.tiers $(TEST_TIMES); \
 	  echo "make test: $$(( $$(date +%s) - start_all )) s"; \
 	  if [ -n "$$failed" ]; then echo "make test: failed tier(s):$$failed"; exit 1; fi

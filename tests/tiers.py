@@ -16,12 +16,6 @@ The budget: a test that takes more than LLMREC_TEST_BUDGET_S (60 s) must name it
 markers above; one that does not fails the session (after every test ran), listed by name and time.
 Set LLMREC_TEST_TIMES to a file to have every test's time appended to it as the test ends (JSON lines: nodeid,
 tier, seconds); `python -m tests.tiers FILE...` prints the slowest tests and each tier's time from such files.
-
-The hand-off (`make test`): the vllm_cpu tier is started beside the slow tier with LLMREC_TIER_WAIT_FOR=FILE; it
-collects its tests, then waits for FILE before the first one. The slow tier, started with LLMREC_TIER_HANDOFF=FILE,
-creates FILE when its first worker has run out of test files (`pytest_testnodedown`), so the vLLM tests take the
-core that the slow tier's last files leave free instead of starting after them; `make test` creates it too when the
-slow tier ends, however it ends.
 """
 
 from __future__ import annotations
@@ -109,27 +103,6 @@ class TierTimes:
                           f"marker ({', '.join(TIERS)}; see tests/tiers.py):", red=True)
             for nodeid, s in late:
                 tw.write_line(f"  {s:7.1f} s  {nodeid}", red=True)
-
-
-@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook, in the controller: a worker has no test files left
-def pytest_testnodedown(node, error):
-    handoff = os.environ.get("LLMREC_TIER_HANDOFF")
-    if handoff:
-        Path(handoff).touch()
-
-
-def pytest_collection_finish(session):
-    """LLMREC_TIER_WAIT_FOR=FILE: wait for FILE (see the hand-off above) before the first test."""
-    wait_for = os.environ.get("LLMREC_TIER_WAIT_FOR")
-    if not wait_for or session.config.option.collectonly:
-        return
-    t0 = time.monotonic()
-    while not Path(wait_for).exists():
-        time.sleep(1)
-    print(f"[tier hand-off] waited {time.monotonic() - t0:.0f} s for a worker of the slow tier to finish", flush=True)
-    times = session.config.pluginmanager.get_plugin("llmrec-tier-times")
-    if times is not None:
-        times.started = time.monotonic()  # the tier's wall time counts from here
 
 
 def pytest_configure(config):
