@@ -61,3 +61,13 @@ def test_tier_of_markers():
     assert tier_of({"slow": 1}) == "integration"
     assert tier_of({"slow": 1, "model": 1}) == "model"
     assert tier_of({"browser": 1, "integration": 1}) == "browser"
+
+
+def test_a_test_skipped_in_one_tier_and_run_in_another_counts_once(tmp_path):
+    skipped, ran = tmp_path / "slow.jsonl", tmp_path / "vllm.jsonl"
+    skipped.write_text(json.dumps({"nodeid": "t.py::test_v", "tier": "vllm_cpu", "seconds": 0.001}) + "\n")
+    ran.write_text(json.dumps({"nodeid": "t.py::test_v", "tier": "vllm_cpu", "seconds": 80.0}) + "\n"
+                   + json.dumps({"nodeid": "t.py::test_w", "tier": "vllm_cpu", "seconds": 20.0}) + "\n")
+    text = summary([str(skipped), str(ran)])
+    assert text.splitlines()[-1] == "test time per tier: vllm_cpu 100 s (2 tests)"
+    assert text.count("t.py::test_v") == 1
